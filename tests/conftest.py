@@ -1,0 +1,60 @@
+"""Shared fixtures: the real corpus beside the repo, the real tokenizer, a tiny random Llama."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"the shared data folder {SHARED} is not beside the repository")
+    return SHARED
+
+# -- models ------------------------------------------------------------------------------------
+import pytest as _pytest
+
+
+@_pytest.fixture(scope="session")
+def real_tokenizer():
+    """The default backbone's real tokenizer (from the dequantized cache; built on first use)."""
+    from engine.backbone import load_tokenizer
+    from engine.settings import Settings
+
+    return load_tokenizer(Settings())
+
+
+@_pytest.fixture(scope="session")
+def tiny_backbone(real_tokenizer):
+    """A tiny randomly initialised Llama with the real tokenizer: seconds, not minutes."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from engine.backbone import Backbone
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(real_tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=2048, tie_word_embeddings=True)
+    model = LlamaForCausalLM(config).eval().requires_grad_(False)
+    return Backbone(model=model, tokenizer=real_tokenizer, name="tiny-llama-test",
+                    device=torch.device("cpu"), dtype=torch.float32)
+
+
+@_pytest.fixture(scope="session")
+def tiny_parts(tiny_backbone):
+    from engine.parts import H2MTParts
+
+    return H2MTParts(tiny_backbone.hidden_size, "mean").init_from_backbone(tiny_backbone)
+
+
+@_pytest.fixture(scope="session")
+def real_backbone():
+    """The real SmolLM2-135M-Instruct (dequantized cache; about 5 s after the first time)."""
+    from engine.backbone import load_backbone
+    from engine.settings import Settings
+
+    return load_backbone(Settings())
