@@ -1,0 +1,1 @@
+"""The browser UI (Gradio); it calls the engine and never the model directly."""

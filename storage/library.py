@@ -1,0 +1,299 @@
+"""The library: documents, their trees and node memories in one SQLAlchemy database.
+
+One transaction per unit of work: a document, all its nodes and all its memories are written
+together or not at all. Memories are keyed by the fingerprint of the model parts that wrote them,
+and are only ever returned for that exact fingerprint.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import networkx as nx
+from sqlalchemy import Engine, create_engine, delete, event, insert, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from engine.tree import Node, Tree
+from storage.blobs import decode_vector, encode_vector
+from storage.errors import DocumentNotFound, DuplicateDocument, MissingMemories, StaleMemories
+from storage.models import Base, DocumentRow, MemoryRow, NodeRow, QueryRow
+from storage.records import DocumentInfo, DocumentMeta, QueryRecord
+
+if TYPE_CHECKING:
+    import torch
+
+    from engine.settings import Settings
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+MEMORY_INSERT_BATCH = 256  # memory rows per INSERT (bounds the bytes held at once)
+
+
+class Library:
+    """All stored documents; construct with any SQLAlchemy URL (tables are created if missing)."""
+
+    def __init__(self, url: str, *, echo: bool = False):
+        self.url = url
+        self.engine = _make_engine(url, echo=echo)
+        Base.metadata.create_all(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Library":
+        """The library at ``settings.database_url``."""
+        return cls(settings.database_url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Library":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- documents ----------------------------------------------------------------------------
+    def find_by_sha256(self, sha256: str) -> int | None:
+        """The id of the document stored from a file with this digest, if any."""
+        with self._sessions() as s:
+            return s.scalar(select(DocumentRow.id).where(DocumentRow.sha256 == sha256))
+
+    def add_document(self, meta: DocumentMeta, tree: Tree, memories: Mapping[int, torch.Tensor],
+                     fingerprint: str) -> int:
+        """Store a document, its tree and one memory per node in one transaction; its new id.
+
+        ``memories`` maps every node id of ``tree`` to a 1-D tensor. Raises DuplicateDocument if
+        a file with ``meta.sha256`` is already stored (call ``find_by_sha256`` first to reuse it).
+        A failure anywhere leaves nothing written.
+        """
+        _check_covers(memories, set(tree.graph.nodes))
+        nodes = list(tree.preorder())
+        with self._sessions() as s, s.begin():
+            existing = s.scalar(select(DocumentRow.id).where(DocumentRow.sha256 == meta.sha256))
+            if existing is not None:
+                raise DuplicateDocument(meta.sha256, existing)
+            doc = DocumentRow(
+                title=meta.title, file_name=meta.file_name, sha256=meta.sha256, pages=meta.pages,
+                tree_source=tree.source, n_nodes=len(nodes), depth=tree.depth,
+                tokens=sum(n.tokens for n in nodes), tree_ms=meta.tree_ms,
+                memory_ms=meta.memory_ms, status="ready")
+            s.add(doc)
+            try:
+                s.flush()
+            except IntegrityError as e:  # another writer stored the same file meanwhile
+                raise DuplicateDocument(meta.sha256, None) from e
+            s.execute(insert(NodeRow), [_node_row(doc.id, n) for n in nodes])
+            _insert_memories(s, doc.id, memories, fingerprint)
+            return doc.id
+
+    def get_document(self, doc_id: int) -> DocumentInfo:
+        with self._sessions() as s:
+            row = s.get(DocumentRow, doc_id)
+            if row is None:
+                raise DocumentNotFound(doc_id)
+            return _document_info(row, self._fingerprints(s, doc_id))
+
+    def list_documents(self) -> list[DocumentInfo]:
+        """All documents, oldest first."""
+        with self._sessions() as s:
+            rows = s.scalars(select(DocumentRow).order_by(DocumentRow.id)).all()
+            by_doc: dict[int, list[str]] = {}
+            pairs = s.execute(select(MemoryRow.doc_id, MemoryRow.fingerprint).distinct())
+            for doc_id, fp in pairs:
+                by_doc.setdefault(doc_id, []).append(fp)
+            return [_document_info(r, tuple(sorted(by_doc.get(r.id, ())))) for r in rows]
+
+    def delete_document(self, doc_id: int) -> None:
+        """Remove a document with its nodes and memories (its logged queries keep no doc_id)."""
+        with self._sessions() as s, s.begin():
+            # Explicit child deletes: the schema cascades too, but a database opened without
+            # foreign-key enforcement must not keep orphans.
+            s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id))
+            s.execute(delete(NodeRow).where(NodeRow.doc_id == doc_id))
+            s.execute(update(QueryRow).where(QueryRow.doc_id == doc_id).values(doc_id=None))
+            if s.execute(delete(DocumentRow).where(DocumentRow.id == doc_id)).rowcount == 0:
+                raise DocumentNotFound(doc_id)
+
+    # -- trees --------------------------------------------------------------------------------
+    def get_tree(self, doc_id: int) -> Tree:
+        """The document's tree, equal node for node to the one stored."""
+        with self._sessions() as s:
+            doc = s.get(DocumentRow, doc_id)
+            if doc is None:
+                raise DocumentNotFound(doc_id)
+            rows = s.scalars(
+                select(NodeRow).where(NodeRow.doc_id == doc_id).order_by(NodeRow.node_id)).all()
+            graph = nx.DiGraph()
+            for r in rows:
+                graph.add_node(r.node_id, node=Node(
+                    id=r.node_id, parent=r.parent, order=r.position, depth=r.depth,
+                    title=r.title, text=r.text, page_start=r.page_start, page_end=r.page_end,
+                    tokens=r.tokens, ref=r.ref, kind=r.kind))
+            for r in rows:
+                if r.parent is not None:
+                    graph.add_edge(r.parent, r.node_id)
+            tree = Tree(graph, doc.tree_source, doc.title, doc.pages)
+        tree.validate()
+        return tree
+
+    # -- memories -----------------------------------------------------------------------------
+    def put_memories(self, doc_id: int, memories: Mapping[int, torch.Tensor], fingerprint: str,
+                     memory_ms: float | None = None) -> None:
+        """Store (or replace) the document's memories under ``fingerprint``, one per node.
+
+        Memories under other fingerprints stay (see ``prune_memories``). One transaction.
+        """
+        with self._sessions() as s, s.begin():
+            doc = s.get(DocumentRow, doc_id)
+            if doc is None:
+                raise DocumentNotFound(doc_id)
+            node_ids = set(s.scalars(select(NodeRow.node_id).where(NodeRow.doc_id == doc_id)))
+            _check_covers(memories, node_ids)
+            s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id,
+                                              MemoryRow.fingerprint == fingerprint))
+            _insert_memories(s, doc_id, memories, fingerprint)
+            if memory_ms is not None:
+                doc.memory_ms = memory_ms
+
+    def get_memories(self, doc_id: int, fingerprint: str) -> dict[int, torch.Tensor]:
+        """node id -> memory tensor (CPU), only memories written under exactly ``fingerprint``.
+
+        Raises StaleMemories when the document only has memories under other fingerprints,
+        MissingMemories when it has none (or an incomplete set) under this one.
+        """
+        with self._sessions() as s:
+            doc = s.get(DocumentRow, doc_id)
+            if doc is None:
+                raise DocumentNotFound(doc_id)
+            rows = s.execute(
+                select(MemoryRow.node_id, MemoryRow.dtype, MemoryRow.dim, MemoryRow.blob)
+                .where(MemoryRow.doc_id == doc_id, MemoryRow.fingerprint == fingerprint)).all()
+            if not rows:
+                stored = self._fingerprints(s, doc_id)
+                if stored:
+                    raise StaleMemories(doc_id, fingerprint, stored)
+                raise MissingMemories(doc_id, fingerprint)
+            if len(rows) != doc.n_nodes:
+                raise MissingMemories(
+                    doc_id, fingerprint, detail=(
+                        f"document {doc_id} has {len(rows)} of its {doc.n_nodes} node memories "
+                        f"under fingerprint {fingerprint!r}; rewrite its memories"))
+        return {node_id: decode_vector(dtype, dim, blob) for node_id, dtype, dim, blob in rows}
+
+    def memory_fingerprints(self, doc_id: int) -> tuple[str, ...]:
+        """Fingerprints under which the document has memories, sorted."""
+        with self._sessions() as s:
+            return self._fingerprints(s, doc_id)
+
+    def prune_memories(self, doc_id: int, keep_fingerprint: str) -> int:
+        """Delete the document's memories under every other fingerprint; rows deleted."""
+        with self._sessions() as s, s.begin():
+            result = s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id,
+                                                       MemoryRow.fingerprint != keep_fingerprint))
+            return result.rowcount
+
+    # -- query log ----------------------------------------------------------------------------
+    def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
+                  settings: dict[str, Any] | None = None, route: Any = None,
+                  metrics: dict[str, Any] | None = None) -> int:
+        """Record one question (settings, route and metrics must be JSON-serialisable); its id."""
+        with self._sessions() as s, s.begin():
+            row = QueryRow(doc_id=doc_id, question=question, mode=mode, answer=answer,
+                           settings_json=settings, route_json=route, metrics_json=metrics)
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def list_queries(self, doc_id: int | None = None) -> list[QueryRecord]:
+        """Logged questions, oldest first; only those over ``doc_id`` when given."""
+        with self._sessions() as s:
+            stmt = select(QueryRow).order_by(QueryRow.id)
+            if doc_id is not None:
+                stmt = stmt.where(QueryRow.doc_id == doc_id)
+            return [QueryRecord(
+                id=r.id, doc_id=r.doc_id, question=r.question, mode=r.mode,
+                settings=r.settings_json, route=r.route_json, answer=r.answer,
+                metrics=r.metrics_json, created_at=_as_utc(r.created_at))
+                for r in s.scalars(stmt)]
+
+    # -- helpers ------------------------------------------------------------------------------
+    @staticmethod
+    def _fingerprints(s: Session, doc_id: int) -> tuple[str, ...]:
+        stmt = select(MemoryRow.fingerprint).where(MemoryRow.doc_id == doc_id).distinct()
+        return tuple(sorted(s.scalars(stmt)))
+
+
+def _make_engine(url: str, *, echo: bool) -> Engine:
+    """An engine for ``url``; SQLite gets its folder, WAL, a busy timeout and foreign keys."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, echo=echo, pool_pre_ping=True)
+    database = parsed.database or ""
+    in_memory = database in ("", ":memory:") or "mode=memory" in database
+    if in_memory:  # one shared connection, or every connection would see its own empty database
+        engine = create_engine(url, echo=echo, poolclass=StaticPool,
+                               connect_args={"check_same_thread": False})
+    else:
+        if not database.startswith("file:"):
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, echo=echo)
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            if not in_memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cursor.close()
+
+    return engine
+
+
+def _check_covers(memories: Mapping[int, Any], node_ids: set[int]) -> None:
+    """Programming-error check: exactly one memory per node of the tree."""
+    keys = set(memories)
+    if keys != node_ids:
+        missing = sorted(node_ids - keys)[:10]
+        extra = sorted(keys - node_ids, key=repr)[:10]
+        raise ValueError(f"memories must cover exactly the tree's {len(node_ids)} nodes; "
+                         f"missing ids {missing}, ids not in the tree {extra}")
+
+
+def _insert_memories(s: Session, doc_id: int, memories: Mapping[int, Any],
+                     fingerprint: str) -> None:
+    """Encode and insert memory rows in batches, inside the caller's transaction."""
+    batch: list[dict[str, Any]] = []
+    for node_id, vector in memories.items():
+        enc = encode_vector(vector)
+        batch.append(dict(doc_id=doc_id, node_id=node_id, fingerprint=fingerprint,
+                          dtype=enc.dtype, dim=enc.dim, blob=enc.blob))
+        if len(batch) >= MEMORY_INSERT_BATCH:
+            s.execute(insert(MemoryRow), batch)
+            batch = []
+    if batch:
+        s.execute(insert(MemoryRow), batch)
+
+
+def _node_row(doc_id: int, n: Node) -> dict[str, Any]:
+    return dict(doc_id=doc_id, node_id=n.id, parent=n.parent, position=n.order, depth=n.depth,
+                title=n.title, text=n.text, page_start=n.page_start, page_end=n.page_end,
+                tokens=n.tokens, ref=n.ref, kind=n.kind)
+
+
+def _as_utc(moment: datetime) -> datetime:
+    """SQLite drops time zones; everything stored is UTC."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+def _document_info(row: DocumentRow, fingerprints: tuple[str, ...]) -> DocumentInfo:
+    return DocumentInfo(
+        id=row.id, title=row.title, file_name=row.file_name, sha256=row.sha256, pages=row.pages,
+        tree_source=row.tree_source, n_nodes=row.n_nodes, depth=row.depth, tokens=row.tokens,
+        created_at=_as_utc(row.created_at), tree_ms=row.tree_ms, memory_ms=row.memory_ms,
+        status=row.status, fingerprints=fingerprints)

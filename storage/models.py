@@ -1,0 +1,100 @@
+"""The database schema: documents, their tree nodes, node memories and the query log.
+
+Portable SQLAlchemy types only, so any SQLAlchemy URL works (SQLite by default, PostgreSQL too).
+A node's sibling position is the column ``position`` (``order`` is a reserved word).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (JSON, DateTime, Float, ForeignKey, ForeignKeyConstraint, Index, Integer,
+                        LargeBinary, String, Text)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class DocumentRow(Base):
+    """One uploaded document; its tree and memories hang off it."""
+
+    __tablename__ = "documents"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    title: Mapped[str] = mapped_column(Text)
+    file_name: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    pages: Mapped[int] = mapped_column(Integer, default=0)
+    tree_source: Mapped[str] = mapped_column(String(32))
+    n_nodes: Mapped[int] = mapped_column(Integer)
+    depth: Mapped[int] = mapped_column(Integer)
+    tokens: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    tree_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    memory_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    status: Mapped[str] = mapped_column(String(32), default="ready")
+
+
+class NodeRow(Base):
+    """One tree node (engine.tree.Node) of one document."""
+
+    __tablename__ = "nodes"
+
+    doc_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    node_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # tree id
+    parent: Mapped[int | None] = mapped_column(Integer)
+    position: Mapped[int] = mapped_column(Integer)  # Node.order
+    depth: Mapped[int] = mapped_column(Integer)
+    title: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    page_start: Mapped[int | None] = mapped_column(Integer)
+    page_end: Mapped[int | None] = mapped_column(Integer)
+    tokens: Mapped[int] = mapped_column(Integer)
+    ref: Mapped[str | None] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(String(32))
+    # The primary key (doc_id, node_id) is the unique (doc_id, node_id) constraint.
+
+
+class MemoryRow(Base):
+    """One node's memory vector written by the model whose parts have ``fingerprint``."""
+
+    __tablename__ = "memories"
+    __table_args__ = (
+        ForeignKeyConstraint(["doc_id", "node_id"], ["nodes.doc_id", "nodes.node_id"],
+                             ondelete="CASCADE"),
+        Index("ix_memories_doc_fingerprint", "doc_id", "fingerprint"),
+    )
+
+    doc_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    node_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    fingerprint: Mapped[str] = mapped_column(String(128), primary_key=True, index=True)
+    dtype: Mapped[str] = mapped_column(String(16))
+    dim: Mapped[int] = mapped_column(Integer)
+    blob: Mapped[bytes] = mapped_column(LargeBinary)
+    # The primary key (doc_id, node_id, fingerprint) is the unique constraint on those columns.
+
+
+class QueryRow(Base):
+    """One question asked, how it was answered, and what it cost (the query log)."""
+
+    __tablename__ = "queries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # Kept when its document is deleted, with doc_id cleared.
+    doc_id: Mapped[int | None] = mapped_column(
+        ForeignKey("documents.id", ondelete="SET NULL"), index=True)
+    question: Mapped[str] = mapped_column(Text)
+    mode: Mapped[str] = mapped_column(String(32))
+    settings_json: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    route_json: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
+    answer: Mapped[str] = mapped_column(Text, default="")
+    metrics_json: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)

@@ -1,0 +1,53 @@
+"""Plain records passed in and out of the library (never ORM objects, bound to sessions)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DocumentMeta:
+    """What the caller knows about a document besides its tree, when adding it."""
+
+    title: str  # display title; also the title of the Tree read back
+    file_name: str
+    sha256: str  # hex digest of the uploaded file's bytes
+    pages: int = 0  # also the pages of the Tree read back
+    tree_ms: float = 0.0  # time spent building the tree
+    memory_ms: float = 0.0  # time spent writing the memories
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    """A stored document, as listed to users."""
+
+    id: int
+    title: str
+    file_name: str
+    sha256: str
+    pages: int
+    tree_source: str
+    n_nodes: int
+    depth: int
+    tokens: int
+    created_at: datetime  # timezone-aware, UTC
+    tree_ms: float
+    memory_ms: float
+    status: str
+    fingerprints: tuple[str, ...]  # fingerprints under which memories are stored, sorted
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One logged question and its answer."""
+
+    id: int
+    doc_id: int | None  # None once its document is deleted, or for questions over no document
+    question: str
+    mode: str
+    settings: dict[str, Any] | None
+    route: Any
+    answer: str
+    metrics: dict[str, Any] | None
+    created_at: datetime  # timezone-aware, UTC
