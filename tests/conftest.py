@@ -1,6 +1,7 @@
-"""Shared fixtures: the real corpus beside the repo, the real tokenizer, a tiny random Llama."""
+"""Shared fixtures: the corpus folder beside the repository and one parsed tree per file."""
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,27 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"the shared data folder {SHARED} is not beside the repository")
+    if not (SHARED / "corpus").is_dir():
+        pytest.skip(f"shared corpus not found at {SHARED} (expected ../shared beside the repo)")
     return SHARED
+
+
+@lru_cache(maxsize=None)
+def _raw_tree(path: Path):
+    from engine.builders import build_raw_tree
+
+    return build_raw_tree(path)
+
+
+@pytest.fixture(scope="session")
+def corpus_tree(shared_dir):
+    """corpus_tree("etoolbox-manual.pdf") -> its raw Tree, parsed once per test session."""
+    def get(name: str):
+        path = shared_dir / "corpus" / name
+        if not path.exists():
+            pytest.skip(f"{path} missing")
+        return _raw_tree(path)
+    return get
 
 # -- models ------------------------------------------------------------------------------------
 import pytest as _pytest
