@@ -1,4 +1,4 @@
-"""Command line: ``python -m engine ingest PATH... | tree DOC_ID | list``.
+"""Command line: ``python -m engine ingest PATH... | ask DOC|all QUESTION | tree DOC_ID | list``.
 
 ``ingest`` prints one JSON object per document on its own line (stdout) and a progress bar on
 stderr; a file the user got wrong prints a JSON error line and the others still go in.
@@ -67,6 +67,35 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def cmd_ask(args: argparse.Namespace) -> int:
+    from engine.ask import AskError, AskOptions, ask
+    from engine.runtime import Runtime
+
+    rt = Runtime.load(_settings(args))
+    opts = AskOptions(mode=args.mode, k=args.k, max_depth=args.max_depth, budget=args.budget,
+                      gate=not args.no_gate, hier_pos=args.hier_pos,
+                      max_new_tokens=args.max_new_tokens)
+    try:
+        answer = ask(rt, args.doc, args.question, opts)
+    except AskError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(answer.as_json()))
+        return 0
+    print(answer.text or "(routing only)")
+    if answer.cited:
+        print("\ncited:")
+        for c in answer.cited:
+            pages = f" p.{c.page_start}-{c.page_end}" if c.page_start else ""
+            print(f"  [{c.doc_id}:{c.node_id}] {c.title}{pages}")
+    m = answer.metrics
+    print(f"\nTTFT {m.ttft_ms:.0f} ms, total {m.total_ms:.0f} ms, routing {m.route_ms:.0f} ms, "
+          f"prefill {m.prefill_tokens} tokens, generated {m.generated_tokens}, "
+          f"peak +{m.peak_mem_mb:.0f} MB", file=sys.stderr)
+    return 0
+
+
 def cmd_tree(args: argparse.Namespace) -> int:
     from storage import DocumentNotFound, Library
 
@@ -104,6 +133,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     common(p)
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("ask", help="answer a question about a document or the whole library")
+    p.add_argument("doc", help="document id, or 'all' for the whole library")
+    p.add_argument("question")
+    p.add_argument("--mode", default="memory", choices=["memory", "text", "full", "flat", "route"])
+    p.add_argument("--k", type=int, default=3, help="children kept per parent")
+    p.add_argument("--max-depth", type=int, help="deepest level routed to")
+    p.add_argument("--budget", type=int, help="most nodes selected")
+    p.add_argument("--no-gate", action="store_true", help="ArcAligner gate and LoRA off")
+    p.add_argument("--hier-pos", action="store_true", help="add HDT hierarchical position codes")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    common(p)
+    p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("tree", help="print a stored document's outline")
     p.add_argument("doc_id", type=int)

@@ -28,15 +28,18 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from engine.aggregate import make_aggregator
+from engine.aligner import DEFAULT_TARGETS, ArcAligner, target_dims_from_config
+from engine.router import RouterProjections
 
 WRITE_PROMPT = "Summarize the following section of a technical manual."
 READ_PROMPT = "In short, the section above is about"
 
 
 class H2MTParts(nn.Module):
-    """e_write, e_read, Agg and the memory input scale (H2MT 3.2)."""
+    """e_write, e_read, Agg, the memory input scale (H2MT 3.2) and the router's W_q, W_k (3.3)."""
 
-    def __init__(self, d_model: int, aggregation: str = "mean", **agg_opts):
+    def __init__(self, d_model: int, aggregation: str = "mean", aligner: dict | None = None,
+                 **agg_opts):
         super().__init__()
         self.d_model = d_model
         self.aggregation = aggregation
@@ -45,6 +48,11 @@ class H2MTParts(nn.Module):
         self.e_read = nn.Parameter(torch.zeros(d_model))
         self.log_memory_scale = nn.Parameter(torch.zeros(()))
         self.agg = make_aggregator(aggregation, d_model, **agg_opts)
+        self.router = RouterProjections(d_model)  # W_q, W_k of H2MT 3.3 (not part of memories)
+        # ArcAligner (projector, masked LoRA, gates); sized from the backbone, so built by
+        # init_from_backbone or from a checkpoint's saved config.
+        self.aligner_config = aligner
+        self.aligner = ArcAligner(**_aligner_kwargs(aligner)) if aligner else None
 
     # -- initialisation -------------------------------------------------------------------
     @torch.no_grad()
@@ -59,6 +67,15 @@ class H2MTParts(nn.Module):
         self.e_write.copy_(mean_embedding(WRITE_PROMPT).cpu())
         self.e_read.copy_(mean_embedding(READ_PROMPT).cpu())
         self.log_memory_scale.fill_(emb.norm(dim=-1).mean().log().item())
+        if self.aligner is None:
+            cfg = backbone.model.config
+            targets = DEFAULT_TARGETS
+            self.aligner_config = {
+                "d_memory": self.d_model, "d_model": cfg.hidden_size,
+                "n_layers": cfg.num_hidden_layers, "lora_targets": list(targets),
+                "target_dims": {k: list(v) for k, v in target_dims_from_config(cfg, targets).items()}}
+            self.aligner = ArcAligner(**_aligner_kwargs(self.aligner_config))
+        self.aligner.init_from_model(backbone.model)
         return self
 
     @property
@@ -89,7 +106,7 @@ class H2MTParts(nn.Module):
     # -- persistence ----------------------------------------------------------------------
     def save(self, path: str | Path, **meta: str) -> None:
         config = {"d_model": self.d_model, "aggregation": self.aggregation,
-                  "agg_opts": self.agg_opts, **meta}
+                  "agg_opts": self.agg_opts, "aligner": self.aligner_config, **meta}
         state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         save_file(state, str(path), metadata={"h2mt_config": json.dumps(config)})
@@ -100,9 +117,20 @@ class H2MTParts(nn.Module):
 
         with safe_open(str(path), framework="pt") as f:
             config = json.loads(f.metadata()["h2mt_config"])
-        parts = cls(config["d_model"], config["aggregation"], **config.get("agg_opts", {}))
+        parts = cls(config["d_model"], config["aggregation"], config.get("aligner"),
+                    **config.get("agg_opts", {}))
         parts.load_state_dict(load_file(str(path)))
         return parts
+
+
+def _aligner_kwargs(config: dict) -> dict:
+    kw = dict(config)
+    kw["lora_targets"] = tuple(kw.get("lora_targets", DEFAULT_TARGETS))
+    if kw.get("target_dims"):
+        kw["target_dims"] = {k: tuple(v) for k, v in kw["target_dims"].items()}
+    if kw.get("gated_layers") is not None:
+        kw["gated_layers"] = tuple(kw["gated_layers"])
+    return kw
 
 
 def load_or_init_parts(settings, backbone) -> H2MTParts:

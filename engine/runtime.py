@@ -20,6 +20,9 @@ class Runtime:
     parts: H2MTParts
     library: Library
     fingerprint: str = field(init=False)
+    # Per-process caches (trees and memories read from storage, flat-baseline indexes), keyed
+    # by document and fingerprint; never shared across processes.
+    cache: dict = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.fingerprint = self.parts.fingerprint(self.backbone.name)

@@ -145,6 +145,8 @@ def write_memories(tree: Tree, backbone: Backbone, parts: H2MTParts, *,
             stats.backbone_nodes += len(batch)
             stats.tokens += sum(it.length for it in batch)
             stats.padded_tokens += len(batch) * max(it.length for it in batch)
+            if progress is not None:
+                progress(len(memories), total)
         if progress is not None:
             progress(len(memories), total)
     stats.nodes = len(memories)

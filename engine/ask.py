@@ -1,0 +1,170 @@
+"""Ask: question -> query vector -> Route -> Answer -> query log (H2MT 3.3).
+
+The one entry point the CLI, the app and the benches call. Trees and memories of a document are
+read from storage once per runtime and kept (they only change when the writer's fingerprint
+does, and the fingerprint is part of the cache key).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from engine.answer import (MODES, Answer, Citation, Context, Metrics, _PeakMemory, answer_full,
+                           answer_memory, answer_text, generate_with_slots)
+from engine.flat import FlatIndex, build_flat_index, search
+from engine.router import Route, RoutingTree, query_vector, route
+from engine.runtime import Runtime
+from engine.tree import Tree
+
+MAX_QUESTION_CHARS = 2000
+
+
+class AskError(ValueError):
+    """A problem with the user's request (empty question, unknown document, bad setting)."""
+
+
+@dataclass
+class AskOptions:
+    mode: str = "memory"
+    k: int = 3
+    max_depth: int | None = None
+    budget: int | None = None
+    temperature: float = 1.0
+    gate: bool = True
+    hier_pos: bool = False
+    max_new_tokens: int = 128
+    text_budget: int = 1024
+    query_fraction: float = 0.5  # H2MT 3.3 uses the first half of the question's tokens
+    flat_segment_tokens: int = 256
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise AskError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if self.k < 1:
+            raise AskError("k must be at least 1")
+        if self.max_depth is not None and self.max_depth < 1:
+            raise AskError("the depth cap must be at least 1")
+        if self.budget is not None and self.budget < 1:
+            raise AskError("the node budget must be at least 1")
+        if not 0 < self.query_fraction <= 1:
+            raise AskError("query_fraction must lie in (0, 1]")
+
+
+def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, tuple[Tree, dict[int, torch.Tensor]]]:
+    """Trees and memories (under the runtime's fingerprint) of the documents, cached."""
+    cache = rt.cache.setdefault("docs", {})
+    out = {}
+    for doc_id in doc_ids:
+        key = (doc_id, rt.fingerprint)
+        if key not in cache:
+            cache[key] = (rt.library.get_tree(doc_id), rt.library.get_memories(doc_id, rt.fingerprint))
+        out[doc_id] = cache[key]
+    return out
+
+
+def flat_index(rt: Runtime, doc_id: int, tree: Tree, segment_tokens: int) -> FlatIndex:
+    cache = rt.cache.setdefault("flat", {})
+    key = (doc_id, rt.fingerprint, segment_tokens)
+    if key not in cache:
+        cache[key] = build_flat_index(tree, rt.backbone, rt.parts, segment_tokens,
+                                      rt.settings.write_batch_nodes, rt.settings.write_batch_tokens)
+    return cache[key]
+
+
+def resolve_docs(rt: Runtime, doc: int | str | None) -> list[int]:
+    if doc in (None, "all"):
+        ids = [d.id for d in rt.library.list_documents()]
+        if not ids:
+            raise AskError("the library is empty: ingest a manual first")
+        return ids
+    try:
+        doc_id = int(doc)
+    except (TypeError, ValueError):
+        raise AskError(f"not a document id: {doc!r}") from None
+    from storage import DocumentNotFound
+
+    try:
+        rt.library.get_document(doc_id)
+    except DocumentNotFound:
+        raise AskError(f"no document with id {doc_id}") from None
+    return [doc_id]
+
+
+def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | None = None,
+        log: bool = True) -> Answer:
+    """Answer ``question`` about one document (id) or the whole library (None / "all")."""
+    opts = opts or AskOptions()
+    opts.validate()
+    question = (question or "").strip()
+    if not question:
+        raise AskError("the question is empty")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise AskError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+    doc_ids = resolve_docs(rt, doc)
+    docs = load_documents(rt, doc_ids)
+    routing = RoutingTree.from_library(docs)
+    ctx = Context(backbone=rt.backbone, parts=rt.parts, routing=routing,
+                  trees={d: t for d, (t, _) in docs.items()},
+                  aligner=getattr(rt.parts, "aligner", None), gate=opts.gate,
+                  hier_pos=opts.hier_pos, max_new_tokens=opts.max_new_tokens,
+                  text_budget=opts.text_budget)
+    metrics = Metrics()
+    with _PeakMemory(rt.backbone.device) as peak:
+        t0 = time.perf_counter()
+        rt_route: Route | None = None
+        q = None
+        if opts.mode != "full":
+            tq = time.perf_counter()
+            q = query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
+            query_ms = (time.perf_counter() - tq) * 1e3
+            rt_route = route(routing, q, rt.parts.router, k=opts.k, max_depth=opts.max_depth,
+                             budget=opts.budget, temperature=opts.temperature)
+            rt_route.query_ms = query_ms
+            metrics.route_ms = query_ms + rt_route.route_ms
+        gate: dict[int, list[int]] = {}
+        cited: list[int] = []
+        if opts.mode == "route":
+            text, result = "", None
+            cited = sorted(rt_route.selected)
+        elif opts.mode == "memory":
+            result, cited = answer_memory(ctx, question, rt_route)
+            if result.loops is not None:
+                gate = {rid: [int(x) for x in result.loops[i].tolist()] for i, rid in enumerate(cited)}
+        elif opts.mode == "text":
+            result, cited = answer_text(ctx, question, rt_route)
+        elif opts.mode == "full":
+            result, cited = answer_full(ctx, question)
+        else:  # flat
+            if len(doc_ids) != 1:
+                raise AskError("the flat baseline answers about one document at a time")
+            tree = ctx.trees[doc_ids[0]]
+            index = flat_index(rt, doc_ids[0], tree, opts.flat_segment_tokens)
+            n = max(1, len(rt_route.selected))
+            seg, _ = search(index, q, rt.parts.router, n)
+            result = generate_with_slots(ctx, question, index.memories[seg], None)
+        if result is not None:
+            text = result.text
+            metrics.prefill_tokens = result.prefill_tokens
+            metrics.generated_tokens = result.generated_tokens
+            if result.first_token_at is not None:
+                metrics.ttft_ms = (result.first_token_at - t0) * 1e3
+        else:
+            metrics.ttft_ms = metrics.route_ms
+        metrics.total_ms = (time.perf_counter() - t0) * 1e3
+    metrics.peak_mem_mb = max(0.0, peak.mb)
+    answer = Answer(text=text, mode=opts.mode, cited=[_cite(routing, i) for i in cited],
+                    gate=gate, metrics=metrics, route=rt_route)
+    if log:
+        rt.library.log_query(question, opts.mode, text,
+                             doc_id=doc_ids[0] if len(doc_ids) == 1 else None,
+                             settings=asdict(opts), route=answer.as_json()["route"],
+                             metrics=asdict(metrics))
+    return answer
+
+
+def _cite(routing: RoutingTree, rid: int) -> Citation:
+    return Citation(id=rid, doc_id=routing.origin[rid][0], node_id=routing.origin[rid][1],
+                    title=routing.title[rid], page_start=routing.pages[rid][0],
+                    page_end=routing.pages[rid][1])
