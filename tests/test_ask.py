@@ -1,0 +1,125 @@
+"""ask(): every mode end to end, on a tiny random Llama and with the real backbone."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from engine.answer import MODES, hierarchical_position_encoding
+from engine.ask import AskError, AskOptions, ask
+from engine.ingest import ingest_file
+from engine.parts import H2MTParts
+from engine.runtime import Runtime
+from engine.settings import Settings
+from storage import Library
+
+MANUAL = """# Widget manual
+Widgets are configured with a file called widget.conf.
+
+## Installing
+Run the installer and answer the questions. The installer writes widget.conf for you.
+
+## Sizes
+### Small widgets
+Small widgets fit in one hand and need no power supply.
+### Large widgets
+Large widgets need a 12 V supply. Never connect them to 230 V.
+"""
+
+
+def make_runtime(backbone, tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    parts = H2MTParts(backbone.hidden_size, "mean").init_from_backbone(backbone)
+    return Runtime(settings, backbone, parts.eval(), Library(settings.database_url))
+
+
+@pytest.fixture(scope="module")
+def tiny_rt(tiny_backbone, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tiny")
+    rt = make_runtime(tiny_backbone, tmp)
+    md = tmp / "widgets.md"
+    md.write_text(MANUAL)
+    doc = ingest_file(md, rt).doc_id
+    return rt, doc
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
+    rt, doc = tiny_rt
+    ans = ask(rt, doc, "How do I power a large widget?", AskOptions(mode=mode, k=2, max_new_tokens=4))
+    out = ans.as_json()
+    json.dumps(out)  # the CLI's --json object is serialisable
+    assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics"}
+    assert set(out["metrics"]) == {"ttft_ms", "total_ms", "route_ms", "prefill_tokens",
+                                   "generated_tokens", "peak_mem_mb"}
+    if mode == "full":
+        assert out["route"] is None
+    else:
+        statuses = {r["status"] for r in out["route"]}
+        assert "selected" in statuses and out["metrics"]["route_ms"] > 0
+    if mode == "route":
+        assert out["answer"] == "" and out["metrics"]["generated_tokens"] == 0
+    else:
+        assert 1 <= out["metrics"]["generated_tokens"] <= 4
+        assert out["metrics"]["prefill_tokens"] > 0 and out["metrics"]["ttft_ms"] > 0
+    if mode == "memory":
+        # one slot per selected node; the gate reports loops in [0, T] for each of them
+        assert {int(k) for k in out["gate"]} == {c["id"] for c in out["cited"]}
+        T = rt.parts.aligner.max_loops
+        assert all(0 <= x <= T for v in out["gate"].values() for x in v)
+
+
+def test_memory_prefill_is_slots_not_text(tiny_rt):
+    rt, doc = tiny_rt
+    mem = ask(rt, doc, "Where is widget.conf written?", AskOptions(mode="memory", k=1, max_new_tokens=1))
+    full = ask(rt, doc, "Where is widget.conf written?", AskOptions(mode="full", max_new_tokens=1))
+    assert mem.metrics.prefill_tokens < full.metrics.prefill_tokens
+
+
+def test_questions_are_logged_with_route(tiny_rt):
+    rt, doc = tiny_rt
+    before = len(rt.library.list_queries(doc))
+    ask(rt, doc, "Which supply do large widgets need?", AskOptions(mode="route"))
+    log = rt.library.list_queries(doc)
+    assert len(log) == before + 1
+    assert log[-1].question == "Which supply do large widgets need?" and log[-1].route
+
+
+def test_user_errors_are_clear(tiny_rt):
+    rt, doc = tiny_rt
+    with pytest.raises(AskError, match="empty"):
+        ask(rt, doc, "   ")
+    with pytest.raises(AskError, match="no document"):
+        ask(rt, 999, "hello?")
+    with pytest.raises(AskError, match="mode"):
+        ask(rt, doc, "hello?", AskOptions(mode="telepathy"))
+
+
+def test_hierarchical_position_encoding_distinguishes_paths():
+    hpe = hierarchical_position_encoding([[1], [2], [1, 1], [1, 2]], 64)
+    assert hpe.shape == (4, 64)
+    assert torch.allclose(hpe.pow(2).mean(-1), torch.ones(4))
+    assert not torch.allclose(hpe[2], hpe[3])
+
+
+def test_hier_pos_changes_memory_answer_inputs(tiny_rt):
+    rt, doc = tiny_rt
+    a = ask(rt, doc, "Small widgets?", AskOptions(mode="memory", max_new_tokens=2, hier_pos=True), log=False)
+    assert a.metrics.generated_tokens >= 1
+
+
+@pytest.mark.real_model
+def test_every_mode_with_the_real_backbone_on_a_corpus_manual(real_backbone, shared_dir, tmp_path):
+    rt = make_runtime(real_backbone, tmp_path)
+    doc = ingest_file(shared_dir / "corpus" / "camlidl-manual_no-outline.pdf", rt).doc_id
+    q = "How do I declare that a pointer parameter may be null?"
+    for mode in MODES:
+        ans = ask(rt, doc, q, AskOptions(mode=mode, k=2, max_new_tokens=12))
+        if mode != "route":
+            assert ans.text.strip(), mode
+            assert ans.metrics.generated_tokens >= 1
+        if mode in ("memory", "text", "route"):
+            assert ans.cited and all(c.doc_id == doc for c in ans.cited)
+            assert any(c.page_start for c in ans.cited)
+    assert len(rt.library.list_queries(doc)) == len(MODES)
