@@ -3,4 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The browser tests drive Debian's Chromium (the browser automation library cannot download its
+# own browser here); install it once when missing and allowed to (root). Quiet, idempotent.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || echo "chromium could not be installed; the browser tests will be skipped" >&2
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -77,3 +77,40 @@ def real_backbone():
     from engine.settings import Settings
 
     return load_backbone(Settings())
+
+
+# -- the app, served once per test session (browser and API tests share it) ----------------------
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@_pytest.fixture(scope="session")
+def explorer_server(real_backbone, tmp_path_factory):
+    """(url, runtime) of the explorer launched in-process on a temporary SQLite library."""
+    import os
+
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from app.ui import build_app
+    from engine.parts import H2MTParts
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+    from storage import Library
+
+    data = tmp_path_factory.mktemp("explorer")
+    settings = Settings(data_dir=data)
+    parts = H2MTParts(real_backbone.hidden_size, "mean").init_from_backbone(real_backbone)
+    rt = Runtime(settings, real_backbone, parts.eval(), Library(settings.database_url))
+    demo = build_app(rt)
+    port = _free_port()
+    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
+                        ssr_mode=False, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/", rt
+    finally:
+        demo.close()
+        rt.library.close()

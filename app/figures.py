@@ -1,0 +1,338 @@
+"""Plotly figures of a routing trace: the routing tree and a whole-manual icicle.
+
+Only plain data goes in (an ``engine.router.Route`` and, optionally, an ``engine.answer.Answer``
+for the gate loop counts); nothing here touches the model or the database.
+
+The routing tree shows what the router looked at: the root, every scored node (selected ones
+bold on the selected path, pruned ones greyed with dashed edges) and, for every scored node
+whose children were never scored, ONE collapsed marker "+N" standing for the N unvisited nodes
+below it. A manual of 800+ nodes therefore draws only the nodes the router actually scored.
+
+Every title is HTML-escaped before it reaches Plotly: its hover and label text is HTML-like
+(``<b>``, ``<br>``, links), so a heading such as ``<script>`` must arrive as ``&lt;script&gt;``.
+"""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+
+from app.layout import tidy_layout
+
+COLORSCALE = "Viridis"
+SELECTED_EDGE = "#111827"
+PRUNED_EDGE = "#b6bcc6"
+COLLAPSED_EDGE = "#d6dae0"
+COLLAPSED_FILL = "#c7ccd4"
+UNVISITED_FILL = "#eceef1"
+ROOT_FILL = "#374151"
+LABELS_PER_LEVEL = 6  # label the selected nodes of a depth only while it has at most this many
+STATUSES = ("root", "selected", "pruned", "collapsed")
+
+
+def esc(text: str | None, limit: int | None = None) -> str:
+    """Plain text -> text safe inside Plotly's HTML-like labels (cut to ``limit`` chars first)."""
+    t = " ".join((text or "").split())
+    if limit is not None and len(t) > limit:
+        t = t[: limit - 1] + "…"
+    return html.escape(t, quote=True)
+
+
+def pages_label(start: int | None, end: int | None) -> str:
+    if start is None:
+        return "—"
+    return f"p. {start}" if end in (None, start) else f"pp. {start}–{end}"
+
+
+# -- the visible part of a route -----------------------------------------------------------------
+
+@dataclass
+class VisibleTree:
+    """The nodes drawn: scored nodes plus one collapsed marker per unexpanded scored node.
+
+    Collapsed markers get negative ids ``-(parent + 1)``; ``collapsed[marker] = (parent, count)``.
+    """
+
+    children: dict[int, list[int]] = field(default_factory=dict)
+    collapsed: dict[int, tuple[int, int]] = field(default_factory=dict)
+    visible: list[int] = field(default_factory=list)  # real node ids drawn, document order
+
+
+def marker_id(parent: int) -> int:
+    return -(parent + 1)
+
+
+def visible_tree(route) -> VisibleTree:
+    """Which nodes of ``route`` are drawn and how unvisited subtrees are collapsed."""
+    nodes = route.nodes
+    kids: dict[int, list[int]] = {}
+    for n in nodes:
+        if n.parent is not None:
+            kids.setdefault(n.parent, []).append(n.id)
+    for ch in kids.values():
+        ch.sort()  # ids follow document order within a parent
+    # subtree sizes, deepest first (no recursion)
+    size = [1] * len(nodes)
+    for n in sorted(nodes, key=lambda n: -n.depth):
+        if n.parent is not None:
+            size[n.parent] += size[n.id]
+    vt = VisibleTree()
+    for n in nodes:
+        if n.status == "unvisited":
+            continue
+        vt.visible.append(n.id)
+        ch = kids.get(n.id, [])
+        if not ch:
+            continue
+        shown = [c for c in ch if nodes[c].status != "unvisited"]
+        hidden = sum(size[c] for c in ch if nodes[c].status == "unvisited")
+        if hidden:
+            m = marker_id(n.id)
+            vt.collapsed[m] = (n.id, hidden)
+            shown.append(m)
+        vt.children[n.id] = shown
+    return vt
+
+
+# -- the routing tree ----------------------------------------------------------------------------
+
+def _loops(answer, rid: int) -> list[int]:
+    if answer is None or not getattr(answer, "gate", None):
+        return []
+    return list(answer.gate.get(rid, []))
+
+
+def _hover(n, loops: list[int]) -> str:
+    lines = [f"<b>{esc(n.title, 90) or '(untitled)'}</b>",
+             f"status: {n.status}",
+             f"pages: {pages_label(n.page_start, n.page_end)}",
+             f"depth: {n.depth}"]
+    if n.score is not None:
+        lines.append(f"score: {n.score:.3f}")
+    if n.prob is not None:
+        lines.append(f"probability in parent: {n.prob:.3f}")
+    if n.visit is not None:
+        lines.append(f"visit order: {n.visit}")
+    if loops:
+        per_layer = ", ".join(f"L{j}: {v}" for j, v in enumerate(loops))
+        lines.append(f"gate loops: {sum(loops)} ({per_layer})")
+    lines.append(f"node id: {n.id}")
+    return "<br>".join(lines)
+
+
+def _edges(segments: Iterable[tuple[tuple[float, float], tuple[float, float]]]):
+    xs, ys = [], []
+    for (x0, y0), (x1, y1) in segments:
+        xs += [x0, x1, None]
+        ys += [y0, y1, None]
+    return xs, ys
+
+
+def score_range(route) -> tuple[float, float]:
+    scores = [n.score for n in route.nodes if n.score is not None and math.isfinite(n.score)]
+    if not scores:
+        return 0.0, 1.0
+    lo, hi = min(scores), max(scores)
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.5, hi + 0.5
+    return lo, hi
+
+
+def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
+    """The routing tree of ``route`` (gate loops from ``answer`` when given) as a Plotly figure."""
+    vt = visible_tree(route)
+    nodes = route.nodes
+    pos = tidy_layout(vt.children, root=0)
+    lo, hi = score_range(route)
+
+    sel_seg, pr_seg, col_seg = [], [], []
+    for parent, ch in vt.children.items():
+        for c in ch:
+            seg = (pos[parent], pos[c])
+            if c < 0:
+                col_seg.append(seg)
+            elif nodes[c].status == "selected":
+                sel_seg.append(seg)
+            else:
+                pr_seg.append(seg)
+    traces = []
+    for segs, color, width, dash, name in ((col_seg, COLLAPSED_EDGE, 1, "dot", "edges: collapsed"),
+                                           (pr_seg, PRUNED_EDGE, 1, "dash", "edges: pruned"),
+                                           (sel_seg, SELECTED_EDGE, 3.5, "solid", "selected path")):
+        xs, ys = _edges(segs)
+        traces.append(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", name=name,
+                                 line=dict(color=color, width=width, dash=dash),
+                                 showlegend=name == "selected path", meta={"kind": "edges"}))
+
+    by_status: dict[str, list[int]] = {"root": [], "selected": [], "pruned": []}
+    for rid in vt.visible:
+        st = nodes[rid].status
+        by_status["root" if st == "root" else st].append(rid)
+
+    root_ids = by_status["root"]
+    traces.append(go.Scatter(
+        x=[pos[i][0] for i in root_ids], y=[pos[i][1] for i in root_ids], mode="markers+text",
+        marker=dict(symbol="square", size=16, color=ROOT_FILL),
+        text=[esc(nodes[i].title, 40) for i in root_ids], textposition="top center",
+        hovertext=[_hover(nodes[i], []) for i in root_ids], hoverinfo="text", name="root",
+        customdata=[[i, "root", nodes[i].doc_id, nodes[i].node_id] for i in root_ids],
+        meta={"status": "root"}, showlegend=False))
+
+    pr = by_status["pruned"]
+    traces.append(go.Scatter(
+        x=[pos[i][0] for i in pr], y=[pos[i][1] for i in pr], mode="markers", name="pruned",
+        marker=dict(size=9, color=[nodes[i].score for i in pr], coloraxis="coloraxis",
+                    opacity=0.45, line=dict(color=PRUNED_EDGE, width=1)),
+        hovertext=[_hover(nodes[i], []) for i in pr], hoverinfo="text",
+        customdata=[[i, "pruned", nodes[i].doc_id, nodes[i].node_id] for i in pr],
+        meta={"status": "pruned"}))
+
+    sel = by_status["selected"]
+    loops = {i: _loops(answer, i) for i in sel}
+    per_level: dict[int, int] = {}
+    for i in sel:
+        per_level[nodes[i].depth] = per_level.get(nodes[i].depth, 0) + 1
+    labels = []
+    for i in sel:
+        lab = esc(nodes[i].title, 20) if per_level[nodes[i].depth] <= LABELS_PER_LEVEL else ""
+        if loops[i] and sum(loops[i]):
+            lab = f"{lab} ⟳{sum(loops[i])}".strip()
+        labels.append(lab)
+    traces.append(go.Scatter(
+        x=[pos[i][0] for i in sel], y=[pos[i][1] for i in sel], mode="markers+text",
+        name="selected",
+        marker=dict(size=[15 + min(3 * sum(loops[i]), 18) for i in sel],
+                    color=[nodes[i].score for i in sel], coloraxis="coloraxis",
+                    line=dict(color=SELECTED_EDGE, width=2.5)),
+        text=labels, textposition="bottom center", textfont=dict(size=10),
+        hovertext=[_hover(nodes[i], loops[i]) for i in sel], hoverinfo="text",
+        customdata=[[i, "selected", nodes[i].doc_id, nodes[i].node_id, sum(loops[i])]
+                    for i in sel],
+        meta={"status": "selected"}))
+
+    cm = sorted(vt.collapsed)
+    traces.append(go.Scatter(
+        x=[pos[m][0] for m in cm], y=[pos[m][1] for m in cm], mode="markers+text",
+        name="unvisited (collapsed)",
+        marker=dict(symbol="triangle-down", size=11, color=COLLAPSED_FILL,
+                    line=dict(color="#9ca3af", width=1)),
+        text=[f"+{vt.collapsed[m][1]}" for m in cm], textposition="bottom center",
+        textfont=dict(size=9, color="#6b7280"),
+        hovertext=[f"{vt.collapsed[m][1]} unvisited node(s) below<br>"
+                   f"<b>{esc(nodes[vt.collapsed[m][0]].title, 70)}</b>" for m in cm],
+        hoverinfo="text",
+        customdata=[[m, "collapsed", vt.collapsed[m][0], vt.collapsed[m][1]] for m in cm],
+        meta={"status": "collapsed"}))
+
+    depth = max((-p[1] for p in pos.values()), default=0)
+    head = title or (f"Routing tree — k={route.k}, {len(route.selected)} selected, "
+                     f"stop: {route.stop_reason}")
+    fig = go.Figure(traces)
+    fig.update_layout(
+        title=dict(text=esc(head), x=0.01, font=dict(size=14)),
+        coloraxis=dict(colorscale=COLORSCALE, cmin=lo, cmax=hi,
+                       colorbar=dict(title=dict(text="routing score"), thickness=12, len=0.8)),
+        height=int(170 + 95 * (depth + 1)), margin=dict(l=10, r=10, t=40, b=10),
+        xaxis=dict(visible=False), yaxis=dict(visible=False),
+        plot_bgcolor="white", paper_bgcolor="white", hovermode="closest",
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        meta={"total_nodes": len(nodes), "selected_ids": list(route.selected)})
+    return fig
+
+
+def figure_summary(fig: go.Figure | dict) -> dict:
+    """What a routing-tree figure draws, as plain counts (for tests and the JSON view)."""
+    d = fig.to_plotly_json() if isinstance(fig, go.Figure) else fig
+    counts = {s: 0 for s in STATUSES}
+    collapsed_nodes = 0
+    collapsed_counts = []
+    for tr in d.get("data", []):
+        st = (tr.get("meta") or {}).get("status")
+        if st not in counts:
+            continue
+        cd = list(tr.get("customdata") if tr.get("customdata") is not None else [])
+        counts[st] += len(cd)
+        if st == "collapsed":
+            collapsed_counts = [int(row[3]) for row in cd]
+            collapsed_nodes = sum(collapsed_counts)
+    layout = d.get("layout", {})
+    meta = layout.get("meta") or {}
+    cax = layout.get("coloraxis") or {}
+    return {"nodes": {s: counts[s] for s in ("root", "selected", "pruned")},
+            "collapsed_markers": counts["collapsed"],
+            "collapsed_nodes": collapsed_nodes,
+            "collapsed_counts": collapsed_counts,
+            "drawn_nodes": counts["root"] + counts["selected"] + counts["pruned"],
+            "represented_nodes": (counts["root"] + counts["selected"] + counts["pruned"]
+                                  + collapsed_nodes),
+            "total_nodes": meta.get("total_nodes"),
+            "colorbar": bool(cax.get("colorbar")) and cax.get("showscale", True) is not False}
+
+
+# -- the whole manual -----------------------------------------------------------------------------
+
+def manual_figure(route, max_depth: int = 4) -> go.Figure:
+    """Icicle of every node of the routed tree, coloured by routing score (grey: never scored)."""
+    nodes = route.nodes
+    lo, hi = score_range(route)
+    scores = [n.score for n in nodes]
+    norm = [(s - lo) / (hi - lo) if s is not None else None for s in scores]
+    sampled = sample_colorscale(COLORSCALE, [v for v in norm if v is not None]) if any(
+        v is not None for v in norm) else []
+    it = iter(sampled)
+    colors = []
+    for n, v in zip(nodes, norm):
+        if n.status == "root":
+            colors.append(ROOT_FILL)
+        elif v is None:
+            colors.append(UNVISITED_FILL)
+        else:
+            colors.append(next(it))
+    line_w = [3 if n.status == "selected" else 0.5 for n in nodes]
+    fig = go.Figure(go.Icicle(
+        ids=[str(n.id) for n in nodes],
+        parents=["" if n.parent is None else str(n.parent) for n in nodes],
+        labels=[esc(n.title, 40) or f"#{n.id}" for n in nodes],
+        marker=dict(colors=colors, line=dict(color=["#111827" if n.status == "selected"
+                                                   else "white" for n in nodes], width=line_w)),
+        hovertext=[_hover(n, []) for n in nodes], hoverinfo="text", maxdepth=max_depth,
+        tiling=dict(orientation="v"), root=dict(color=ROOT_FILL), sort=False,
+        meta={"kind": "manual"}))
+    # an empty scatter carries the colour bar (icicle colours are given per node)
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
+                             showlegend=False, marker=dict(
+                                 colorscale=COLORSCALE, cmin=lo, cmax=hi, color=[lo],
+                                 showscale=True, colorbar=dict(title=dict(text="routing score"),
+                                                               thickness=12))))
+    fig.update_layout(title=dict(text="The whole manual (click a box to zoom; grey: not scored, "
+                                      "outlined: selected)", x=0.01, font=dict(size=13)),
+                      height=520, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(visible=False), yaxis=dict(visible=False),
+                      plot_bgcolor="white", paper_bgcolor="white")
+    return fig
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+ROUTE_COLUMNS = ["status", "title", "pages", "depth", "score", "prob", "gate loops", "doc",
+                 "node", "id"]
+
+
+def route_rows(route, answer=None) -> list[list]:
+    """One row per scored node: selected first (in selection order), then pruned by score."""
+    nodes = route.nodes
+    sel = [nodes[i] for i in route.selected]
+    pr = sorted((n for n in nodes if n.status == "pruned"), key=lambda n: -(n.score or 0))
+    rows = []
+    for n in [nodes[0], *sel, *pr]:
+        lp = _loops(answer, n.id)
+        rows.append([n.status, ("\u00a0\u00a0\u00a0" * n.depth) + (n.title or "(untitled)"),
+                     pages_label(n.page_start, n.page_end), n.depth,
+                     None if n.score is None else round(n.score, 4),
+                     None if n.prob is None else round(n.prob, 4),
+                     " ".join(map(str, lp)) if lp else "", n.doc_id, n.node_id, n.id])
+    return rows
