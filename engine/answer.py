@@ -15,8 +15,8 @@ Modes (all through the backbone's chat template, greedy decoding):
 
 Metrics: TTFT (time from the call to the first generated token's logits), total time, routing
 time, prefill tokens (sequence positions of the prompt, slots included), generated tokens, and
-peak memory (CUDA max allocated on GPU; the process peak-RSS growth on CPU, which is 0 when the
-call did not raise the process's high-water mark).
+peak memory (CUDA max allocated on GPU; on CPU the growth of the resident set during the call,
+sampled).
 """
 from __future__ import annotations
 
@@ -96,22 +96,48 @@ class _FirstToken(LogitsProcessor):
 
 
 class _PeakMemory:
-    def __init__(self, device: torch.device):
+    """Peak memory of one call: CUDA max allocated on GPU; on CPU the highest resident set size
+    seen during the call minus the size at its start, sampled from /proc every 5 ms (a library
+    call does not expose a per-call CPU peak; ru_maxrss only tells the process's lifetime peak)."""
+
+    def __init__(self, device: torch.device, interval_s: float = 0.005):
         self.device = device
+        self.interval_s = interval_s
+        self.mb = 0.0
+
+    @staticmethod
+    def _rss_bytes() -> int:
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * resource.getpagesize()
+        except OSError:  # not Linux: fall back to the lifetime peak (KiB on Linux, bytes on macOS)
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.peak = max(self.peak, self._rss_bytes())
 
     def __enter__(self):
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
             self.base = torch.cuda.memory_allocated(self.device)
         else:
-            self.base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            import threading
+
+            self.base = self.peak = self._rss_bytes()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
         return self
 
     def __exit__(self, *exc):
         if self.device.type == "cuda":
             self.mb = (torch.cuda.max_memory_allocated(self.device) - self.base) / 2**20
-        else:  # ru_maxrss is in KiB on Linux
-            self.mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - self.base) / 1024
+        else:
+            self._stop.set()
+            self._thread.join()
+            self.peak = max(self.peak, self._rss_bytes())
+            self.mb = (self.peak - self.base) / 2**20
 
 
 # -- prompts -------------------------------------------------------------------------------------

@@ -57,7 +57,8 @@ def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, tuple[Tree, dic
     cache = rt.cache.setdefault("docs", {})
     out = {}
     for doc_id in doc_ids:
-        key = (doc_id, rt.fingerprint)
+        # The sha256 is part of the key: a database may reuse a deleted document's id.
+        key = (doc_id, rt.library.get_document(doc_id).sha256, rt.fingerprint)
         if key not in cache:
             cache[key] = (rt.library.get_tree(doc_id), rt.library.get_memories(doc_id, rt.fingerprint))
         out[doc_id] = cache[key]
@@ -66,7 +67,7 @@ def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, tuple[Tree, dic
 
 def flat_index(rt: Runtime, doc_id: int, tree: Tree, segment_tokens: int) -> FlatIndex:
     cache = rt.cache.setdefault("flat", {})
-    key = (doc_id, rt.fingerprint, segment_tokens)
+    key = (doc_id, rt.library.get_document(doc_id).sha256, rt.fingerprint, segment_tokens)
     if key not in cache:
         cache[key] = build_flat_index(tree, rt.backbone, rt.parts, segment_tokens,
                                       rt.settings.write_batch_nodes, rt.settings.write_batch_tokens)
