@@ -65,12 +65,12 @@ def batches_by_length(items: list[_Item], max_nodes: int, max_tokens: int) -> li
     return out
 
 
-@torch.no_grad()
-def read_out(backbone: Backbone, parts: H2MTParts, batch: list[_Item]) -> torch.Tensor:
+def read_out_differentiable(backbone: Backbone, parts: H2MTParts, batch: list[_Item]) -> torch.Tensor:
     """Final hidden state at e_read for each item of one batch: [B, d] (float32).
 
     Builds [e_write; (prefix); E; e_read] per item, right-pads to the longest, runs the
-    backbone's decoder stack (no LM head: only the hidden state is needed).
+    backbone's decoder stack (no LM head: only the hidden state is needed). Gradients reach
+    e_write, e_read and the prefixes (training); ``read_out`` is the same without them.
     """
     device, dtype = backbone.device, backbone.dtype
     width = max(it.length for it in batch)
@@ -103,6 +103,9 @@ def read_out(backbone: Backbone, parts: H2MTParts, batch: list[_Item]) -> torch.
     hidden = body(inputs_embeds=embeds, attention_mask=mask, use_cache=False).last_hidden_state
     idx = torch.tensor(last, device=device)
     return hidden[torch.arange(len(batch), device=device), idx].float()
+
+
+read_out = torch.no_grad()(read_out_differentiable)
 
 
 @torch.no_grad()
