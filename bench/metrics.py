@@ -1,0 +1,125 @@
+"""Evaluation metrics shared by the benches (../shared/bench/README.md, "Metrics").
+
+- Gold resolution: a question's gold items become node ids of the document's tree. ORD-QA: the
+  node(s) whose ``ref`` is the reference chunk id. Manuals: the node whose cleaned title equals
+  the cleaned gold title AND whose start page equals the gold page (titles repeat, e.g.
+  etoolbox's "Definitions" on pages 2 and 6).
+- Routing hit: a gold item is reached when some selected/retrieved node is the gold node or lies
+  inside its subtree. Per question: ``coverage`` = fraction of gold items reached, ``hit`` =
+  at least one reached, ``full`` = all reached.
+- Answer quality: ROUGE-L F (rouge-score, stemming) and SQuAD-style token F1 against ``answer``.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+import string
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
+from engine.tree import Tree, clean_title
+
+# -- gold ----------------------------------------------------------------------------------------
+
+
+def ordqa_gold(tree: Tree, references: Iterable[str]) -> list[set[int]]:
+    """One set of node ids per reference chunk id (every node carrying that ref; empty if none)."""
+    by_ref: dict[str, set[int]] = {}
+    for n in tree.preorder():
+        if n.ref:
+            by_ref.setdefault(n.ref, set()).add(n.id)
+    return [set(by_ref.get(r, set())) for r in references]
+
+
+def manual_gold(tree: Tree, gold: Iterable[dict]) -> list[set[int]]:
+    """One set of node ids per gold {title, page}: title (cleaned) and start page must both match."""
+    out = []
+    nodes = list(tree.preorder())
+    for g in gold:
+        title = clean_title(g["title"])
+        out.append({n.id for n in nodes
+                    if clean_title(n.title) == title and n.page_start == g.get("page")})
+    return out
+
+
+def gold_regions(tree: Tree, gold: list[set[int]]) -> list[set[int]]:
+    """Each gold item's region: the union of its nodes' subtrees."""
+    regions = []
+    for ids in gold:
+        region: set[int] = set()
+        for i in ids:
+            region |= tree.subtree_ids(i)
+        regions.append(region)
+    return regions
+
+
+@dataclass
+class HitResult:
+    hit: bool  # some gold item reached
+    full: bool  # every gold item reached
+    coverage: float  # fraction of gold items reached
+    reached: list[bool]
+
+
+def routing_hit(selected: Iterable[int], regions: list[set[int]]) -> HitResult:
+    """Hit/coverage of selected node ids against gold regions (see gold_regions)."""
+    sel = set(selected)
+    reached = [bool(sel & r) for r in regions]
+    if not reached:
+        return HitResult(False, False, 0.0, [])
+    return HitResult(any(reached), all(reached), sum(reached) / len(reached), reached)
+
+
+# -- answer quality ------------------------------------------------------------------------------
+
+_scorer = None
+
+
+def rouge_l(prediction: str, reference: str) -> float:
+    """ROUGE-L F-measure (rouge-score, Porter stemming), in [0, 1]."""
+    global _scorer
+    if _scorer is None:
+        from rouge_score import rouge_scorer
+
+        _scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    return _scorer.score(reference or "", prediction or "")["rougeL"].fmeasure
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD normalisation: lower case, no punctuation, no articles, single spaces."""
+    s = (s or "").lower()
+    s = "".join(ch if ch not in set(string.punctuation) else " " for ch in s)
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    """SQuAD-style token F1 in [0, 1] (1.0 when both normalise to empty)."""
+    p, r = normalize_answer(prediction).split(), normalize_answer(reference).split()
+    if not p or not r:
+        return float(p == r)
+    common = Counter(p) & Counter(r)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(p), same / len(r)
+    return 2 * precision * recall / (precision + recall)
+
+
+def clean_reference(answer: str) -> str:
+    """ORD-QA answers carry a literal two-character "\\n" where a newline was meant."""
+    return (answer or "").replace("\\n", "\n")
+
+
+# -- aggregation ---------------------------------------------------------------------------------
+
+
+def median(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return statistics.median(vals) if vals else None
+
+
+def mean(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None

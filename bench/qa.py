@@ -1,0 +1,521 @@
+"""Question-answering evaluation: every answer mode and two retrieval baselines side by side.
+
+    python -m bench.qa --questions FILE... [--docs DIR] [--modes LIST] [--k K] [--limit N]
+                       [--gen-limit N] [--out DIR] [--db URL] [--max-new-tokens N]
+                       [--no-ingest] [--baseline-gen] [--gate on|off|both]
+                       [--aggregation NAME] [--sweep-k 1,2,3,4,6] [--sweep-modes LIST]
+
+Question files are in the format of ../shared/bench: a line with ``reference`` (chunk ids) is an
+ORD-QA question on ``openroad_documentation.json`` (looked up beside the question file, then in
+../shared/bench/ordqa); a line with ``doc`` is a manual question on that PDF (in --docs, default
+../shared/corpus) with ``gold`` = [{title, page}]. The set name is the file's stem.
+
+Modes (--modes, comma separated; default all):
+- ``none``   the backbone alone: the question, no context.
+- ``full``   the manual's text up to the context window.
+- ``text``   the routed nodes' text (engine ``text`` mode).
+- ``memory`` the routed nodes' memories (H2MT).
+- ``flat``   HMT-style segment memories, no tree (engine ``flat`` mode; its index is built on
+             first use per document, which costs about one ingest of that document).
+- ``route``  routing only (hit rate, routing time); always run for every question.
+- ``bm25``, ``dense``: text retrieval over all node texts (rank-bm25; all-MiniLM-L6-v2) with the
+  SAME node budget as the route: n = the number of nodes the memory route selected for that
+  question. Retrieved nodes' text is the context, as in ``text`` mode (generation only with
+  --baseline-gen; routing hit is always reported).
+
+Routing hit (../shared/bench/README.md): a gold item is reached when a selected (route) or
+retrieved (bm25/dense) node is the gold node or lies inside its subtree; ``hit`` = some gold item
+reached, ``full`` = all reached, ``coverage`` = fraction reached. ``ctx_hit`` is the same test on
+the nodes whose text actually fitted the context budget (text/bm25/dense).
+
+--limit N keeps N questions per file, taken round-robin over the file's documents; --gen-limit N
+runs the generating modes on the first N of those only (routing modes run on all of them).
+Outputs in --out: results.jsonl (one row per question and mode), summary.md, and with --sweep-k
+sweep.jsonl, rouge_vs_k.png, ttft_vs_k.png. The last printed line summarises the best mode.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.baselines import BM25Index, DenseIndex, context_text, node_corpus
+from bench.metrics import (clean_reference, gold_regions, manual_gold, mean, median,
+                           ordqa_gold, rouge_l, routing_hit, token_f1)
+from engine.answer import Context, generate_with_text
+from engine.ask import AskOptions, ask
+from engine.ingest import file_sha256, ingest_file
+from engine.runtime import Runtime
+from engine.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+CORPUS = SHARED / "corpus"
+ORDQA_DOC = "openroad_documentation.json"
+ALL_MODES = ("none", "full", "text", "memory", "flat", "bm25", "dense")
+ENGINE_GEN_MODES = {"full", "text", "memory", "flat"}
+ROUTED_MODES = {"route", "text", "memory"}  # modes whose selected nodes are the memory route
+
+
+@dataclass
+class Question:
+    id: str
+    set: str
+    kind: str  # ordqa | manual
+    doc: str  # file name
+    doc_path: Path
+    question: str
+    answer: str
+    gold_raw: list
+    gen: bool = True  # run the generating modes on it
+    doc_id: int | None = None
+    regions: list[set[int]] = field(default_factory=list)
+    gold_nodes: list[list[int]] = field(default_factory=list)
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+def _interleave(rows: list[dict]) -> list[dict]:
+    """Round-robin over documents, keeping file order within each document."""
+    by_doc: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_doc[r.get("doc", ORDQA_DOC)].append(r)
+    out, i = [], 0
+    while len(out) < len(rows):
+        for doc_rows in by_doc.values():
+            if i < len(doc_rows):
+                out.append(doc_rows[i])
+        i += 1
+    return out
+
+
+def load_questions(files: list[Path], docs_dir: Path, limit: int | None) -> list[Question]:
+    out = []
+    for f in files:
+        rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        if limit is not None:
+            rows = _interleave(rows)[:limit]
+        for i, r in enumerate(rows):
+            if "reference" in r:
+                path = f.parent / ORDQA_DOC
+                if not path.exists():
+                    path = SHARED / "bench" / "ordqa" / ORDQA_DOC
+                q = Question(str(r["id"]), f.stem, "ordqa", ORDQA_DOC, path, r["question"].strip(),
+                             clean_reference(r["answer"]), list(r["reference"]))
+            elif "doc" in r:
+                q = Question(str(r["id"]), f.stem, "manual", r["doc"], docs_dir / r["doc"],
+                             r["question"].strip(), r["answer"], list(r.get("gold", [])))
+            else:
+                raise SystemExit(f"{f}: line {i + 1} has neither 'reference' nor 'doc'")
+            out.append(q)
+    return out
+
+
+def prepare_documents(rt: Runtime, questions: list[Question], no_ingest: bool) -> dict[str, int]:
+    """doc file name -> doc id, ingesting (or re-writing memories of) what is missing."""
+    ids: dict[str, int] = {}
+    for name in sorted({q.doc for q in questions}):
+        path = next(q.doc_path for q in questions if q.doc == name)
+        if not path.exists():
+            print(f"  {name}: file not found at {path}; its questions are skipped", flush=True)
+            continue
+        existing = rt.library.find_by_sha256(file_sha256(path))
+        ready = existing is not None and rt.fingerprint in rt.library.get_document(existing).fingerprints
+        if not ready and no_ingest:
+            print(f"  {name}: not in the database under this fingerprint (--no-ingest); skipped",
+                  flush=True)
+            continue
+        t0 = time.perf_counter()
+        res = ingest_file(path, rt)
+        print(f"  {name}: doc {res.doc_id}, {res.nodes} nodes, {res.tokens} tokens"
+              f"{' (reused)' if ready else f', ingested in {time.perf_counter() - t0:.0f} s'}",
+              flush=True)
+        ids[name] = res.doc_id
+    return ids
+
+
+# -- running -------------------------------------------------------------------------------------
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _quality(row: dict, q: Question) -> None:
+    if row.get("answer") is not None:
+        row["rouge_l"] = rouge_l(row["answer"], q.answer)
+        row["token_f1"] = token_f1(row["answer"], q.answer)
+
+
+def _hit(row: dict, q: Question, selected: list[int] | None, used: list[int] | None) -> None:
+    if selected is not None:
+        h = routing_hit(selected, q.regions)
+        row.update(hit=h.hit, full=h.full, coverage=h.coverage, reached=h.reached)
+    if used is not None:
+        row["ctx_hit"] = routing_hit(used, q.regions).hit
+
+
+class Runner:
+    def __init__(self, rt: Runtime, args):
+        self.rt = rt
+        self.args = args
+        self.bm25: dict[int, BM25Index] = {}
+        self.dense: dict[int, DenseIndex] = {}
+
+    def tree(self, doc_id: int):
+        cache = self.rt.cache.setdefault("bench_trees", {})
+        if doc_id not in cache:
+            cache[doc_id] = self.rt.library.get_tree(doc_id)
+        return cache[doc_id]
+
+    def _base(self, q: Question, mode: str, k: int) -> dict:
+        return {"id": q.id, "set": q.set, "doc": q.doc, "mode": mode, "k": k,
+                "question": q.question, "reference": q.answer, "gold_nodes": q.gold_nodes,
+                "answer": None, "selected": None, "used": None, "n_selected": None,
+                "hit": None, "full": None, "coverage": None, "ctx_hit": None,
+                "rouge_l": None, "token_f1": None, "ttft_ms": None, "total_ms": None,
+                "prefill_tokens": None, "generated_tokens": None, "route_ms": None,
+                "scored": None, "peak_mem_mb": None}
+
+    def engine_mode(self, q: Question, mode: str, k: int, gate: bool = True,
+                    label: str | None = None) -> dict:
+        a = self.args
+        opts = AskOptions(mode=mode, k=k, max_depth=a.max_depth, gate=gate,
+                          max_new_tokens=a.max_new_tokens)
+        ans = ask(self.rt, q.doc_id, q.question, opts, log=False)
+        row = self._base(q, label or mode, k)
+        m = ans.metrics
+        row.update(ttft_ms=m.ttft_ms, total_ms=m.total_ms, route_ms=m.route_ms if mode != "full" else None,
+                   peak_mem_mb=m.peak_mem_mb)
+        if mode != "route":
+            row.update(answer=ans.text, prefill_tokens=m.prefill_tokens,
+                       generated_tokens=m.generated_tokens)
+        else:
+            row["ttft_ms"] = None  # no generation
+        if ans.route is not None and mode in ROUTED_MODES:
+            sel = [ans.route.nodes[i].node_id for i in ans.route.selected]
+            row.update(selected=sel, n_selected=len(sel), scored=ans.route.scored)
+            used = [c.node_id for c in ans.cited] if mode == "text" else None
+            row["used"] = used
+            _hit(row, q, sel, used)
+        elif ans.route is not None and mode == "flat":
+            row["n_selected"] = len(ans.route.selected)  # segments searched for
+        _quality(row, q)
+        return row
+
+    def _ctx(self) -> Context:
+        return Context(backbone=self.rt.backbone, parts=self.rt.parts, routing=None, trees={},
+                       max_new_tokens=self.args.max_new_tokens, text_budget=self.args.text_budget)
+
+    def none_mode(self, q: Question) -> dict:
+        row = self._base(q, "none", 0)
+        base = _peak_rss_mb()
+        t0 = time.perf_counter()
+        res = generate_with_text(self._ctx(), q.question, "")
+        total = (time.perf_counter() - t0) * 1e3
+        row.update(answer=res.text, prefill_tokens=res.prefill_tokens,
+                   generated_tokens=res.generated_tokens, total_ms=total,
+                   ttft_ms=(res.first_token_at - t0) * 1e3 if res.first_token_at else None,
+                   peak_mem_mb=max(0.0, _peak_rss_mb() - base))
+        _quality(row, q)
+        return row
+
+    def retrieval_mode(self, q: Question, mode: str, n: int, generate: bool) -> dict:
+        tree = self.tree(q.doc_id)
+        if mode == "bm25" and q.doc_id not in self.bm25:
+            self.bm25[q.doc_id] = BM25Index.build(*node_corpus(tree))
+        if mode == "dense" and q.doc_id not in self.dense:
+            self.dense[q.doc_id] = DenseIndex.build(*node_corpus(tree))
+        index = self.bm25[q.doc_id] if mode == "bm25" else self.dense[q.doc_id]
+        row = self._base(q, mode, n)
+        base = _peak_rss_mb()
+        t0 = time.perf_counter()
+        got = index.search(q.question, n)
+        row["route_ms"] = (time.perf_counter() - t0) * 1e3
+        row.update(selected=got, n_selected=len(got))
+        used = None
+        if generate:
+            ctx_text, used = context_text(tree, got, self.rt.backbone.encode, self.args.text_budget)
+            res = generate_with_text(self._ctx(), q.question, ctx_text)
+            row.update(answer=res.text, prefill_tokens=res.prefill_tokens,
+                       generated_tokens=res.generated_tokens, used=used,
+                       total_ms=(time.perf_counter() - t0) * 1e3,
+                       ttft_ms=(res.first_token_at - t0) * 1e3 if res.first_token_at else None)
+        row["peak_mem_mb"] = max(0.0, _peak_rss_mb() - base)
+        _hit(row, q, got, used)
+        _quality(row, q)
+        return row
+
+    def question(self, q: Question, modes: list[str], k: int, gates: list[bool]) -> list[dict]:
+        """All rows of one question: route first (its size is the baselines' budget)."""
+        rows = [self.engine_mode(q, "route", k)]
+        n = rows[0]["n_selected"] or 1
+        for mode in modes:
+            if mode in ("bm25", "dense"):
+                rows.append(self.retrieval_mode(q, mode, n, self.args.baseline_gen and q.gen))
+            elif not q.gen:
+                continue
+            elif mode == "none":
+                rows.append(self.none_mode(q))
+            elif mode == "memory":
+                for g in gates:
+                    rows.append(self.engine_mode(q, "memory", k, gate=g,
+                                                 label=None if g else "memory-nogate"))
+            elif mode in ENGINE_GEN_MODES:
+                rows.append(self.engine_mode(q, mode, k))
+        return rows
+
+
+def _brief(r: dict) -> str:
+    hit = "-" if r["hit"] is None else ("H" if r["hit"] else "x")
+    rouge = "" if r["rouge_l"] is None else "/%.0f" % (r["rouge_l"] * 100)
+    return f"{r['mode']}:{hit}{rouge}"
+
+
+# -- summary -------------------------------------------------------------------------------------
+
+def _f(x, scale=1.0, nd=1):
+    return "-" if x is None else f"{x * scale:.{nd}f}"
+
+
+def summarise(rows: list[dict]) -> dict:
+    """(set, mode) -> aggregate numbers."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["set"], r["mode"])].append(r)
+    out = {}
+    for key, rs in groups.items():
+        hits = [r for r in rs if r["hit"] is not None]
+        gen = [r for r in rs if r["answer"] is not None]
+        peaks = [r["peak_mem_mb"] for r in rs if r["peak_mem_mb"] is not None]
+        out[key] = {
+            "n": len(rs), "n_hit": len(hits), "n_gen": len(gen),
+            "hit": mean(float(r["hit"]) for r in hits), "full": mean(float(r["full"]) for r in hits),
+            "coverage": mean(r["coverage"] for r in hits),
+            "ctx_hit": mean(float(r["ctx_hit"]) for r in rs if r["ctx_hit"] is not None),
+            "rouge_l": mean(r["rouge_l"] for r in gen), "token_f1": mean(r["token_f1"] for r in gen),
+            "ttft_ms": median(r["ttft_ms"] for r in gen), "prefill": median(r["prefill_tokens"] for r in gen),
+            "route_ms": median(r["route_ms"] for r in rs),
+            "n_selected": median(r["n_selected"] for r in rs if r["n_selected"] is not None),
+            "peak_mem_mb": max(peaks) if peaks else None,
+        }
+    return out
+
+
+MODE_ORDER = ["none", "full", "flat", "text", "memory", "memory-nogate", "route", "bm25", "dense"]
+
+
+def summary_table(summ: dict, set_name: str) -> str:
+    lines = ["| mode | questions (routed / generated) | hit rate | all gold reached | gold coverage "
+             "| ctx hit | ROUGE-L F | token F1 | median TTFT ms | median prefill tok "
+             "| median routing ms | median nodes | peak mem MB |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    modes = sorted({m for (s, m) in summ if s == set_name},
+                   key=lambda m: MODE_ORDER.index(m) if m in MODE_ORDER else 99)
+    for m in modes:
+        s = summ[(set_name, m)]
+        lines.append(f"| {m} | {s['n_hit']} / {s['n_gen']} | {_f(s['hit'], 100)} | {_f(s['full'], 100)} "
+                     f"| {_f(s['coverage'], 100)} | {_f(s['ctx_hit'], 100)} | {_f(s['rouge_l'], 100, 2)} "
+                     f"| {_f(s['token_f1'], 100, 2)} | {_f(s['ttft_ms'], 1, 0)} | {_f(s['prefill'], 1, 0)} "
+                     f"| {_f(s['route_ms'], 1, 1)} | {_f(s['n_selected'], 1, 0)} | {_f(s['peak_mem_mb'], 1, 0)} |")
+    return "\n".join(lines)
+
+
+def best_line(summ: dict) -> str:
+    parts = []
+    for set_name in sorted({s for s, _ in summ}):
+        gen = {m: v for (s, m), v in summ.items() if s == set_name and v["rouge_l"] is not None}
+        routed = {m: v for (s, m), v in summ.items() if s == set_name and v["hit"] is not None}
+        if gen:
+            m = max(gen, key=lambda x: gen[x]["rouge_l"])
+            parts.append(f"{set_name}: best ROUGE-L {m} {gen[m]['rouge_l'] * 100:.2f} "
+                         f"(routing hit {_f(gen[m]['hit'], 100)}%)")
+        if routed:
+            m = max(routed, key=lambda x: routed[x]["hit"])
+            parts.append(f"{set_name}: best routing hit {m} {routed[m]['hit'] * 100:.1f}%")
+    return "best: " + "; ".join(parts) if parts else "best: no results"
+
+
+# -- sweep and plots -----------------------------------------------------------------------------
+
+def run_sweep(runner: Runner, questions: list[Question], ks: list[int], modes: list[str],
+              out: Path) -> tuple[list[dict], str]:
+    rows = []
+    for k in ks:
+        for q in questions:
+            rows.append(runner.engine_mode(q, "route", k))
+            if q.gen:
+                for m in modes:
+                    if m == "route":
+                        continue
+                    rows.append(runner.engine_mode(q, m, k))
+        print(f"  sweep k={k}: {len(rows)} rows", flush=True)
+    with open(out / "sweep.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    agg: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
+    for r in rows:
+        agg[(r["set"], r["mode"], r["k"])].append(r)
+    lines = ["| set | mode | k | questions | hit rate | gold coverage | ROUGE-L F | median TTFT ms "
+             "| median prefill tok | median nodes | median scored | median routing ms |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for (s, m, k), rs in sorted(agg.items()):
+        hits = [r for r in rs if r["hit"] is not None]
+        lines.append(f"| {s} | {m} | {k} | {len(rs)} | {_f(mean(float(r['hit']) for r in hits), 100)} "
+                     f"| {_f(mean(r['coverage'] for r in hits), 100)} "
+                     f"| {_f(mean(r['rouge_l'] for r in rs), 100, 2)} | {_f(median(r['ttft_ms'] for r in rs), 1, 0)} "
+                     f"| {_f(median(r['prefill_tokens'] for r in rs), 1, 0)} "
+                     f"| {_f(median(r['n_selected'] for r in rs), 1, 0)} "
+                     f"| {_f(median(r['scored'] for r in rs), 1, 0)} | {_f(median(r['route_ms'] for r in rs), 1, 1)} |")
+    plot_sweep(agg, out)
+    return rows, "\n".join(lines)
+
+
+def plot_sweep(agg: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for metric, fname, ylabel, scale in (("rouge_l", "rouge_vs_k.png", "ROUGE-L F (%)", 100),
+                                         ("ttft_ms", "ttft_vs_k.png", "median TTFT (ms)", 1)):
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        series: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+        for (s, m, k), rs in agg.items():
+            vals = [r[metric] for r in rs if r[metric] is not None]
+            if not vals:
+                continue
+            v = mean(vals) if metric == "rouge_l" else median(vals)
+            series[(s, m)].append((k, v * scale))
+        for (s, m), pts in sorted(series.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{s} {m}")
+        ax.set_xlabel("top-k per parent")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if series:
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=120)
+        plt.close(fig)
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--questions", type=Path, nargs="+")
+    ap.add_argument("--from-results", type=Path, default=None,
+                    help="only re-summarise an existing results.jsonl (e.g. of an interrupted run)")
+    ap.add_argument("--docs", type=Path, default=CORPUS, help="folder of the manuals (PDFs)")
+    ap.add_argument("--modes", default=",".join(ALL_MODES))
+    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--max-depth", type=int, default=None)
+    ap.add_argument("--limit", type=int, default=None, help="questions per file (round-robin over docs)")
+    ap.add_argument("--gen-limit", type=int, default=None, help="generate for the first N per file only")
+    ap.add_argument("--out", type=Path, default=Path("bench_out"))
+    ap.add_argument("--db", default=None, help="database URL (default: a scratch one in --out)")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--text-budget", type=int, default=1024, help="context tokens for text/bm25/dense")
+    ap.add_argument("--no-ingest", action="store_true", help="skip documents not already stored")
+    ap.add_argument("--baseline-gen", action="store_true", help="generate answers for bm25/dense too")
+    ap.add_argument("--gate", choices=("on", "off", "both"), default="on")
+    ap.add_argument("--aggregation", default=None, help="Settings.aggregation (re-writes memories)")
+    ap.add_argument("--sweep-k", default=None, help="e.g. 1,2,3,4,6")
+    ap.add_argument("--sweep-modes", default="route,memory")
+    args = ap.parse_args(argv)
+    if args.from_results:
+        rows = [json.loads(x) for x in args.from_results.read_text().splitlines() if x.strip()]
+        summ = summarise(rows)
+        md = [f"(re-summarised from {args.from_results}: {len({(r['set'], r['id']) for r in rows})} questions)", ""]
+        for s in sorted({s for s, _ in summ}):
+            md += [f"## {s}", "", summary_table(summ, s), ""]
+        print("\n".join(md))
+        print(best_line(summ))
+        return
+    if not args.questions:
+        ap.error("--questions is required")
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    db = args.db or f"sqlite:///{(args.out / 'lib.sqlite3').resolve()}"
+    settings = Settings.from_env().with_(db_url=db, aggregation=args.aggregation)
+    modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in modes if m not in ALL_MODES + ("route",)]
+    if bad:
+        raise SystemExit(f"unknown modes {bad}; choose from {', '.join(ALL_MODES + ('route',))}")
+    gates = {"on": [True], "off": [False], "both": [True, False]}[args.gate]
+
+    t_start = time.perf_counter()
+    questions = load_questions(args.questions, args.docs, args.limit)
+    rt = Runtime.load(settings)
+    print(f"backbone {rt.backbone.name} on {rt.backbone.device}; aggregation {settings.aggregation}; "
+          f"fingerprint {rt.fingerprint[:12]}; aligner {'yes' if rt.parts.aligner is not None else 'no'}",
+          flush=True)
+    doc_ids = prepare_documents(rt, questions, args.no_ingest)
+    kept = []
+    for q in questions:
+        if q.doc not in doc_ids:
+            continue
+        q.doc_id = doc_ids[q.doc]
+        tree = rt.library.get_tree(q.doc_id)
+        gold = ordqa_gold(tree, q.gold_raw) if q.kind == "ordqa" else manual_gold(tree, q.gold_raw)
+        missing = sum(1 for g in gold if not g)
+        if missing:
+            print(f"  {q.id}: {missing} gold item(s) match no node", flush=True)
+        q.gold_nodes = [sorted(g) for g in gold]
+        q.regions = gold_regions(tree, gold)
+        kept.append(q)
+    questions = kept
+    per_set: dict[str, int] = defaultdict(int)
+    for q in questions:  # --gen-limit counts the questions kept (documents present)
+        q.gen = args.gen_limit is None or per_set[q.set] < args.gen_limit
+        per_set[q.set] += 1
+    runner = Runner(rt, args)
+    rows: list[dict] = []
+    out_rows = args.out / "results.jsonl"
+    with open(out_rows, "w") as f:
+        for i, q in enumerate(questions):
+            t0 = time.perf_counter()
+            for r in runner.question(q, modes, args.k, gates):
+                rows.append(r)
+                f.write(json.dumps(r) + "\n")
+            f.flush()
+            brief = " ".join(_brief(r) for r in rows if r["id"] == q.id and r["set"] == q.set)
+            print(f"[{i + 1}/{len(questions)}] {q.set} {q.id} {time.perf_counter() - t0:.1f}s  {brief}",
+                  flush=True)
+
+    summ = summarise(rows)
+    sweep_md = ""
+    if args.sweep_k:
+        ks = [int(x) for x in args.sweep_k.split(",")]
+        _, sweep_md = run_sweep(runner, questions, ks, args.sweep_modes.split(","), args.out)
+
+    md = [f"# QA results", "",
+          f"- backbone: {rt.backbone.name} on {rt.backbone.device} ({platform.processor() or platform.machine()}); "
+          f"aggregation `{settings.aggregation}`; parts fingerprint `{rt.fingerprint[:12]}`; "
+          f"aligner {'present' if rt.parts.aligner is not None else 'absent (gate has no effect)'}",
+          f"- k={args.k}, max depth {args.max_depth}, max new tokens {args.max_new_tokens}, "
+          f"text budget {args.text_budget} tokens, limit {args.limit}, gen limit {args.gen_limit}, "
+          f"gate {args.gate}, baseline generation {'on' if args.baseline_gen else 'off'}",
+          "- hit: some gold item reached by a selected/retrieved node (gold node or inside its subtree); "
+          "all gold reached: every gold item; coverage: mean fraction reached; ctx hit: the same on "
+          "the nodes that fitted the context budget. bm25/dense retrieve as many nodes as the route "
+          "selected for that question. ROUGE-L and token F1 in %, means over generated answers.",
+          f"- command: `python -m bench.qa {' '.join(sys.argv[1:]) if argv is None else ' '.join(argv)}`",
+          f"- wall time {time.perf_counter() - t_start:.0f} s", ""]
+    for s in sorted({s for s, _ in summ}):
+        md += [f"## {s}", "", summary_table(summ, s), ""]
+    if sweep_md:
+        md += ["## k sweep", "", sweep_md, "", "![ROUGE-L vs k](rouge_vs_k.png) ![TTFT vs k](ttft_vs_k.png)", ""]
+    (args.out / "summary.md").write_text("\n".join(md))
+    print("\n".join(md))
+    print(best_line(summ))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Routing cost against tree size on synthetic trees (H2MT appendix C).
+
+    python -m bench.scale [--sizes 100,1000,10000,100000] [--k 3] [--d 576] [--repeats 20]
+                          [--max-depth 6] [--mean-branching 5] [--seed 0]
+
+Each tree is grown breadth-first to the target size: every node below the depth cap gets a
+number of children drawn from a geometric distribution with the given mean (like the corpus
+manuals' outlines: many small fan-outs, a few large ones), until the node count is reached.
+Memories are random Gaussian vectors (d = 576, the backbone's width), the router is
+``engine.router.route`` with its untrained projections, per-parent top-k and no node budget.
+Queries are random too. Reported per size: nodes, tree depth, scored nodes (children scored on
+the way down: the explored part), selected nodes, median route ms over the repeats, and
+microseconds per scored node, for ``engine.router.route`` as a whole and for its core (scoring the
+explored children against precomputed keys and keeping the per-parent top-k; see ``core_route``).
+Routing cost should follow the scored nodes, not the tree size.
+The last line is ``routing time 100k/1k nodes: X`` (ratio of median routing ms).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from engine.router import RouterProjections, RoutingTree, route
+
+
+def synthetic_tree(n: int, rng: np.random.Generator, max_depth: int, mean_branching: float,
+                   d: int) -> RoutingTree:
+    """A random tree of exactly n nodes (root 0), breadth-first, geometric fan-out."""
+    parent: list[int | None] = [None]
+    depth = [0]
+    children: list[list[int]] = [[]]
+    frontier = [0]
+    p = 1.0 / mean_branching
+    while len(parent) < n:
+        if not frontier:  # depth cap reached before n nodes: reopen the shallowest leaves
+            frontier = [i for i in range(len(parent)) if not children[i] and depth[i] < max_depth]
+            if not frontier:
+                frontier = [i for i in range(len(parent)) if depth[i] < max_depth]
+        nxt = []
+        for u in frontier:
+            if len(parent) >= n:
+                break
+            c = int(rng.geometric(p)) if u else max(2, int(rng.geometric(p)))
+            c = min(c, n - len(parent))
+            for _ in range(c):
+                v = len(parent)
+                parent.append(u)
+                depth.append(depth[u] + 1)
+                children.append([])
+                children[u].append(v)
+                if depth[v] < max_depth:
+                    nxt.append(v)
+        frontier = nxt
+    mem = torch.from_numpy(rng.standard_normal((n, d)).astype(np.float32))
+    return RoutingTree(parent=parent, children=children, depth=depth, title=[""] * n,
+                       pages=[(None, None)] * n, origin=[(None, i) for i in range(n)], memories=mem)
+
+
+@torch.no_grad()
+def core_route(tree: RoutingTree, keys: torch.Tensor, qk: torch.Tensor, k: int) -> int:
+    """The appendix-C part of routing alone: per level, score the frontier's children against
+    precomputed keys (W_k of the centred memories, an offline cost) and keep the per-parent
+    top-k. No per-node trace records. Returns the number of scored children."""
+    frontier, scored = [0], 0
+    while frontier:
+        parents = [p for p in frontier if tree.children[p]]
+        if not parents:
+            break
+        kids = [c for p in parents for c in tree.children[p]]
+        s = (keys[kids] @ qk).tolist()
+        scored += len(kids)
+        nxt, j = [], 0
+        for p in parents:
+            ch = tree.children[p]
+            sc = s[j: j + len(ch)]
+            j += len(ch)
+            nxt.extend(ch[i] for i in sorted(range(len(ch)), key=lambda i: -sc[i])[:k])
+        frontier = nxt
+    return scored
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="100,1000,10000,100000")
+    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--d", type=int, default=576)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--max-depth", type=int, default=6)
+    ap.add_argument("--mean-branching", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(1)  # a fair, quiet measurement on a shared machine
+    rng = np.random.default_rng(args.seed)
+    proj = RouterProjections(args.d)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"synthetic trees: geometric fan-out mean {args.mean_branching}, depth <= {args.max_depth}, "
+          f"d={args.d}, k={args.k}, {args.repeats} random queries each, 1 thread")
+    print(f"{'nodes':>8} {'depth':>5} {'scored':>7} {'selected':>8} {'route ms':>9} {'us/scored':>9} "
+          f"{'core ms':>8} {'core us/scored':>14}")
+    med: dict[int, float] = {}
+    core_med: dict[int, float] = {}
+    for n in sizes:
+        tree = synthetic_tree(n, rng, args.max_depth, args.mean_branching, args.d)
+        route(tree, torch.randn(args.d), proj, k=args.k)  # warm-up
+        times, scored, selected = [], [], []
+        for _ in range(args.repeats):
+            r = route(tree, torch.randn(args.d), proj, k=args.k)
+            times.append(r.route_ms)
+            scored.append(r.scored)
+            selected.append(len(r.selected))
+        med[n] = statistics.median(times)
+        sc = statistics.median(scored)
+        with torch.no_grad():
+            mu = tree.memories[1:].mean(0)
+            cm = tree.memories - mu
+            keys = proj.w_k(cm / cm.norm(dim=-1, keepdim=True))  # offline, like the memories
+        core = []
+        for _ in range(args.repeats):
+            q = torch.randn(args.d)
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                qc = q - mu
+                qk = proj.w_q(qc / qc.norm()) / (proj.d_head ** 0.5)
+            core_route(tree, keys, qk, args.k)
+            core.append((time.perf_counter() - t0) * 1e3)
+        core_med[n] = statistics.median(core)
+        print(f"{n:>8} {max(tree.depth):>5} {sc:>7.0f} {statistics.median(selected):>8.0f} "
+              f"{med[n]:>9.2f} {1e3 * med[n] / max(sc, 1):>9.1f} {core_med[n]:>8.2f} "
+              f"{1e3 * core_med[n] / max(sc, 1):>14.1f}", flush=True)
+    lo = 1000 if 1000 in med else min(med)
+    hi = 100000 if 100000 in med else max(med)
+    print(f"core scoring time {hi // 1000}k/{lo // 1000}k nodes: {core_med[hi] / core_med[lo]:.2f}")
+    print(f"routing time {hi // 1000}k/{lo // 1000}k nodes: {med[hi] / med[lo]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
