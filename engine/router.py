@@ -65,9 +65,18 @@ class RoutingTree:
     pages: list[tuple[int | None, int | None]]
     origin: list[tuple[int | None, int]]
     memories: torch.Tensor  # [N, d]; row 0 of a library tree is unused (virtual root)
+    _centre: torch.Tensor | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.parent)
+
+    @property
+    def centre(self) -> torch.Tensor:
+        """Mean memory of the routed nodes (a library's empty virtual-root row excluded), cached."""
+        if self._centre is None:
+            virtual = self.origin[0][0] is None and self.origin[0][1] == -1
+            self._centre = centre(self.memories[1:] if virtual else self.memories)
+        return self._centre
 
     @classmethod
     def from_tree(cls, tree: Tree, memories: dict[int, torch.Tensor], doc_id: int | None = None):
@@ -133,21 +142,79 @@ class RouteNode:
     visit: int | None = None  # order in which it was scored
 
 
-@dataclass
 class Route:
-    nodes: list[RouteNode]  # every node of the routed tree, by id
-    selected: list[int]  # selected ids in the order they were selected (depth by depth)
-    k: int
-    max_depth: int | None
-    budget: int | None
-    temperature: float
-    stop_reason: str  # leaves | depth cap | budget
-    route_ms: float = 0.0  # scoring and selection (excludes the query vector)
-    query_ms: float = 0.0  # the backbone pass for the query vector
-    scored: int = 0
+    """The trace of one routing: who was scored, with what score, and what was kept.
+
+    Routing itself only touches the scored nodes; the per-node records of the whole tree
+    (``nodes``, including never-visited nodes) are built on first access, for the trace and
+    the UI, so their cost is not routing time.
+    """
+
+    def __init__(self, tree: "RoutingTree", scores: dict[int, float], probs: dict[int, float],
+                 visits: dict[int, int], selected: list[int], *, k: int, max_depth: int | None,
+                 budget: int | None, temperature: float, stop_reason: str, route_ms: float = 0.0):
+        self.tree = tree
+        self.scores, self.probs, self.visits = scores, probs, visits
+        self.selected = selected  # selected ids in the order they were selected (depth by depth)
+        self.k, self.max_depth, self.budget = k, max_depth, budget
+        self.temperature = temperature
+        self.stop_reason = stop_reason  # leaves | depth cap | budget
+        self.route_ms = route_ms  # scoring and selection (excludes the query vector)
+        self.query_ms = 0.0  # the backbone pass for the query vector
+        self._selected_set = set(selected)
+        self._nodes: list[RouteNode] | None = None
+
+    @property
+    def scored(self) -> int:
+        return len(self.scores)
+
+    def status(self, node_id: int) -> str:
+        if node_id == 0:
+            return ROOT_STATUS
+        if node_id not in self.scores:
+            return UNVISITED
+        return SELECTED if node_id in self._selected_set else PRUNED
+
+    @property
+    def nodes(self) -> list[RouteNode]:
+        """Every node of the routed tree, by id, with score, probability, status, visit."""
+        if self._nodes is None:
+            t = self.tree
+            self._nodes = [RouteNode(id=i, parent=t.parent[i], doc_id=t.origin[i][0],
+                                     node_id=t.origin[i][1], title=t.title[i], depth=t.depth[i],
+                                     page_start=t.pages[i][0], page_end=t.pages[i][1],
+                                     score=self.scores.get(i), prob=self.probs.get(i),
+                                     status=self.status(i), visit=self.visits.get(i))
+                           for i in range(len(t))]
+        return self._nodes
 
     def as_records(self) -> list[dict]:
         return [asdict(n) for n in self.nodes]
+
+    @classmethod
+    def from_records(cls, records: list[dict], *, k: int = 0, max_depth: int | None = None,
+                     budget: int | None = None, temperature: float = 1.0,
+                     stop_reason: str = "from the query log") -> "Route":
+        """Rebuild a Route from ``as_records()`` output (the query log), without memories."""
+        recs = sorted(records, key=lambda r: r["id"])
+        n = len(recs)
+        children: list[list[int]] = [[] for _ in range(n)]
+        for r in recs:
+            if r["parent"] is not None:
+                children[r["parent"]].append(r["id"])
+        tree = RoutingTree(parent=[r["parent"] for r in recs], children=children,
+                           depth=[r["depth"] for r in recs], title=[r["title"] for r in recs],
+                           pages=[(r.get("page_start"), r.get("page_end")) for r in recs],
+                           origin=[(r.get("doc_id"), r.get("node_id", r["id"])) for r in recs],
+                           memories=torch.zeros(n, 1))
+        scored = [r for r in recs if r.get("score") is not None]
+        selected = sorted((r["id"] for r in recs if r["status"] == SELECTED),
+                          key=lambda i: (recs[i]["depth"], i))
+        return cls(tree, {r["id"]: r["score"] for r in scored},
+                   {r["id"]: r["prob"] for r in scored if r.get("prob") is not None},
+                   {r["id"]: r["visit"] for r in scored if r.get("visit") is not None}, selected,
+                   k=k, max_depth=max_depth, budget=budget, temperature=temperature,
+                   stop_reason=stop_reason)
 
     def selected_nodes(self) -> list[RouteNode]:
         return [self.nodes[i] for i in self.selected]
@@ -173,18 +240,14 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
     if budget is not None and budget < 1:
         raise ValueError("the node budget must be at least 1")
     t0 = time.perf_counter()
-    nodes = [RouteNode(id=i, parent=tree.parent[i], doc_id=tree.origin[i][0],
-                       node_id=tree.origin[i][1], title=tree.title[i], depth=tree.depth[i],
-                       page_start=tree.pages[i][0], page_end=tree.pages[i][1])
-             for i in range(len(tree))]
-    nodes[0].status = ROOT_STATUS
     proj = proj.float()
-    mu = centre(tree.memories[1:] if len(tree) > 1 else tree.memories)
+    mu = tree.centre
     qn = _normalise(q.float().cpu(), mu)
+    scores: dict[int, float] = {}
+    probs: dict[int, float] = {}
+    visits: dict[int, int] = {}
     selected: list[int] = []
     frontier = [0]
-    visit = 0
-    scored = 0
     stop = "leaves"
     while frontier:
         depth_next = tree.depth[frontier[0]] + 1
@@ -195,34 +258,29 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
         if not parents:
             break
         kids = [c for p in parents for c in tree.children[p]]
-        s = proj.score(qn, _normalise(tree.memories[kids], mu))  # one matmul per level
-        scores = dict(zip(kids, s.tolist()))
-        scored += len(kids)
+        s = proj.score(qn, _normalise(tree.memories[kids], mu)).tolist()  # one matmul per level
+        level = dict(zip(kids, s))
         winners: list[int] = []
         for p in parents:
             ch = tree.children[p]
-            sc = torch.tensor([scores[c] for c in ch])
-            probs = torch.softmax(sc / temperature, 0).tolist()
+            sc = torch.tensor([level[c] for c in ch])
+            for c, pr in zip(ch, torch.softmax(sc / temperature, 0).tolist()):
+                probs[c] = pr
+                visits[c] = len(visits)
             order = sorted(range(len(ch)), key=lambda j: -sc[j].item())
-            for j, c in enumerate(ch):
-                nodes[c].score, nodes[c].prob, nodes[c].visit = scores[c], probs[j], visit + j
-                nodes[c].status = PRUNED
-            visit += len(ch)
             winners.extend(ch[j] for j in order[:k])
+        scores.update(level)
         if budget is not None and len(selected) + len(winners) > budget:
-            room = budget - len(selected)
-            winners = sorted(winners, key=lambda c: -scores[c])[:room]
+            winners = sorted(winners, key=lambda c: -level[c])[: budget - len(selected)]
             stop = "budget"
-        for c in winners:
-            nodes[c].status = SELECTED
         winners.sort()  # document order within the level
         selected.extend(winners)
         if stop == "budget":
             break
         frontier = winners
     route_ms = (time.perf_counter() - t0) * 1e3
-    return Route(nodes=nodes, selected=selected, k=k, max_depth=max_depth, budget=budget,
-                 temperature=temperature, stop_reason=stop, route_ms=route_ms, scored=scored)
+    return Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth, budget=budget,
+                 temperature=temperature, stop_reason=stop, route_ms=route_ms)
 
 
 @torch.no_grad()

@@ -7,7 +7,9 @@ from app.figures import (figure_summary, manual_figure, marker_id, route_figure,
                          visible_tree)
 from app.layout import tidy_layout
 from engine.answer import Answer, Metrics
-from engine.router import Route, RouteNode
+import torch
+
+from engine.router import Route, RoutingTree
 
 
 def make_route(parents: list[int | None], status: dict[int, str], titles: dict[int, str] | None = None,
@@ -15,17 +17,16 @@ def make_route(parents: list[int | None], status: dict[int, str], titles: dict[i
     depth = []
     for p in parents:
         depth.append(0 if p is None else depth[p] + 1)
-    nodes = []
-    for i, p in enumerate(parents):
-        st = status.get(i, "unvisited")
-        scored = st in ("selected", "pruned")
-        nodes.append(RouteNode(id=i, parent=p, doc_id=1, node_id=i,
-                               title=(titles or {}).get(i, f"Section {i}"), depth=depth[i],
-                               page_start=i + 1, page_end=i + 2,
-                               score=(0.1 * i if scored else None), prob=(0.5 if scored else None),
-                               status=st, visit=(i if scored else None)))
-    selected = [i for i, n in enumerate(nodes) if n.status == "selected"]
-    return Route(nodes=nodes, selected=selected, k=k, max_depth=None, budget=None,
+    n = len(parents)
+    tree = RoutingTree(parent=list(parents),
+                       children=[[c for c in range(n) if parents[c] == i] for i in range(n)],
+                       depth=depth, title=[(titles or {}).get(i, f"Section {i}") for i in range(n)],
+                       pages=[(i + 1, i + 2) for i in range(n)], origin=[(1, i) for i in range(n)],
+                       memories=torch.zeros(n, 4))
+    scored = [i for i in range(n) if status.get(i) in ("selected", "pruned")]
+    selected = [i for i in scored if status[i] == "selected"]
+    return Route(tree, {i: 0.1 * i for i in scored}, {i: 0.5 for i in scored},
+                 {i: i for i in scored}, selected, k=k, max_depth=None, budget=None,
                  temperature=1.0, stop_reason="leaves")
 
 

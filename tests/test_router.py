@@ -7,7 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from engine.router import (PRUNED, ROOT_STATUS, SELECTED, UNVISITED, RouterProjections,
+from engine.router import (PRUNED, ROOT_STATUS, SELECTED, UNVISITED, Route, RouterProjections,
                            RoutingTree, _normalise, centre, route)
 from engine.tree import ROOT, TreeAssembler
 
@@ -131,3 +131,14 @@ def test_bad_settings_are_refused():
         route(rtree, torch.randn(D), RouterProjections(D, 8), k=0)
     with pytest.raises(ValueError):
         route(rtree, torch.randn(D), RouterProjections(D, 8), budget=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=random_trees(), k=st.integers(1, 3))
+def test_route_round_trips_through_its_records(data, k):
+    """The query log stores as_records(); the history view rebuilds the same trace from it."""
+    _, rtree, q = data
+    r = route(rtree, q, RouterProjections(D, d_head=8), k=k)
+    again = Route.from_records(r.as_records(), k=k)
+    assert again.as_records() == r.as_records()
+    assert sorted(again.selected) == sorted(r.selected)
