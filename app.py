@@ -10,18 +10,18 @@ import os
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from app.ui import build_app  # noqa: E402
-from app.uploads import MAX_FILE_MB  # noqa: E402
 from engine.runtime import Runtime  # noqa: E402
 from engine.settings import Settings  # noqa: E402
 
 
 def main() -> None:
-    rt = Runtime.load(Settings.from_env())
+    settings = Settings.from_env()
+    rt = Runtime.load(settings)
     demo = build_app(rt)
     demo.queue(default_concurrency_limit=4).launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        max_file_size=f"{MAX_FILE_MB}mb", ssr_mode=False)
+        max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False)
 
 
 if __name__ == "__main__":

@@ -7,16 +7,21 @@ app/layout.py. The engine never imports anything from here.
 Node selection: gr.Plot has no click events, so every view that shows nodes also shows them in
 a table (gr.Dataframe); selecting a row opens that node's text and pages.
 
-Model use: the memory writer (indexing) and the text-only answer modes run side by side, but an
-answer that goes through the ArcAligner (memory or flat mode with the gate on) attaches hooks to
-the shared backbone while it generates, so it runs alone (ModelLock below).
+Model use: indexing and answers of every mode share the one backbone and run side by side. The
+ArcAligner's slot context is thread-local and its attachment reference-counted (engine/aligner.py),
+so an answer that arms memory slots cannot leak them into a concurrent forward of the writer or of
+another answer. Queues: indexing has its own queue (one file at a time), answers theirs (a few at
+a time), so a long ingest never holds questions back.
+
+Bad input: every file is checked (app/uploads.py, the engine's limits from Settings) and then
+built by the engine; whatever is wrong with it comes back as one line in the indexing status, and
+nothing of it is stored. Titles and text from manuals are shown as text, never as markup.
 """
 from __future__ import annotations
 
 import html
+import logging
 import re
-import threading
-from contextlib import contextmanager
 from pathlib import Path
 
 import gradio as gr
@@ -24,15 +29,19 @@ import plotly.graph_objects as go
 
 from app.figures import (ROUTE_COLUMNS, figure_summary, manual_figure, pages_label,
                          route_figure, route_rows)
-from app.uploads import ALLOWED_EXTS, MAX_FILE_MB, MAX_PAGES, UploadRejected, check_upload
+from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from engine.aggregate import POLICIES
 from engine.answer import MODES
 from engine.ask import AskError, AskOptions, ask
 from engine.ingest import ingest_file
-from engine.router import Route, RouteNode
+from engine.router import Route
 from engine.runtime import Runtime
 from engine.tree import DocumentError
 from storage.errors import DocumentNotFound, MissingMemories, StaleMemories, StorageError
+
+log = logging.getLogger(__name__)
+
+ANSWER_CONCURRENCY = 2  # answers generated at once (indexing has its own queue of one)
 
 LIBRARY_COLUMNS = ["id", "title", "file", "pages", "nodes", "depth", "tree source", "ingest s",
                    "added (UTC)"]
@@ -56,39 +65,6 @@ def gpu(fn):
     except ImportError:
         return fn
     return spaces.GPU(fn)
-
-
-class ModelLock:
-    """Readers (indexing, text answers) share the backbone; aligner answers take it alone."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-
-    @contextmanager
-    def shared(self):
-        with self._cond:
-            self._cond.wait_for(lambda: not self._writer)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
-
-    @contextmanager
-    def exclusive(self):
-        with self._cond:
-            self._cond.wait_for(lambda: not self._writer and self._readers == 0)
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
 
 
 # -- small helpers -------------------------------------------------------------------------------
@@ -132,20 +108,18 @@ def _doc_arg(doc) -> int | str:
 
 def route_from_log(records: list[dict], settings: dict | None) -> Route:
     """A Route rebuilt from the query log (what ask() logged), for history views."""
-    nodes = [RouteNode(**r) for r in records]
-    selected = sorted((n.id for n in nodes if n.status == "selected"),
-                      key=lambda i: (nodes[i].depth, i))
     s = settings or {}
-    return Route(nodes=nodes, selected=selected, k=int(s.get("k", 0) or 0),
-                 max_depth=s.get("max_depth"), budget=s.get("budget"),
-                 temperature=float(s.get("temperature", 1.0)), stop_reason="from the query log")
+    return Route.from_records(records, k=int(s.get("k", 0) or 0), max_depth=s.get("max_depth"),
+                              budget=s.get("budget"), temperature=float(s.get("temperature", 1.0)))
 
 
 # -- the app -------------------------------------------------------------------------------------
 
-def build_app(rt: Runtime, *, max_file_mb: float = MAX_FILE_MB, max_pages: int = MAX_PAGES
+def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int | None = None
               ) -> gr.Blocks:
-    lock = ModelLock()
+    """The app over ``rt``; limits come from ``rt.settings`` (the keywords override two)."""
+    settings = rt.settings.with_(max_upload_mb=max_file_mb, max_pages=max_pages)
+    max_file_mb, max_pages = settings.max_upload_mb, settings.max_pages
     trees: dict[int, object] = {}  # doc_id -> Tree, for the node views
 
     def tree_of(doc_id: int):
@@ -191,7 +165,7 @@ def build_app(rt: Runtime, *, max_file_mb: float = MAX_FILE_MB, max_pages: int =
         for i, path in enumerate(paths):
             name = path.name
             try:
-                check_upload(path, max_file_mb, max_pages)
+                check_upload(path, settings)
             except UploadRejected as e:
                 messages.append(f"✗ {e}")
                 continue
@@ -202,10 +176,18 @@ def build_app(rt: Runtime, *, max_file_mb: float = MAX_FILE_MB, max_pages: int =
 
             progress(i / n, desc=f"{name}: parsing and building the tree")
             try:
-                with lock.shared():
-                    r = ingest_file(path, rt, report)
+                r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s)
             except DocumentError as e:
-                messages.append(f"✗ {name}: {e}")
+                msg = str(e)
+                messages.append(f"✗ {msg if msg.startswith(name) else f'{name}: {msg}'}")
+                continue
+            except StorageError as e:
+                messages.append(f"✗ {name}: not stored ({e})")
+                continue
+            except Exception as e:  # a bug, not the user's file: say so, keep the other files
+                log.exception("ingest of %s failed", name)
+                messages.append(f"✗ {name}: could not be indexed (internal error "
+                                f"{type(e).__name__}); nothing was stored")
                 continue
             progress((i + 1) / n, desc=f"{name}: stored")
             if not r.reused:
@@ -283,10 +265,8 @@ def build_app(rt: Runtime, *, max_file_mb: float = MAX_FILE_MB, max_pages: int =
     @gpu
     def run_ask(doc, question, opts: AskOptions):
         target = _doc_arg(doc)
-        alone = opts.mode in ("memory", "flat") and opts.gate
         try:
-            with (lock.exclusive() if alone else lock.shared()):
-                return ask(rt, target, question, opts)
+            return ask(rt, target, question, opts)
         except AskError as e:
             raise gr.Error(str(e)) from None
         except (StaleMemories, MissingMemories):
@@ -429,6 +409,7 @@ def build_app(rt: Runtime, *, max_file_mb: float = MAX_FILE_MB, max_pages: int =
                     ask_doc = gr.Dropdown(label="Manual", choices=doc_choices(True), scale=2,
                                           elem_id="ask-doc")
                     question = gr.Textbox(label="Question", scale=5, lines=1,
+                                          max_length=settings.max_question_chars,
                                           placeholder="e.g. How do I declare an array parameter?",
                                           elem_id="ask-question")
                     ask_btn = gr.Button("Ask", variant="primary", scale=1, elem_id="ask-button")
@@ -544,9 +525,9 @@ def build_app(rt: Runtime, *, max_file_mb: float = MAX_FILE_MB, max_pages: int =
         ask_inputs = [ask_doc, question, mode, k, max_depth, budget, gate, hier_pos, max_new]
         ask_outputs = [answer, metrics, cited, route_plot, manual_plot, route_table, summary,
                        history]
-        ask_btn.click(do_ask, ask_inputs, ask_outputs, concurrency_limit=1,
+        ask_btn.click(do_ask, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
                       concurrency_id="answer", api_name="ask")
-        question.submit(do_ask, ask_inputs, ask_outputs, concurrency_limit=1,
+        question.submit(do_ask, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
                         concurrency_id="answer", api_visibility="private")
         ask_doc.change(history_rows, ask_doc, history, api_visibility="private")
         history.select(history_select, ask_doc, [answer, metrics, cited, route_plot, manual_plot,
@@ -560,7 +541,8 @@ def build_app(rt: Runtime, *, max_file_mb: float = MAX_FILE_MB, max_pages: int =
         cmp_btn.click(do_compare, [cmp_doc, cmp_q, mode_a, mode_b, cmp_k, cmp_depth, cmp_budget,
                                    cmp_gate, cmp_new],
                       [ans_a, met_a, plot_a, ans_b, met_b, plot_b, cmp_table],
-                      concurrency_limit=1, concurrency_id="answer", api_name="compare")
+                      concurrency_limit=ANSWER_CONCURRENCY, concurrency_id="answer",
+                      api_name="compare")
     return demo
 
 

@@ -24,6 +24,13 @@ How this meets the backbone (transformers' Llama layers in the pinned version):
   sequence length equals the mask's (the prefill inside ``generate``). Decode steps (length 1)
   and any later forward pass through with no LoRA and no gate.
 
+Threads. The slot context (armed mask, LoRA mask, loop counts) is thread-local: slots armed in
+one thread are seen only by forwards run in that thread. ``with aligner.attached(model)`` is
+reference-counted and thread-safe: several threads may generate with slots at once, and forwards
+of other threads (the memory writer, text answers) go through the wrappers unchanged (no armed
+mask in their thread: exactly the original modules). The wrappers stay installed until the last
+user leaves.
+
 KV cache. The normal (mandatory) pass of a gated layer is the layer's ordinary call: it writes the
 cache. The extra gate loops must not (a second call with a live cache appends to that layer's
 cache), so they run with ``past_key_values=None, use_cache=False`` and the same rotary embeddings
@@ -66,6 +73,7 @@ All parameters are float32; inputs are cast in and results cast back to the mode
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from contextlib import contextmanager
 from typing import Iterator
@@ -86,11 +94,12 @@ def default_gated_layers(n_layers: int) -> tuple[int, ...]:
 
 # ----------------------------------------------------------------------------- shared context
 
-class SlotContext:
-    """State shared by the wrappers of one attached aligner.
+class SlotContext(threading.local):
+    """State shared by the wrappers of one attached aligner, one copy per thread.
 
     ``slot_mask`` (bool [B, S]) is armed by ``ArcAligner.slots`` and used by the first forward of
     length S; ``lora_mask`` ([B, S', 1] or None) is set only while a wrapped layer runs on slots.
+    Being thread-local, a mask armed in one thread never reaches a forward run by another.
     """
 
     def __init__(self) -> None:
@@ -410,6 +419,9 @@ class ArcAligner(nn.Module):
         self.prefix_rerun = True  # loops re-run only the prefix up to the last slot (exact)
         self.context = SlotContext()
         self._restore: list[tuple[nn.Module, str, nn.Module]] | None = None
+        self._attach_lock = threading.Lock()
+        self._users = 0  # threads inside ``attached``
+        self._attached_to: int | None = None  # id() of the model ``attached`` installed into
         self.train(False)  # inference (hard gate) unless asked
 
     @classmethod
@@ -503,9 +515,23 @@ class ArcAligner(nn.Module):
 
     @contextmanager
     def attached(self, model: nn.Module) -> Iterator["ArcAligner"]:
-        """``with aligner.attached(model): ...`` attaches, then always detaches."""
-        self.attach(model)
+        """``with aligner.attached(model): ...`` attaches, then always detaches.
+
+        Reference-counted: concurrent (or nested) users of the same model share one attachment,
+        installed by the first and removed by the last.
+        """
+        with self._attach_lock:
+            if self._users == 0:
+                self.attach(model)
+                self._attached_to = id(model)
+            elif self._attached_to != id(model):
+                raise RuntimeError("this aligner is attached to another model")
+            self._users += 1
         try:
             yield self
         finally:
-            self.detach(model)
+            with self._attach_lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._attached_to = None
+                    self.detach(model)

@@ -179,7 +179,8 @@ class GenerationResult:
 
 @torch.no_grad()
 def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch.Tensor | None = None,
-             aligner=None, max_new_tokens: int = 128) -> GenerationResult:
+             aligner=None, max_new_tokens: int = 128,
+             max_time: float | None = None) -> GenerationResult:
     """Greedy generation from concatenated input embeddings [n, d] (text and slots)."""
     embeds = torch.cat(pieces).unsqueeze(0).to(backbone.device, backbone.dtype)
     mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=backbone.device)
@@ -187,6 +188,8 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
     kwargs = dict(inputs_embeds=embeds, attention_mask=mask, max_new_tokens=max_new_tokens,
                   do_sample=False, logits_processor=LogitsProcessorList([first]),
                   pad_token_id=backbone.tokenizer.pad_token_id)
+    if max_time is not None:  # a wall-clock cap (seconds): generation stops, keeping its text
+        kwargs["max_time"] = max_time
     loops = None
     if aligner is not None and slot_mask is not None and slot_mask.any():
         with aligner.attached(backbone.model), aligner.slots(slot_mask.unsqueeze(0).to(backbone.device)):
@@ -215,6 +218,7 @@ class Context:
     hier_pos: bool = False
     hier_pos_scale: float = 0.1  # HPE added at this fraction of the slot's norm
     max_new_tokens: int = 128
+    max_time: float | None = None  # seconds of generation at most (Settings.request_timeout_s)
     text_budget: int = 1024  # context tokens for the text mode
 
 
@@ -268,13 +272,14 @@ def generate_with_slots(ctx: Context, question: str, memories: torch.Tensor,
                            torch.zeros(len(tail), dtype=torch.bool)])
     aligner = ctx.aligner if ctx.gate else None
     return generate(ctx.backbone, [head, slots, tail], slot_mask=slot_mask, aligner=aligner,
-                    max_new_tokens=ctx.max_new_tokens)
+                    max_new_tokens=ctx.max_new_tokens, max_time=ctx.max_time)
 
 
 def generate_with_text(ctx: Context, question: str, context_text: str) -> GenerationResult:
     user = f"Context:\n{context_text}\n\nQuestion: {question.strip()}" if context_text else question.strip()
     (prompt,) = chat_parts(ctx.backbone, user)
-    return generate(ctx.backbone, [_embed_text(ctx.backbone, prompt)], max_new_tokens=ctx.max_new_tokens)
+    return generate(ctx.backbone, [_embed_text(ctx.backbone, prompt)],
+                    max_new_tokens=ctx.max_new_tokens, max_time=ctx.max_time)
 
 
 def answer_memory(ctx: Context, question: str, route: Route) -> tuple[GenerationResult, list[int]]:

@@ -18,7 +18,7 @@ from engine.router import Route, RoutingTree, query_vector, route
 from engine.runtime import Runtime
 from engine.tree import Tree
 
-MAX_QUESTION_CHARS = 2000
+MAX_QUESTION_CHARS = 2000  # the default of Settings.max_question_chars
 
 
 class AskError(ValueError):
@@ -101,8 +101,9 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
     question = (question or "").strip()
     if not question:
         raise AskError("the question is empty")
-    if len(question) > MAX_QUESTION_CHARS:
-        raise AskError(f"the question is longer than {MAX_QUESTION_CHARS} characters")
+    limit = getattr(rt.settings, "max_question_chars", MAX_QUESTION_CHARS)
+    if len(question) > limit:
+        raise AskError(f"the question is {len(question)} characters long; the limit is {limit}")
     doc_ids = resolve_docs(rt, doc)
     docs = load_documents(rt, doc_ids)
     routing = RoutingTree.from_library(docs)
@@ -110,7 +111,8 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
                   trees={d: t for d, (t, _) in docs.items()},
                   aligner=getattr(rt.parts, "aligner", None), gate=opts.gate,
                   hier_pos=opts.hier_pos, max_new_tokens=opts.max_new_tokens,
-                  text_budget=opts.text_budget)
+                  text_budget=opts.text_budget,
+                  max_time=getattr(rt.settings, "request_timeout_s", None))
     metrics = Metrics()
     with _PeakMemory(rt.backbone.device) as peak:
         t0 = time.perf_counter()

@@ -14,6 +14,8 @@ import hashlib
 import importlib.util
 import json
 import logging
+import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +101,7 @@ def gguf_cache_dir(gguf: Path, cache_root: Path) -> Path:
 def ensure_gguf_cache(gguf: Path, cache_root: Path) -> Path:
     """Dequantize a GGUF model once into ``cache_root`` (safetensors + config + tokenizer)."""
     folder = gguf_cache_dir(gguf, cache_root)
+    clean_partial_caches(folder)
     done = folder / "complete.json"
     if done.is_file():
         return folder
@@ -109,8 +112,9 @@ def ensure_gguf_cache(gguf: Path, cache_root: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
                                                  local_files_only=True, dtype=torch.float32)
-    tmp = folder.with_name(folder.name + ".partial")
-    tmp.mkdir(parents=True, exist_ok=True)
+    tmp = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     if getattr(model.config, "tie_word_embeddings", False):
         state.pop("lm_head.weight", None)  # tied to the input embeddings; safetensors refuses aliases
@@ -121,11 +125,38 @@ def ensure_gguf_cache(gguf: Path, cache_root: Path) -> Path:
     tokenizer.save_pretrained(tmp)
     (tmp / "complete.json").write_text(json.dumps({"gguf": str(gguf), "seconds": time.perf_counter() - t0}))
     if folder.exists():  # a concurrent first load finished first
-        import shutil
         shutil.rmtree(tmp)
     else:
         tmp.rename(folder)
     return folder
+
+
+def clean_partial_caches(folder: Path) -> list[Path]:
+    """Remove the half-written caches (``<folder>.partial-<pid>``, or the older ``.partial``) of
+    processes that died while dequantizing; a live process's folder is left alone."""
+    removed = []
+    if not folder.parent.is_dir():
+        return removed
+    for tmp in folder.parent.glob(f"{folder.name}.partial*"):
+        pid = tmp.name.rpartition("-")[2] if tmp.name.startswith(f"{folder.name}.partial-") else ""
+        if pid.isdigit() and int(pid) != os.getpid() and _pid_alive(int(pid)):
+            continue
+        if pid.isdigit() and int(pid) == os.getpid():
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+        log.info("removed the unfinished model cache %s (an interrupted first load)", tmp)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def resolve_backbone(settings: Settings) -> tuple[Path | str, bool, str]:

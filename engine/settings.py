@@ -37,6 +37,12 @@ class Settings:
     # Memory writer batching: at most this many nodes or padded tokens per forward.
     write_batch_nodes: int = 32
     write_batch_tokens: int = 8192
+    # Limits on what users can send (enforced by the engine, the CLI and the app alike).
+    max_upload_mb: float = 100.0  # one file's size
+    max_pages: int = 2000  # pages of one PDF
+    max_nodes: int = 50_000  # nodes of one document's tree (after token-limit splitting)
+    max_question_chars: int = 2000
+    request_timeout_s: float = 600.0  # one app request (ingest of a file, a question)
 
     @property
     def database_url(self) -> str:
@@ -57,8 +63,27 @@ class Settings:
                 continue
             if f.name in ("data_dir", "cache_dir", "checkpoint"):
                 kwargs[f.name] = Path(raw)
-            elif f.name in ("node_token_limit", "write_batch_nodes", "write_batch_tokens"):
-                kwargs[f.name] = int(raw)
+            elif f.name in _INT_FIELDS:
+                kwargs[f.name] = _parse(f.name, raw, int)
+            elif f.name in _FLOAT_FIELDS:
+                kwargs[f.name] = _parse(f.name, raw, float)
             else:
                 kwargs[f.name] = raw
         return cls(**kwargs)
+
+    def __post_init__(self) -> None:
+        for name in _INT_FIELDS + _FLOAT_FIELDS:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"H2MT_{name.upper()} must be positive, not {getattr(self, name)!r}")
+
+
+_INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
+               "max_nodes", "max_question_chars")
+_FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s")
+
+
+def _parse(name: str, raw: str, kind: type):
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"H2MT_{name.upper()}={raw!r} is not a number") from None

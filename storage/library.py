@@ -1,11 +1,20 @@
 """The library: documents, their trees and node memories in one SQLAlchemy database.
 
 One transaction per unit of work: a document, all its nodes and all its memories are written
-together or not at all. Memories are keyed by the fingerprint of the model parts that wrote them,
+together or not at all, so a process killed mid-ingest leaves nothing of that document behind.
+Opening a library also sweeps what an older version or a database without foreign keys may have
+left (``recover``: documents not marked ready, nodes and memories without their document).
+
+Concurrency: any number of threads and processes may read and write. On SQLite (WAL journal, a
+busy timeout) the writes of one process go through one lock, so its threads never race each
+other for SQLite's single writer slot; other processes wait on the busy timeout. Memories are keyed by the fingerprint of the model parts that wrote them,
 and are only ever returned for that exact fingerprint.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -28,6 +37,8 @@ if TYPE_CHECKING:
 
     from engine.settings import Settings
 
+log = logging.getLogger(__name__)
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MEMORY_INSERT_BATCH = 256  # memory rows per INSERT (bounds the bytes held at once)
 
@@ -38,8 +49,36 @@ class Library:
     def __init__(self, url: str, *, echo: bool = False):
         self.url = url
         self.engine = _make_engine(url, echo=echo)
-        Base.metadata.create_all(self.engine)
+        self._sqlite = self.engine.dialect.name == "sqlite"
+        # One writer path per process on SQLite (it has one writer slot per database file).
+        self._write_lock = threading.RLock() if self._sqlite else None
+        with self._writing():
+            Base.metadata.create_all(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.recovered = self.recover()
+
+    def _writing(self):
+        return self._write_lock if self._write_lock is not None else contextlib.nullcontext()
+
+    def recover(self) -> dict[str, int]:
+        """Delete what no complete ingest can have left: documents not marked ready, nodes and
+        memories whose document is gone. Rows deleted per table (logged when any)."""
+        with self._writing(), self._sessions() as s, s.begin():
+            bad = select(DocumentRow.id).where(DocumentRow.status != "ready")
+            docs = select(DocumentRow.id)
+            counts = {
+                "memories": s.execute(delete(MemoryRow).where(
+                    MemoryRow.doc_id.in_(bad) | MemoryRow.doc_id.not_in(docs))).rowcount,
+                "nodes": s.execute(delete(NodeRow).where(
+                    NodeRow.doc_id.in_(bad) | NodeRow.doc_id.not_in(docs))).rowcount,
+            }
+            s.execute(update(QueryRow).where(QueryRow.doc_id.in_(bad)).values(doc_id=None))
+            counts["documents"] = s.execute(
+                delete(DocumentRow).where(DocumentRow.status != "ready")).rowcount
+        if any(counts.values()):
+            log.warning("library %s: removed leftovers of interrupted ingests: %s",
+                        make_url(self.url).render_as_string(hide_password=True), counts)
+        return counts
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Library":
@@ -71,7 +110,7 @@ class Library:
         """
         _check_covers(memories, set(tree.graph.nodes))
         nodes = list(tree.preorder())
-        with self._sessions() as s, s.begin():
+        with self._writing(), self._sessions() as s, s.begin():
             existing = s.scalar(select(DocumentRow.id).where(DocumentRow.sha256 == meta.sha256))
             if existing is not None:
                 raise DuplicateDocument(meta.sha256, existing)
@@ -108,7 +147,7 @@ class Library:
 
     def delete_document(self, doc_id: int) -> None:
         """Remove a document with its nodes and memories (its logged queries keep no doc_id)."""
-        with self._sessions() as s, s.begin():
+        with self._writing(), self._sessions() as s, s.begin():
             # Explicit child deletes: the schema cascades too, but a database opened without
             # foreign-key enforcement must not keep orphans.
             s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id))
@@ -146,7 +185,7 @@ class Library:
 
         Memories under other fingerprints stay (see ``prune_memories``). One transaction.
         """
-        with self._sessions() as s, s.begin():
+        with self._writing(), self._sessions() as s, s.begin():
             doc = s.get(DocumentRow, doc_id)
             if doc is None:
                 raise DocumentNotFound(doc_id)
@@ -190,7 +229,7 @@ class Library:
 
     def prune_memories(self, doc_id: int, keep_fingerprint: str) -> int:
         """Delete the document's memories under every other fingerprint; rows deleted."""
-        with self._sessions() as s, s.begin():
+        with self._writing(), self._sessions() as s, s.begin():
             result = s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id,
                                                        MemoryRow.fingerprint != keep_fingerprint))
             return result.rowcount
@@ -200,7 +239,7 @@ class Library:
                   settings: dict[str, Any] | None = None, route: Any = None,
                   metrics: dict[str, Any] | None = None) -> int:
         """Record one question (settings, route and metrics must be JSON-serialisable); its id."""
-        with self._sessions() as s, s.begin():
+        with self._writing(), self._sessions() as s, s.begin():
             row = QueryRow(doc_id=doc_id, question=question, mode=mode, answer=answer,
                            settings_json=settings, route_json=route, metrics_json=metrics)
             s.add(row)

@@ -77,18 +77,34 @@ def _decode_text(path: Path, data: bytes) -> str:
 def _build_pdf(path: Path, data: bytes) -> Tree:
     import pymupdf
 
+    damaged = (f"{path.name} is a damaged PDF (truncated or corrupt); export or download it "
+               "again")
     try:
         doc = pymupdf.open(stream=data, filetype="pdf")
     except Exception as exc:  # MuPDF raises several types for damaged files
-        raise DocumentError(f"{path.name} is a damaged PDF and cannot be opened ({exc})") from None
+        raise DocumentError(f"{damaged} ({exc})") from None
     with doc:
         if doc.needs_pass:
-            raise DocumentError(f"{path.name} is password-protected")
-        if doc.page_count == 0:
-            raise DocumentError(f"{path.name} has no pages")
-        title = (doc.metadata or {}).get("title", "").strip() or path.stem
-        if doc.get_toc(simple=True):
-            from engine.builders.pdf_outline import build_outline_tree
-            return build_outline_tree(doc, path, title)
-        from engine.builders.pdf_fonts import build_fonts_tree
-        return build_fonts_tree(doc, path, title)
+            raise DocumentError(f"{path.name} is password-protected; remove the password first")
+        # MuPDF silently rebuilds a broken cross-reference table: what it recovers from a cut or
+        # overwritten file is an arbitrary part of the manual, so it is refused, not indexed.
+        if doc.is_repaired or doc.page_count == 0:
+            raise DocumentError(damaged)
+        mupdf_errors = (RuntimeError, pymupdf.FileDataError,
+                        getattr(pymupdf.mupdf, "FzErrorBase", RuntimeError))
+        try:
+            tree = _build_pdf_tree(doc, path)
+        except mupdf_errors as exc:  # damage MuPDF only notices while reading pages or outline
+            raise DocumentError(f"{damaged} ({type(exc).__name__}: {exc})") from None
+        if doc.is_repaired:  # broken objects met (and patched over) while reading the pages
+            raise DocumentError(damaged)
+        return tree
+
+
+def _build_pdf_tree(doc, path: Path) -> Tree:
+    title = (doc.metadata or {}).get("title", "").strip() or path.stem
+    if doc.get_toc(simple=True):
+        from engine.builders.pdf_outline import build_outline_tree
+        return build_outline_tree(doc, path, title)
+    from engine.builders.pdf_fonts import build_fonts_tree
+    return build_fonts_tree(doc, path, title)
