@@ -42,7 +42,9 @@ class Settings:
     max_pages: int = 2000  # pages of one PDF
     max_nodes: int = 50_000  # nodes of one document's tree (after token-limit splitting)
     max_question_chars: int = 2000
-    request_timeout_s: float = 600.0  # one app request (ingest of a file, a question)
+    # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
+    # about 15 minutes to index on a 2-core CPU.
+    request_timeout_s: float = 3600.0
 
     @property
     def database_url(self) -> str:
