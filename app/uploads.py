@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.builders import PDF_MAGIC
+from engine.builders import FILE_EXTENSIONS, PDF_MAGIC
 from engine.ingest import preflight
 from engine.settings import Settings
 from engine.tree import DocumentError
 
-ALLOWED_EXTS = (".pdf", ".md", ".markdown", ".txt", ".html", ".htm", ".json")
+ALLOWED_EXTS = FILE_EXTENSIONS
 MAX_NAME_CHARS = 255
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 

@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> None:
         ks = [int(x) for x in args.sweep_k.split(",")]
         _, sweep_md = run_sweep(runner, questions, ks, args.sweep_modes.split(","), args.out)
 
-    md = [f"# QA results", "",
+    md = ["# QA results", "",
           f"- backbone: {rt.backbone.name} on {rt.backbone.device} ({platform.processor() or platform.machine()}); "
           f"aggregation `{settings.aggregation}`; parts fingerprint `{rt.fingerprint[:12]}`; "
           f"aligner {'present' if rt.parts.aligner is not None else 'absent (gate has no effect)'}",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import resource
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
@@ -233,7 +233,11 @@ def _node_text(ctx: Context, rid: int) -> str:
 
 
 def _citation(ctx: Context, rid: int) -> Citation:
-    r = ctx.routing
+    return citation(ctx.routing, rid)
+
+
+def citation(r, rid: int) -> Citation:
+    """The citation of routed node ``rid`` of RoutingTree ``r``."""
     return Citation(id=rid, doc_id=r.origin[rid][0], node_id=r.origin[rid][1], title=r.title[rid],
                     page_start=r.pages[rid][0], page_end=r.pages[rid][1])
 
@@ -317,8 +321,8 @@ def context_window(backbone: Backbone) -> int:
 def answer_full(ctx: Context, question: str) -> tuple[GenerationResult, list[int]]:
     """The manual's text in document order, cut to fit the context window."""
     room = context_window(ctx.backbone) - ctx.max_new_tokens - 200 - len(ctx.backbone.encode(question))
-    texts, used, cited = [], 0, []
-    for doc_id, tree in ctx.trees.items():
+    texts, used = [], 0
+    for tree in ctx.trees.values():
         for n in tree.preorder():
             t = n.local_text
             if not t.strip():

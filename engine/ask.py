@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from engine.answer import (MODES, Answer, Citation, Context, Metrics, _PeakMemory, answer_full,
-                           answer_memory, answer_text, generate_with_slots)
+from engine.answer import (MODES, Answer, Context, Metrics, _PeakMemory, answer_full,
+                           answer_memory, answer_text, citation, generate_with_slots)
 from engine.flat import FlatIndex, build_flat_index, search
 from engine.router import Route, RoutingTree, query_vector, route
 from engine.runtime import Runtime
@@ -157,7 +157,7 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
             metrics.ttft_ms = metrics.route_ms
         metrics.total_ms = (time.perf_counter() - t0) * 1e3
     metrics.peak_mem_mb = max(0.0, peak.mb)
-    answer = Answer(text=text, mode=opts.mode, cited=[_cite(routing, i) for i in cited],
+    answer = Answer(text=text, mode=opts.mode, cited=[citation(routing, i) for i in cited],
                     gate=gate, metrics=metrics, route=rt_route)
     if log:
         rt.library.log_query(question, opts.mode, text,
@@ -165,9 +165,3 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
                              settings=asdict(opts), route=answer.as_json()["route"],
                              metrics=asdict(metrics))
     return answer
-
-
-def _cite(routing: RoutingTree, rid: int) -> Citation:
-    return Citation(id=rid, doc_id=routing.origin[rid][0], node_id=routing.origin[rid][1],
-                    title=routing.title[rid], page_start=routing.pages[rid][0],
-                    page_end=routing.pages[rid][1])

@@ -11,10 +11,10 @@ import logging
 import sys
 from pathlib import Path
 
+from engine.builders import FILE_EXTENSIONS
 from engine.settings import Settings
 from engine.tree import DocumentError
 
-SUPPORTED = {".pdf", ".md", ".markdown", ".txt", ".text", ".html", ".htm", ".json"}
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -28,7 +28,7 @@ def _expand(paths: list[str]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out.extend(sorted(f for f in p.rglob("*") if f.suffix.lower() in SUPPORTED))
+            out.extend(sorted(f for f in p.rglob("*") if f.suffix.lower() in FILE_EXTENSIONS))
         else:
             out.append(p)
     return out

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from engine.tree import Tree
+from engine.tree import Tree, preview
 
 SELECTED, PRUNED, UNVISITED, ROOT_STATUS = "selected", "pruned", "unvisited", "root"
 
@@ -87,7 +87,7 @@ class RoutingTree:
         return cls(parent=[n.parent for n in nodes],
                    children=[[c.id for c in tree.children(i)] for i in ids],
                    depth=[n.depth for n in nodes],
-                   title=[n.title or _preview(n.text) for n in nodes],
+                   title=[n.title or preview(n.text) for n in nodes],
                    pages=[(n.page_start, n.page_end) for n in nodes],
                    origin=[(doc_id, i) for i in ids],
                    memories=torch.stack([memories[i] for i in ids]).float())
@@ -112,16 +112,11 @@ class RoutingTree:
                 parent.append(0 if n.parent is None else n.parent + offset)
                 children.append([c.id + offset for c in tree.children(i)])
                 depth.append(n.depth + 1)
-                title.append(n.title or _preview(n.text))
+                title.append(n.title or preview(n.text))
                 pages.append((n.page_start, n.page_end))
                 origin.append((doc_id, i))
                 rows.append(mem[i].float())
         return cls(parent, children, depth, title, pages, origin, torch.stack(rows))
-
-
-def _preview(text: str, n: int = 60) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= n else one[: n - 1] + "…"
 
 
 @dataclass

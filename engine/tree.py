@@ -16,7 +16,7 @@ Choices the paper leaves open:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
@@ -144,7 +144,7 @@ class Tree:
             pages = ""
             if n.page_start is not None:
                 pages = f"  p.{n.page_start}" + (f"-{n.page_end}" if n.page_end != n.page_start else "")
-            label = n.title or _preview(n.text)
+            label = n.title or preview(n.text)
             ref = f"  [{n.ref}]" if n.ref else ""
             lines.append(f"{'  ' * n.depth}{n.id:>5} {label}{pages}  ({n.tokens} tok){ref}")
         return "\n".join(lines)
@@ -164,7 +164,7 @@ class Tree:
             assert orders == list(range(len(orders))), f"child orders of {nid}: {orders}"
 
 
-def _preview(text: str, n: int = 60) -> str:
+def preview(text: str, n: int = 60) -> str:
     one = " ".join(text.split())
     return one if len(one) <= n else one[: n - 1] + "…"
 

@@ -1,7 +1,6 @@
 """Outline builder on the real outlined manuals: every entry a node, text cut at headings."""
 from __future__ import annotations
 
-from collections import Counter
 
 import pymupdf
 import pytest

@@ -17,7 +17,9 @@ MARKDOWN_EXTS = {".md", ".markdown"}
 HTML_EXTS = {".html", ".htm"}
 TEXT_EXTS = {".txt", ""}
 JSON_EXTS = {".json"}
-SUPPORTED = ".pdf, .md, .markdown, .html, .htm, .txt, .json"
+# Every extension a user may upload (extension-less text files are accepted too).
+FILE_EXTENSIONS = (".pdf", ".md", ".markdown", ".html", ".htm", ".txt", ".json")
+SUPPORTED = ", ".join(FILE_EXTENSIONS)
 
 
 def build_raw_tree(path: Path) -> Tree:
