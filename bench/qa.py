@@ -407,6 +407,32 @@ def plot_sweep(agg: dict, out: Path) -> None:
 
 # -- main ----------------------------------------------------------------------------------------
 
+def load_runtimes(settings: Settings, checkpoints: str | None) -> list[tuple[str, Runtime]]:
+    """One Runtime per compared checkpoint, sharing the backbone and the library.
+
+    'untrained' is the untrained initialisation, 'shipped' the checkpoint in assets/, anything
+    else a safetensors path; None: the settings' own (the shipped one by default)."""
+    if not checkpoints:
+        rt = Runtime.load(settings)
+        label = str(settings.checkpoint_path.name) if settings.checkpoint_path else "untrained"
+        return [(label, rt)]
+    from engine.backbone import load_backbone
+    from engine.parts import load_or_init_parts
+    from storage import Library
+
+    backbone = load_backbone(settings)
+    library = Library(settings.database_url)
+    out = []
+    for spec in [c.strip() for c in checkpoints.split(",") if c.strip()]:
+        ck = {"untrained": "none", "shipped": "auto"}.get(spec, spec)
+        s = settings.with_(checkpoint=ck)
+        if spec == "shipped" and s.checkpoint_path is None:
+            raise SystemExit("no shipped checkpoint for these settings (default backbone, mean)")
+        out.append((spec if spec in ("untrained", "shipped") else Path(spec).stem,
+                    Runtime(s, backbone, load_or_init_parts(s, backbone), library)))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=Path, nargs="+")
@@ -428,6 +454,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--aggregation", default=None, help="Settings.aggregation (re-writes memories)")
     ap.add_argument("--sweep-k", default=None, help="e.g. 1,2,3,4,6")
     ap.add_argument("--sweep-modes", default="route,memory")
+    ap.add_argument("--checkpoints", default=None,
+                    help="compare trained parts in one run: comma-separated 'untrained', 'shipped' "
+                         "or safetensors paths; each gets its own rows (mode [label])")
     args = ap.parse_args(argv)
     if args.from_results:
         rows = [json.loads(x) for x in args.from_results.read_text().splitlines() if x.strip()]
@@ -452,11 +481,15 @@ def main(argv: list[str] | None = None) -> None:
 
     t_start = time.perf_counter()
     questions = load_questions(args.questions, args.docs, args.limit)
-    rt = Runtime.load(settings)
-    print(f"backbone {rt.backbone.name} on {rt.backbone.device}; aggregation {settings.aggregation}; "
-          f"fingerprint {rt.fingerprint[:12]}; aligner {'yes' if rt.parts.aligner is not None else 'no'}",
-          flush=True)
+    runtimes = load_runtimes(settings, args.checkpoints)
+    rt = runtimes[0][1]
+    for label, r in runtimes:
+        print(f"{label}: backbone {r.backbone.name} on {r.backbone.device}; aggregation "
+              f"{r.parts.aggregation}; fingerprint {r.fingerprint[:12]}", flush=True)
     doc_ids = prepare_documents(rt, questions, args.no_ingest)
+    for _, other in runtimes[1:]:  # the same documents, memories under each fingerprint
+        if prepare_documents(other, questions, args.no_ingest) != doc_ids:
+            raise SystemExit("documents differ between checkpoints (use the same --db, no --no-ingest)")
     kept = []
     for q in questions:
         if q.doc not in doc_ids:
@@ -475,15 +508,19 @@ def main(argv: list[str] | None = None) -> None:
     for q in questions:  # --gen-limit counts the questions kept (documents present)
         q.gen = args.gen_limit is None or per_set[q.set] < args.gen_limit
         per_set[q.set] += 1
-    runner = Runner(rt, args)
+    runners = [(label, Runner(r, args)) for label, r in runtimes]
+    runner = runners[0][1]
     rows: list[dict] = []
     out_rows = args.out / "results.jsonl"
     with open(out_rows, "w") as f:
         for i, q in enumerate(questions):
             t0 = time.perf_counter()
-            for r in runner.question(q, modes, args.k, gates):
-                rows.append(r)
-                f.write(json.dumps(r) + "\n")
+            for label, one in runners:
+                for r in one.question(q, modes, args.k, gates):
+                    if len(runners) > 1:
+                        r["mode"] = f"{r['mode']} [{label}]"
+                    rows.append(r)
+                    f.write(json.dumps(r) + "\n")
             f.flush()
             brief = " ".join(_brief(r) for r in rows if r["id"] == q.id and r["set"] == q.set)
             print(f"[{i + 1}/{len(questions)}] {q.set} {q.id} {time.perf_counter() - t0:.1f}s  {brief}",
@@ -497,8 +534,7 @@ def main(argv: list[str] | None = None) -> None:
 
     md = ["# QA results", "",
           f"- backbone: {rt.backbone.name} on {rt.backbone.device} ({platform.processor() or platform.machine()}); "
-          f"aggregation `{settings.aggregation}`; parts fingerprint `{rt.fingerprint[:12]}`; "
-          f"aligner {'present' if rt.parts.aligner is not None else 'absent (gate has no effect)'}",
+          f"parts: {'; '.join(f'{label} (fingerprint `{r.fingerprint[:12]}`, aggregation `{r.parts.aggregation}`)' for label, r in runtimes)}",
           f"- k={args.k}, max depth {args.max_depth}, max new tokens {args.max_new_tokens}, "
           f"text budget {args.text_budget} tokens, limit {args.limit}, gen limit {args.gen_limit}, "
           f"gate {args.gate}, baseline generation {'on' if args.baseline_gen else 'off'}",

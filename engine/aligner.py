@@ -64,9 +64,10 @@ Initialisation (untrained parts must leave the backbone's behaviour sane):
   varies a lot across layers), last Linear weight 0 and bias -4: an untrained gate outputs
   sigmoid(-4) ~ 0.018 < 0.5 everywhere, so it never loops until trained, yet the straight-through
   estimator already passes gradients to its bias.
-- default gated layers: every other layer of the upper half, ``range(N // 2, N, 2)``. The paper
-  gates "a subset" without naming it; the lower layers still build token-level features, and this
-  bounds the extra cost at T * ceil(N / 4) prefix passes of one layer.
+- default gated layers: every other layer of the upper half but the last,
+  ``range(N // 2, N - 1, 2)``. The paper gates "a subset" without naming it; the lower layers
+  still build token-level features, the last layer's slot outputs reach no other position, and
+  this bounds the extra cost at T * floor(N / 4) prefix passes of one layer.
 
 All parameters are float32; inputs are cast in and results cast back to the model's dtype.
 """
@@ -88,8 +89,13 @@ GATE_BIAS_INIT = -4.0
 
 
 def default_gated_layers(n_layers: int) -> tuple[int, ...]:
-    """Every other layer of the upper half: range(N // 2, N, 2)."""
-    return tuple(range(n_layers // 2, n_layers, 2))
+    """Every other layer of the upper half, the last layer excluded: range(N // 2, N - 1, 2).
+
+    The last layer is never gated: a slot row's output there feeds no later position (it only
+    changes the slot's own next-token logits, which nothing reads), so its loops could not
+    change an answer and its gate would get no gradient. A 2-layer model gates layer 0.
+    """
+    return tuple(range(n_layers // 2, n_layers - 1, 2)) or (max(0, n_layers - 2),)
 
 
 # ----------------------------------------------------------------------------- shared context

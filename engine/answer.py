@@ -266,11 +266,17 @@ def slot_embeddings(ctx: Context, memories: torch.Tensor, paths: list[list[int]]
     return slots
 
 
+def prompt_around_slots(backbone: Backbone, question: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Embeddings [n, d] of the memory-mode prompt before and after the slots (training builds
+    L_gen's prefixes with this too, so it trains on exactly the prompt the product uses)."""
+    before, after = chat_parts(backbone, f"Context: {SLOT_MARKER}\n\nQuestion: {question.strip()}")
+    return _embed_text(backbone, before), _embed_text(backbone, after)
+
+
 def generate_with_slots(ctx: Context, question: str, memories: torch.Tensor,
                         paths: list[list[int]] | None) -> GenerationResult:
     """H2MT generation: [chat prefix; "Context:"; slots; question; assistant prefix]."""
-    before, after = chat_parts(ctx.backbone, f"Context: {SLOT_MARKER}\n\nQuestion: {question.strip()}")
-    head, tail = _embed_text(ctx.backbone, before), _embed_text(ctx.backbone, after)
+    head, tail = prompt_around_slots(ctx.backbone, question)
     slots = slot_embeddings(ctx, memories, paths)
     slot_mask = torch.cat([torch.zeros(len(head), dtype=torch.bool), torch.ones(len(slots), dtype=torch.bool),
                            torch.zeros(len(tail), dtype=torch.bool)])

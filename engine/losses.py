@@ -38,12 +38,17 @@ def selection_loss(scores: torch.Tensor, mask: torch.Tensor, gold_mask: torch.Te
 
 
 def conditional_lm_loss(model, prefixes: list[torch.Tensor], targets: list[torch.Tensor],
-                        embed) -> torch.Tensor:
+                        embed, *, slot_masks: list[torch.Tensor] | None = None,
+                        aligner=None) -> torch.Tensor:
     """Mean over sequences of -1/n sum_t log p(y_t | prefix, y_<t) (token-level cross-entropy).
 
     ``prefixes[i]``: [n_i, d] input embeddings (memory slots, prompt tokens); ``targets[i]``:
     [m_i] token ids, embedded with ``embed`` and predicted one position ahead. Sequences are
     right-padded with an attention mask, so each loss equals its unbatched value.
+
+    With an ArcAligner and ``slot_masks[i]`` (bool [n_i], True at the memory-slot rows of
+    prefix i), the forward runs with the aligner attached and those rows armed: its masked LoRA
+    and, when enabled, its gate act on them (ArcAligner 3.5: every stage trains through this).
     """
     seqs, labels = [], []
     for pre, tgt in zip(prefixes, targets):
@@ -60,7 +65,14 @@ def conditional_lm_loss(model, prefixes: list[torch.Tensor], targets: list[torch
         x[i, : len(s)] = s
         y[i, : len(lab)] = lab
         attn[i, : len(s)] = 1
-    logits = model(inputs_embeds=x, attention_mask=attn, use_cache=False).logits.float()
+    if aligner is not None and slot_masks is not None:
+        armed = torch.zeros(len(seqs), width, dtype=torch.bool, device=device)
+        for i, m in enumerate(slot_masks):
+            armed[i, : len(m)] = m.to(device)
+        with aligner.attached(model), aligner.slots(armed):
+            logits = model(inputs_embeds=x, attention_mask=attn, use_cache=False).logits.float()
+    else:
+        logits = model(inputs_embeds=x, attention_mask=attn, use_cache=False).logits.float()
     y = y.to(logits.device)
     # position t predicts token t+1
     per_token = F.cross_entropy(logits[:, :-1].transpose(1, 2), y[:, 1:], ignore_index=-100,
@@ -79,19 +91,27 @@ def memory_lm_loss(backbone, slots: torch.Tensor, texts: list[list[int]]) -> tor
 
 
 def reconstruction_loss(backbone, slots: torch.Tensor, texts: list[list[int]],
-                        prompt: str = "Repeat the section word for word:") -> torch.Tensor:
-    """L_AE: decode x_v from m_v under a reconstruction prompt: [slot; prompt] -> x_v."""
+                        prompt: str = "Repeat the section word for word:",
+                        aligner=None) -> torch.Tensor:
+    """L_AE: decode x_v from m_v under a reconstruction prompt: [slot; prompt] -> x_v.
+    With ``aligner``, the slot row goes through its masked LoRA (ArcAligner stage I)."""
     prompt_ids = torch.tensor(backbone.encode(" " + prompt), dtype=torch.long, device=backbone.device)
     prompt_emb = backbone.embed(prompt_ids).to(slots.dtype)
     targets = [torch.tensor(t, dtype=torch.long, device=backbone.device) for t in texts]
+    mask = torch.zeros(1 + len(prompt_ids), dtype=torch.bool)
+    mask[0] = True
     return conditional_lm_loss(backbone.model, [torch.cat([s[None], prompt_emb]) for s in slots],
-                               targets, backbone.embed)
+                               targets, backbone.embed, slot_masks=[mask] * len(slots),
+                               aligner=aligner)
 
 
-def answer_loss(backbone, prefixes: list[torch.Tensor], answers: list[str]) -> torch.Tensor:
+def answer_loss(backbone, prefixes: list[torch.Tensor], answers: list[str], *,
+                slot_masks: list[torch.Tensor] | None = None, aligner=None) -> torch.Tensor:
     """L_gen: -1/A sum_t log p(a_t | q, M_ret, a_<t); ``prefixes`` are the prompts' embeddings
-    (chat head, memory slots, question, assistant turn) as the memory mode builds them."""
+    (chat head, memory slots, question, assistant turn) as the memory mode builds them, with
+    ``slot_masks`` marking the slot rows for the aligner (stages II and III)."""
     eos = backbone.tokenizer.eos_token_id
     targets = [torch.tensor(backbone.encode(a.strip()) + [eos], dtype=torch.long,
                             device=backbone.device) for a in answers]
-    return conditional_lm_loss(backbone.model, prefixes, targets, backbone.embed)
+    return conditional_lm_loss(backbone.model, prefixes, targets, backbone.embed,
+                               slot_masks=slot_masks, aligner=aligner)

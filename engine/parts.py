@@ -134,11 +134,15 @@ def _aligner_kwargs(config: dict) -> dict:
 
 
 def load_or_init_parts(settings, backbone) -> H2MTParts:
-    """The parts from the configured checkpoint, else the untrained initialisation."""
-    if settings.checkpoint is not None:
-        parts = H2MTParts.load(settings.checkpoint)
+    """The parts from the configured checkpoint (the shipped one by default), else the
+    untrained initialisation."""
+    path = settings.checkpoint_path
+    if path is not None:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"checkpoint {path} not found (H2MT_CHECKPOINT)")
+        parts = H2MTParts.load(path)
         if parts.d_model != backbone.hidden_size:
-            raise ValueError(f"checkpoint {settings.checkpoint} is for d_model={parts.d_model}, "
+            raise ValueError(f"checkpoint {path} is for d_model={parts.d_model}, "
                              f"the backbone has {backbone.hidden_size}")
     else:
         parts = H2MTParts(backbone.hidden_size, settings.aggregation).init_from_backbone(backbone)

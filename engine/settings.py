@@ -17,6 +17,10 @@ def _project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+# The trained parts for DEFAULT_BACKBONE that ship with the project (assets/MODEL_CARD.md).
+SHIPPED_CHECKPOINT = _project_root() / "assets" / "smollm2-135m-instruct.h2mt.safetensors"
+
+
 @dataclass(frozen=True)
 class Settings:
     # Where the SQLite file and other per-user data go; `db_url` overrides the database.
@@ -32,8 +36,10 @@ class Settings:
     node_token_limit: int = 256
     # H2MT appendix B policy used for internal nodes.
     aggregation: str = "mean"
-    # Trained small parts (safetensors); None: the untrained initialisation.
-    checkpoint: Path | None = None
+    # Trained small parts (safetensors): "auto" = the checkpoint shipped in assets/ for the
+    # default backbone (the untrained initialisation for any other backbone), "none" = the
+    # untrained initialisation, or a path. See ``checkpoint_path``.
+    checkpoint: Path | str | None = "auto"
     # Memory writer batching: at most this many nodes or padded tokens per forward.
     write_batch_nodes: int = 32
     write_batch_tokens: int = 8192
@@ -45,6 +51,17 @@ class Settings:
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0
+
+    @property
+    def checkpoint_path(self) -> Path | None:
+        """The safetensors file of the trained parts to load, or None for the untrained ones."""
+        if self.checkpoint is None or str(self.checkpoint).lower() in ("", "none"):
+            return None
+        if str(self.checkpoint) == "auto":
+            shipped = SHIPPED_CHECKPOINT
+            fits = self.backbone == DEFAULT_BACKBONE and self.aggregation == "mean"  # as trained
+            return shipped if fits and shipped.is_file() else None
+        return Path(self.checkpoint)
 
     @property
     def database_url(self) -> str:
@@ -63,7 +80,9 @@ class Settings:
             raw = env.get(f"H2MT_{f.name.upper()}")
             if raw is None:
                 continue
-            if f.name in ("data_dir", "cache_dir", "checkpoint"):
+            if f.name == "checkpoint":
+                kwargs[f.name] = raw if raw.lower() in ("auto", "none", "") else Path(raw)
+            elif f.name in ("data_dir", "cache_dir"):
                 kwargs[f.name] = Path(raw)
             elif f.name in _INT_FIELDS:
                 kwargs[f.name] = _parse(f.name, raw, int)

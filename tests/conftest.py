@@ -96,15 +96,15 @@ def explorer_server(real_backbone, tmp_path_factory):
 
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.ui import build_app
-    from engine.parts import H2MTParts
+    from engine.parts import load_or_init_parts
     from engine.runtime import Runtime
     from engine.settings import Settings
     from storage import Library
 
     data = tmp_path_factory.mktemp("explorer")
     settings = Settings(data_dir=data)
-    parts = H2MTParts(real_backbone.hidden_size, "mean").init_from_backbone(real_backbone)
-    rt = Runtime(settings, real_backbone, parts.eval(), Library(settings.database_url))
+    parts = load_or_init_parts(settings, real_backbone)  # what a user gets: the shipped parts
+    rt = Runtime(settings, real_backbone, parts, Library(settings.database_url))
     demo = build_app(rt)
     port = _free_port()
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,

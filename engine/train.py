@@ -1,0 +1,639 @@
+"""Training the small parts: H2MT 3.4 / appendix E and ArcAligner's three stages (3.5).
+
+    python -m engine.train --config configs/train_cpu.toml [--out DIR] [--fresh]
+                           [--max-steps N]
+
+The backbone stays frozen; only ``H2MTParts`` train. A run is a list of stages from the config,
+each with its own optimiser, steps, learning rate and loss weights:
+
+- ``writer``      L_LM (+ L_AE when weighted): e_write, e_read, the memory scale (and Agg's
+                  parameters, when the policy has any). Node memories are computed with
+                  gradients through the backbone on short texts (``max_tokens``). Choice: an
+                  internal node's aggregated prefix m~_v comes from its first children's
+                  memories computed without gradients on their own local text (one level of the
+                  bottom-up schedule, not the whole subtree) to keep steps short.
+- ``router``      L_route + L_sel (softmax relaxation of top-k, appendix E) on cached memories:
+                  W_q, W_k. Costs seconds. The best step by validation hit@k with the real hard
+                  top-k router (``engine.router.route``) on held-out documents is kept.
+- ``align_recon`` ArcAligner stage I: L_AE, decode a node's text from its slot; projector +
+                  masked LoRA, gate off.
+- ``align_task``  ArcAligner stage II: L_gen on routed memories (the product's own prompt, the
+                  router's own hard top-k selection, the gold leaf added if the route missed it),
+                  projector + LoRA, gate off.
+- ``align_gate``  ArcAligner stage III: the same with the gate on, straight-through estimator
+                  (eq. 7), projector + LoRA + gates.
+
+Memories of the training documents and the queries' vectors are cached in the run folder under
+the writer's fingerprint: stages after ``writer`` see memories written by the trained writer
+(recomputed once, automatically), as the product will.
+
+Resumable: after every ``save_every`` steps and at the end of each stage the run folder holds
+``parts.safetensors`` (all parts), ``optim.pt`` (the current stage's optimiser) and
+``state.json`` (stage, step); a restarted run continues from there. Batches are drawn from a
+generator seeded by (seed, stage, step), so a resumed run sees the batches an uninterrupted one
+would. ``log.jsonl`` gets one line per step (losses, seconds); ``summary.json`` and
+``final.safetensors`` are written at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from engine.answer import prompt_around_slots
+from engine.losses import (answer_loss, memory_lm_loss, reconstruction_loss, route_loss,
+                           selection_loss)
+from engine.parts import H2MTParts
+from engine.router import RoutingTree, _normalise, route
+from engine.train_data import (Query, check_not_evaluation, fetch_packages, generated_queries,
+                               heading_queries, load_queries, save_queries, sentence_queries,
+                               usable_queries,
+                               sha256_file)
+from engine.tree import Tree, build_tree
+from engine.writer import _Item, read_out, read_out_differentiable, write_memories
+
+STAGES = ("writer", "router", "align_recon", "align_task", "align_gate")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+@dataclass
+class StageConfig:
+    name: str
+    steps: int
+    lr: float = 1e-3
+    batch: int = 8
+    weight_decay: float = 0.0
+    max_tokens: int = 64  # node text / answer tokens per example (backbone-backprop stages)
+    w_lm: float = 1.0  # writer: L_LM
+    w_ae: float = 0.0  # writer: L_AE (through the writer's own input scale)
+    w_route: float = 1.0  # router: L_route
+    w_sel: float = 1.0  # router: L_sel
+    tau: float = 1.0  # routing temperature of the relaxation
+    k: int = 3  # per-parent top-k of the route (validation and L_gen's retrieval)
+    max_slots: int = 32  # L_gen: at most this many memory slots (the gold kept)
+    eval_every: int = 50  # router: validation interval
+
+    def __post_init__(self) -> None:
+        if self.name not in STAGES:
+            raise ValueError(f"unknown stage {self.name!r}; choose from {', '.join(STAGES)}")
+        if self.steps < 0 or self.batch < 1 or self.lr <= 0:
+            raise ValueError(f"stage {self.name}: steps >= 0, batch >= 1 and lr > 0 are required")
+
+
+@dataclass
+class TrainConfig:
+    packages: list[str]  # Debian documentation packages (apt-get download)
+    documents: list[str]  # files to train on: paths under <data_dir>/root, or absolute paths
+    validation: list[str]  # held-out documents (routing validation, never trained on)
+    stages: list[StageConfig]
+    data_dir: Path = ROOT / "data" / "train"
+    shared_dir: Path = ROOT.parent / "shared"
+    out_dir: Path = ROOT / "runs" / "cpu"
+    backbone: str = "smollm2"
+    device: str | None = None
+    seed: int = 0
+    node_token_limit: int = 256
+    heading_queries: bool = True
+    sentence_queries: bool = True
+    generated_per_doc: int = 100  # backbone-written questions per document
+    query_fraction: float = 0.5  # as the product's AskOptions.query_fraction (H2MT 3.3)
+    save_every: int = 25
+    max_val_queries: int = 400
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "TrainConfig":
+        raw = tomllib.loads(Path(path).read_text())
+        stages = [StageConfig(**s) for s in raw.pop("stages", [])]
+        kw = {k: v for k, v in raw.items()}
+        for key in ("data_dir", "shared_dir", "out_dir"):
+            if key in kw:
+                p = Path(kw[key])
+                kw[key] = p if p.is_absolute() else ROOT / p
+        return cls(stages=stages, **kw)
+
+
+# -- the run's data ------------------------------------------------------------------------------
+
+@dataclass
+class RunData:
+    trees: dict[str, Tree]  # document key -> tree
+    train_docs: list[str]
+    val_docs: list[str]
+    queries: list[Query]
+    manifest: dict
+
+
+def _resolve(doc: str, root: Path) -> Path:
+    p = Path(doc)
+    return p if p.is_absolute() else root / doc
+
+
+def prepare_data(cfg: TrainConfig, backbone, log=print) -> RunData:
+    """Fetch the packages, check the documents are not evaluation data, build the trees, and
+    make (once per run folder) the queries."""
+    records = fetch_packages(cfg.packages, cfg.data_dir) if cfg.packages else []
+    root = cfg.data_dir / "root"
+    keys = list(dict.fromkeys(cfg.documents + cfg.validation))
+    paths = {k: _resolve(k, root) for k in keys}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"training documents not found: {', '.join(missing)}")
+    check_not_evaluation(list(paths.values()), cfg.shared_dir)
+    encode, decode = backbone.encode, backbone.decode
+    trees = {}
+    for k, p in paths.items():
+        trees[k] = build_tree(p, encode, decode, limit=cfg.node_token_limit)
+        log(f"tree {k}: {len(trees[k])} nodes")
+    manifest = {"packages": records,
+                "documents": [{"key": k, "sha256": sha256_file(p), "nodes": len(trees[k]),
+                               "validation": k in cfg.validation} for k, p in paths.items()]}
+    qpath = cfg.out_dir / "queries.jsonl"
+    if qpath.exists():
+        queries = load_queries(qpath)
+    else:
+        queries = []
+        for i, k in enumerate(keys):
+            rng = random.Random(cfg.seed * 1000 + i)
+            if cfg.heading_queries:
+                queries += heading_queries(k, trees[k], rng)
+            if cfg.sentence_queries:
+                queries += sentence_queries(k, trees[k], rng)
+            if cfg.generated_per_doc:
+                bar = tqdm(total=cfg.generated_per_doc, desc=f"questions {Path(k).name}",
+                           file=sys.stderr)
+                queries += generated_queries(k, trees[k], backbone, rng, cfg.generated_per_doc,
+                                             progress=lambda done, total: bar.update(done - bar.n))
+                bar.close()
+        save_queries(queries, qpath)
+    queries = usable_queries(queries)
+    kinds: dict[str, int] = {}
+    for q in queries:
+        kinds[q.kind] = kinds.get(q.kind, 0) + 1
+    manifest["queries"] = kinds
+    log(f"queries: {kinds}")
+    return RunData(trees, [k for k in cfg.documents if k not in cfg.validation],
+                   list(cfg.validation), queries, manifest)
+
+
+# -- cached memories ------------------------------------------------------------------------------
+
+@dataclass
+class MemoryCache:
+    fingerprint: str
+    memories: dict[str, torch.Tensor]  # doc -> [N, d] float32, rows by node id
+    query_vectors: torch.Tensor  # [Q, d], rows as RunData.queries
+
+
+@torch.no_grad()
+def query_vectors(questions: list[str], backbone, parts, fraction: float,
+                  batch: int = 64) -> torch.Tensor:
+    """q of H2MT 3.3 for many questions, batched (the same read-out as router.query_vector)."""
+    items = []
+    for i, q in enumerate(questions):
+        ids = backbone.encode(q.strip())
+        n_q = max(1, math.floor(len(ids) * fraction)) if ids else 0
+        items.append(_Item(i, ids[:n_q], None))
+    out = torch.zeros(len(items), backbone.hidden_size)
+    for j in range(0, len(items), batch):
+        chunk = items[j:j + batch]
+        out[j:j + len(chunk)] = read_out(backbone, parts, chunk).cpu()
+    return out
+
+
+def ensure_memories(run: "Run") -> MemoryCache:
+    """Memories and query vectors under the current writer, from the run folder or computed."""
+    fp = run.parts.fingerprint(run.backbone.name)
+    if run.cache is not None and run.cache.fingerprint == fp:
+        return run.cache
+    path = run.cfg.out_dir / f"memories-{fp}.pt"
+    if path.exists():
+        blob = torch.load(path)
+        run.cache = MemoryCache(fp, blob["memories"], blob["query_vectors"])
+        return run.cache
+    run.log(f"writing memories of {len(run.data.trees)} documents under writer {fp[:12]}")
+    mems = {}
+    for k, tree in run.data.trees.items():
+        bar = tqdm(total=len(tree), desc=f"memories {Path(k).name}", file=sys.stderr)
+        m = write_memories(tree, run.backbone, run.parts,
+                           progress=lambda done, total: bar.update(done - bar.n))
+        bar.close()
+        mems[k] = torch.stack([m[i] for i in range(len(tree))])
+    qv = query_vectors([q.question for q in run.data.queries], run.backbone, run.parts,
+                       run.cfg.query_fraction)
+    torch.save({"memories": mems, "query_vectors": qv}, path)
+    run.cache = MemoryCache(fp, mems, qv)
+    return run.cache
+
+
+# -- routing supervision ---------------------------------------------------------------------------
+
+@dataclass
+class RoutingPairs:
+    """Every (query, routed parent on a gold path) pair, padded: H2MT 3.4's gold paths with
+    gold sets propagated to ancestors."""
+
+    query: torch.Tensor  # [P] query row
+    children: torch.Tensor  # [P, C] global node rows (0 at padding)
+    mask: torch.Tensor  # [P, C] a child exists
+    gold: torch.Tensor  # [P, C] the child is on a gold path (the gold set G(p))
+    single: torch.Tensor  # [P] index of the gold child when G(p) has one element, else -1
+
+
+def gold_sets(tree: Tree, gold: list[int]) -> dict[int, set[int]]:
+    """parent -> its children that lie on a path from the root to a gold node."""
+    out: dict[int, set[int]] = {}
+    for g in gold:
+        path = [n.id for n in tree.path(g)]
+        for parent, child in zip(path, path[1:]):
+            out.setdefault(parent, set()).add(child)
+    return out
+
+
+def routing_pairs(trees: dict[str, Tree], offsets: dict[str, int], queries: list[Query],
+                  rows: list[int]) -> RoutingPairs:
+    qs, kids, golds = [], [], []
+    for r in rows:
+        q = queries[r]
+        tree = trees[q.doc]
+        for parent, gset in gold_sets(tree, q.gold).items():
+            ch = [c.id for c in tree.children(parent)]
+            qs.append(r)
+            kids.append([offsets[q.doc] + c for c in ch])
+            golds.append([c in gset for c in ch])
+    width = max(len(c) for c in kids)
+    P = len(kids)
+    children = torch.zeros(P, width, dtype=torch.long)
+    mask = torch.zeros(P, width, dtype=torch.bool)
+    gold = torch.zeros(P, width, dtype=torch.bool)
+    for i, (c, g) in enumerate(zip(kids, golds)):
+        children[i, : len(c)] = torch.tensor(c)
+        mask[i, : len(c)] = True
+        gold[i, : len(g)] = torch.tensor(g)
+    n_gold = gold.sum(1)
+    single = torch.where(n_gold == 1, gold.float().argmax(1), torch.full_like(n_gold, -1))
+    return RoutingPairs(torch.tensor(qs), children, mask, gold, single)
+
+
+def routing_hit(tree: Tree, selected: list[int], gold: list[int]) -> bool:
+    """A selected node is a gold node or lies inside its subtree (bench/README's hit)."""
+    inside = set()
+    for g in gold:
+        inside |= tree.subtree_ids(g)
+    return any(s in inside for s in selected)
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    cfg: TrainConfig
+    backbone: object
+    parts: H2MTParts
+    data: RunData
+    log_file: Path
+    cache: MemoryCache | None = None
+    routing_trees: dict = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+
+    def log(self, msg: str) -> None:
+        print(f"[train {time.perf_counter() - self.started:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def record(self, **row) -> None:
+        with open(self.log_file, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    # -- helpers --
+    def routing_tree(self, doc: str) -> RoutingTree:
+        """The document's routed structure over the cached memories (built once per writer)."""
+        cache = ensure_memories(self)
+        key = (doc, cache.fingerprint)
+        if key not in self.routing_trees:
+            mem = cache.memories[doc]
+            self.routing_trees[key] = RoutingTree.from_tree(
+                self.data.trees[doc], {i: mem[i] for i in range(len(mem))})
+        return self.routing_trees[key]
+
+    def batch_rng(self, stage_index: int, step: int) -> random.Random:
+        return random.Random(hash((self.cfg.seed, stage_index, step)) & 0xFFFFFFFF)
+
+
+def trainable(parts: H2MTParts, stage: str) -> list[torch.nn.Parameter]:
+    """The parameters one stage trains (everything else in the parts stays as it is)."""
+    a = parts.aligner
+    groups = {
+        "writer": [parts.e_write, parts.e_read, parts.log_memory_scale, *parts.agg.parameters()],
+        "router": list(parts.router.parameters()),
+        "align_recon": [*a.projector.parameters(), *a.lora.parameters()],
+        "align_task": [*a.projector.parameters(), *a.lora.parameters()],
+        "align_gate": [*a.projector.parameters(), *a.lora.parameters(), *a.gates.parameters()],
+    }
+    return groups[stage]
+
+
+def _nodes_with_text(run: Run, docs: list[str]) -> list[tuple[str, int]]:
+    return [(d, n.id) for d in docs for n in run.data.trees[d].preorder() if n.local_text.strip()]
+
+
+def writer_loss(run: Run, st: StageConfig, batch: list[tuple[str, int]]) -> dict[str, torch.Tensor]:
+    """L_LM (+ L_AE) of H2MT 3.4 with memories computed with gradients (see module docstring)."""
+    bb, parts = run.backbone, run.parts
+    items, texts = [], []
+    for i, (doc, nid) in enumerate(batch):
+        tree = run.data.trees[doc]
+        ids = bb.encode(tree.node(nid).local_text)[: st.max_tokens]
+        prefix = None
+        if not tree.is_leaf(nid):
+            kids = tree.children(nid)[:8]
+            kid_items = [_Item(c.id, bb.encode(c.local_text)[: st.max_tokens], None) for c in kids]
+            km = read_out(bb, parts, kid_items)  # [c, d], no gradients
+            agg = parts.agg(km[None], torch.ones(1, len(kids), dtype=torch.bool, device=km.device))[0]
+            prefix = parts.memory_as_input(agg.float())
+        items.append(_Item(i, ids, prefix))
+        texts.append(ids)
+    m = read_out_differentiable(bb, parts, items)
+    slots = parts.memory_as_input(m)
+    out = {"lm": memory_lm_loss(bb, slots, texts)}
+    if st.w_ae:
+        out["ae"] = reconstruction_loss(bb, slots, texts)
+    out["loss"] = st.w_lm * out["lm"] + st.w_ae * out.get("ae", 0.0)
+    return out
+
+
+def recon_loss(run: Run, st: StageConfig, batch: list[tuple[str, int]]) -> dict[str, torch.Tensor]:
+    """ArcAligner stage I: L_AE from the projected slot through the masked LoRA."""
+    bb, aligner = run.backbone, run.parts.aligner
+    cache = ensure_memories(run)
+    mem = torch.stack([cache.memories[d][n] for d, n in batch]).to(bb.device)
+    texts = [bb.encode(run.data.trees[d].node(n).local_text)[: st.max_tokens] for d, n in batch]
+    loss = reconstruction_loss(bb, aligner.project(mem), texts, aligner=aligner)
+    return {"ae": loss, "loss": loss}
+
+
+def retrieved_slots(run: Run, st: StageConfig, row: int) -> list[int]:
+    """The memories L_gen conditions on: the router's hard top-k route for the query (the
+    product's retrieval), the gold nodes added when it missed them, at most ``max_slots``."""
+    q = run.data.queries[row]
+    cache = ensure_memories(run)
+    rt = run.routing_tree(q.doc)
+    selected = route(rt, cache.query_vectors[row], run.parts.router, k=st.k).selected
+    tree = run.data.trees[q.doc]
+    if not routing_hit(tree, selected, q.gold):
+        selected = list(q.gold) + selected
+    keep = list(dict.fromkeys([g for g in selected if g in q.gold] + selected))[: st.max_slots]
+    return sorted(keep)  # document order, as the memory mode
+
+
+def gen_loss(run: Run, st: StageConfig, rows: list[int]) -> dict[str, torch.Tensor]:
+    """ArcAligner stages II/III: L_gen with the memory mode's prompt (engine.answer)."""
+    bb, aligner = run.backbone, run.parts.aligner
+    cache = ensure_memories(run)
+    prefixes, masks, answers = [], [], []
+    for r in rows:
+        q = run.data.queries[r]
+        ids = retrieved_slots(run, st, r)
+        slots = aligner.project(cache.memories[q.doc][ids].to(bb.device))
+        head, tail = prompt_around_slots(bb, q.question)
+        prefixes.append(torch.cat([head.to(bb.device), slots, tail.to(bb.device)]))
+        masks.append(torch.cat([torch.zeros(len(head), dtype=torch.bool),
+                                torch.ones(len(ids), dtype=torch.bool),
+                                torch.zeros(len(tail), dtype=torch.bool)]))
+        answers.append(bb.decode(bb.encode(q.answer)[: st.max_tokens]))
+    loss = answer_loss(bb, prefixes, answers, slot_masks=masks, aligner=aligner)
+    return {"gen": loss, "loss": loss}
+
+
+@torch.no_grad()
+def validate_routing(run: Run, k: int, rows: list[int]) -> dict[str, float]:
+    """hit@k of the real hard top-k router on held-out queries, overall and per kind."""
+    cache = ensure_memories(run)
+    trees = {d: run.routing_tree(d) for d in {run.data.queries[r].doc for r in rows}}
+    hits: dict[str, list[bool]] = {}
+    for r in rows:
+        q = run.data.queries[r]
+        sel = route(trees[q.doc], cache.query_vectors[r], run.parts.router, k=k).selected
+        h = routing_hit(run.data.trees[q.doc], sel, q.gold)
+        hits.setdefault("all", []).append(h)
+        hits.setdefault(q.kind, []).append(h)
+    return {f"hit@{k}_{kind}": sum(v) / len(v) for kind, v in hits.items()}
+
+
+def router_loss(run: Run, st: StageConfig, pairs: RoutingPairs, mn: torch.Tensor,
+                qn: torch.Tensor, n_queries: int) -> dict[str, torch.Tensor]:
+    """L_route + L_sel over the pairs, per query (scores as router.RouterProjections.score)."""
+    proj = run.parts.router
+    keys = proj.w_k(mn)  # [N, d_h], every node once
+    q = proj.w_q(qn[pairs.query])  # [P, d_h]
+    scores = torch.einsum("pcd,pd->pc", keys[pairs.children], q) / math.sqrt(proj.d_head)
+    one = pairs.single >= 0
+    l_route = (route_loss(scores[one], pairs.mask[one], pairs.single[one], st.tau)
+               if one.any() else scores.sum() * 0)
+    l_sel = selection_loss(scores, pairs.mask, pairs.gold, st.tau)
+    return {"route": l_route / n_queries, "sel": l_sel / n_queries,
+            "loss": (st.w_route * l_route + st.w_sel * l_sel) / n_queries}
+
+
+def _normalised_tables(run: Run, docs: list[str]):
+    """Centred, normalised memories of ``docs`` stacked (the router's inputs) and offsets."""
+    cache = ensure_memories(run)
+    offsets, rows = {}, []
+    n = 0
+    for d in docs:
+        mem = cache.memories[d]
+        offsets[d] = n
+        rows.append(_normalise(mem, mem.mean(0)))
+        n += len(mem)
+    return torch.cat(rows), offsets
+
+
+def run_stage(run: Run, index: int, st: StageConfig, start_step: int, budget: list[int]) -> bool:
+    """Train one stage from ``start_step``; False when the step budget ran out (resumable)."""
+    parts, cfg = run.parts, run.cfg
+    params = trainable(parts, st.name)
+    parts.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW(params, lr=st.lr, weight_decay=st.weight_decay)
+    optim_path = cfg.out_dir / "optim.pt"
+    if start_step and optim_path.exists():
+        saved = torch.load(optim_path)
+        if saved.get("stage") == index:
+            opt.load_state_dict(saved["optim"])
+    aligner = parts.aligner
+    aligner.gate_enabled = st.name == "align_gate"
+    aligner.train(st.name == "align_gate")  # straight-through gate only in stage III
+    train_rows = [i for i, q in enumerate(run.data.queries) if q.doc in run.data.train_docs]
+    val_rows = [i for i, q in enumerate(run.data.queries) if q.doc in run.data.val_docs]
+    val_rows = random.Random(cfg.seed).sample(val_rows, min(len(val_rows), cfg.max_val_queries))
+    pool: list = []
+    extra = {}
+    if st.name in ("writer", "align_recon"):
+        pool = _nodes_with_text(run, run.data.train_docs)
+    elif st.name in ("align_task", "align_gate"):
+        pool = [r for r in train_rows if run.data.queries[r].answer]
+    else:  # router
+        pool = train_rows
+        mn, offsets = _normalised_tables(run, list(run.data.trees))
+        cache = ensure_memories(run)
+        mu = {d: cache.memories[d].mean(0) for d in run.data.trees}
+        qn = torch.stack([_normalise(cache.query_vectors[i], mu[q.doc])
+                          for i, q in enumerate(run.data.queries)])
+        extra = {"mn": mn, "qn": qn, "offsets": offsets}
+        best = {"hit": -1.0, "state": None, "step": 0}
+        if start_step and (cfg.out_dir / "router_best.pt").exists():
+            best = torch.load(cfg.out_dir / "router_best.pt")
+    if not pool:
+        raise ValueError(f"stage {st.name}: no training examples")
+    bar = tqdm(total=st.steps, initial=start_step, desc=f"{index}:{st.name}", file=sys.stderr)
+    step = start_step
+    for step in range(start_step, st.steps):
+        if budget[0] <= 0:
+            bar.close()
+            save_state(run, index, step, opt)
+            return False
+        t0 = time.perf_counter()
+        rng = run.batch_rng(index, step)
+        batch = rng.sample(pool, min(st.batch, len(pool)))
+        if st.name == "writer":
+            losses = writer_loss(run, st, batch)
+        elif st.name == "align_recon":
+            losses = recon_loss(run, st, batch)
+        elif st.name == "router":
+            pairs = routing_pairs(run.data.trees, extra["offsets"], run.data.queries, batch)
+            losses = router_loss(run, st, pairs, extra["mn"], extra["qn"], len(batch))
+        else:
+            losses = gen_loss(run, st, batch)
+        opt.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        budget[0] -= 1
+        row = {"stage": st.name, "step": step + 1, "seconds": round(time.perf_counter() - t0, 3)}
+        row |= {k: round(float(v.detach()), 5) for k, v in losses.items()}
+        if st.name == "router" and ((step + 1) % st.eval_every == 0 or step + 1 == st.steps):
+            val = validate_routing(run, st.k, val_rows)
+            row |= val
+            hit = val[f"hit@{st.k}_all"]
+            if hit > best["hit"]:
+                best = {"hit": hit, "step": step + 1,
+                        "state": {k: v.clone() for k, v in parts.router.state_dict().items()}}
+                torch.save(best, cfg.out_dir / "router_best.pt")
+        run.record(**row)
+        bar.set_postfix(loss=f"{row['loss']:.4f}")
+        bar.update(1)
+        if (step + 1) % cfg.save_every == 0 and step + 1 < st.steps:
+            save_state(run, index, step + 1, opt)
+    bar.close()
+    if st.name == "router" and best["state"] is not None:
+        parts.router.load_state_dict(best["state"])
+        run.log(f"router: kept step {best['step']} (validation hit@{st.k} {best['hit']:.3f})")
+    parts.requires_grad_(False)
+    aligner.train(False)
+    aligner.gate_enabled = True
+    save_state(run, index + 1, 0, None)
+    return True
+
+
+def save_state(run: Run, stage_index: int, step: int, opt) -> None:
+    out = run.cfg.out_dir
+    run.parts.save(out / "parts.partial.safetensors", backbone=run.backbone.name)
+    (out / "parts.partial.safetensors").replace(out / "parts.safetensors")
+    if opt is not None:
+        torch.save({"stage": stage_index, "optim": opt.state_dict()}, out / "optim.pt")
+    (out / "state.json").write_text(json.dumps({"stage": stage_index, "step": step}))
+
+
+def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
+          max_steps: int | None = None) -> dict:
+    """Run (or resume) the configured stages; returns the summary (also in summary.json)."""
+    from engine.backbone import load_backbone
+    from engine.settings import Settings
+
+    out = cfg.out_dir
+    if fresh and out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    if backbone is None:
+        backbone = load_backbone(Settings.from_env().with_(backbone=cfg.backbone, device=cfg.device))
+    state = json.loads((out / "state.json").read_text()) if (out / "state.json").exists() else None
+    if state is not None:
+        parts = H2MTParts.load(out / "parts.safetensors")
+    else:
+        parts = H2MTParts(backbone.hidden_size, "mean").init_from_backbone(backbone)
+        state = {"stage": 0, "step": 0}
+    parts = parts.to(backbone.device)
+    run = Run(cfg, backbone, parts, None, out / "log.jsonl")  # type: ignore[arg-type]
+    run.data = prepare_data(cfg, backbone, log=run.log)
+    (out / "manifest.json").write_text(json.dumps(run.data.manifest, indent=1))
+    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1, default=str))
+    budget = [max_steps if max_steps is not None else 1 << 62]
+    t0 = time.perf_counter()
+    for i, st in enumerate(cfg.stages):
+        if i < state["stage"]:
+            continue
+        start = state["step"] if i == state["stage"] else 0
+        run.log(f"stage {i} {st.name}: steps {start}..{st.steps}")
+        if not run_stage(run, i, st, start, budget):
+            run.log("step budget used up; run again to resume")
+            return {"finished": False}
+        state = {"stage": i + 1, "step": 0}
+    summary = summarise(run, time.perf_counter() - t0)
+    parts.save(out / "final.safetensors", backbone=backbone.name,
+               training=json.dumps({k: summary[k] for k in ("stages", "documents", "packages")}))
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    run.log(f"done: {out / 'final.safetensors'}")
+    return summary
+
+
+def summarise(run: Run, seconds: float) -> dict:
+    """Per stage: steps, seconds, first and last mean losses (over 10 steps), from the log."""
+    rows = [json.loads(line) for line in open(run.log_file)] if run.log_file.exists() else []
+    stages = []
+    for st in run.cfg.stages:
+        mine = [r for r in rows if r["stage"] == st.name]
+        first, last = mine[:10], mine[-10:]
+        mean = (lambda rs: round(sum(r["loss"] for r in rs) / len(rs), 4) if rs else None)
+        vals = {k: v for r in mine for k, v in r.items() if k.startswith("hit@")}
+        stages.append({"name": st.name, "steps": len(mine),
+                       "seconds": round(sum(r["seconds"] for r in mine), 1),
+                       "loss_first10": mean(first), "loss_last10": mean(last), **vals})
+    return {"finished": True, "seconds_this_invocation": round(seconds, 1),
+            "device": str(run.backbone.device), "backbone": run.backbone.name, "stages": stages,
+            "documents": run.data.manifest["documents"], "packages": run.data.manifest["packages"],
+            "queries": run.data.manifest["queries"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", required=True, help="a TOML file (see configs/)")
+    ap.add_argument("--out", help="run folder (default: the config's out_dir)")
+    ap.add_argument("--fresh", action="store_true", help="discard the run folder and start over")
+    ap.add_argument("--max-steps", type=int, help="stop after this many steps (resume later)")
+    args = ap.parse_args(argv)
+    try:
+        cfg = TrainConfig.from_toml(args.config)
+    except (OSError, ValueError, TypeError) as e:
+        print(f"error: bad config {args.config}: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        cfg.out_dir = Path(args.out).resolve()
+    summary = train(cfg, fresh=args.fresh, max_steps=args.max_steps)
+    print(json.dumps({k: v for k, v in summary.items() if k != "documents"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
