@@ -4,6 +4,7 @@
                        [--gen-limit N] [--out DIR] [--db URL] [--max-new-tokens N]
                        [--no-ingest] [--baseline-gen] [--gate on|off|both]
                        [--aggregation NAME] [--sweep-k 1,2,3,4,6] [--sweep-modes LIST]
+                       [--checkpoints untrained,shipped,PATH...]
 
 Question files are in the format of ../shared/bench: a line with ``reference`` (chunk ids) is an
 ORD-QA question on ``openroad_documentation.json`` (looked up beside the question file, then in
@@ -27,6 +28,10 @@ Routing hit (../shared/bench/README.md): a gold item is reached when a selected 
 retrieved (bm25/dense) node is the gold node or lies inside its subtree; ``hit`` = some gold item
 reached, ``full`` = all reached, ``coverage`` = fraction reached. ``ctx_hit`` is the same test on
 the nodes whose text actually fitted the context budget (text/bm25/dense).
+
+--checkpoints compares trained parts in one run on the same questions and library: each label
+gets its own rows (``memory [shipped]``, ``route [untrained]``...), its memories written under its
+own fingerprint (ingested when missing).
 
 --limit N keeps N questions per file, taken round-robin over the file's documents; --gen-limit N
 runs the generating modes on the first N of those only (routing modes run on all of them).

@@ -518,7 +518,8 @@ def run_stage(run: Run, index: int, st: StageConfig, start_step: int, budget: li
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         budget[0] -= 1
-        row = {"stage": st.name, "step": step + 1, "seconds": round(time.perf_counter() - t0, 3)}
+        row = {"stage": st.name, "index": index, "step": step + 1,
+               "seconds": round(time.perf_counter() - t0, 3)}
         row |= {k: round(float(v.detach()), 5) for k, v in losses.items()}
         if st.name == "router" and ((step + 1) % st.eval_every == 0 or step + 1 == st.steps):
             val = validate_routing(run, st.k, val_rows)
@@ -553,6 +554,20 @@ def save_state(run: Run, stage_index: int, step: int, opt) -> None:
     (out / "state.json").write_text(json.dumps({"stage": stage_index, "step": step}))
 
 
+def _truncate_log(path: Path, cfg: TrainConfig, state: dict) -> None:
+    """Drop the log lines of steps after the saved state (they are trained again on resume)."""
+    if not path.exists():
+        return
+    order = {st.name: i for i, st in enumerate(cfg.stages)}
+    keep = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        i = row.get("index", order.get(row["stage"], -1))
+        if i < state["stage"] or (i == state["stage"] and row["step"] <= state["step"]):
+            keep.append(line)
+    path.write_text("".join(f"{line}\n" for line in keep))
+
+
 def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
           max_steps: int | None = None) -> dict:
     """Run (or resume) the configured stages; returns the summary (also in summary.json)."""
@@ -571,6 +586,7 @@ def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
     state = json.loads((out / "state.json").read_text()) if (out / "state.json").exists() else None
     if state is not None:
         parts = H2MTParts.load(out / "parts.safetensors")
+        _truncate_log(out / "log.jsonl", cfg, state)
     else:
         parts = H2MTParts(backbone.hidden_size, "mean").init_from_backbone(backbone)
         state = {"stage": 0, "step": 0}
@@ -602,8 +618,8 @@ def summarise(run: Run, seconds: float) -> dict:
     """Per stage: steps, seconds, first and last mean losses (over 10 steps), from the log."""
     rows = [json.loads(line) for line in open(run.log_file)] if run.log_file.exists() else []
     stages = []
-    for st in run.cfg.stages:
-        mine = [r for r in rows if r["stage"] == st.name]
+    for index, st in enumerate(run.cfg.stages):
+        mine = [r for r in rows if r.get("index", index) == index and r["stage"] == st.name]
         first, last = mine[:10], mine[-10:]
         mean = (lambda rs: round(sum(r["loss"] for r in rs) / len(rs), 4) if rs else None)
         vals = {k: v for r in mine for k, v in r.items() if k.startswith("hit@")}

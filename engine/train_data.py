@@ -8,9 +8,9 @@ document is checked against the files of ``../shared/corpus`` and the OpenROAD d
 
 Queries with a known gold node, three kinds (choices of ours; the paper maps annotated evidence
 to nodes, which we do not have for training documents):
-- ``heading``: a section's heading in a question template ("What does the manual say about
-  {heading}?"); gold = that section (an internal node or a leaf).
-- ``sentence``: one sentence drawn from a leaf's body; gold = that leaf.
+- ``heading``: a section's heading in a question template ("{heading}: how does it work?");
+  gold = that section (an internal node or a leaf); answer = the opening of its body.
+- ``sentence``: one sentence drawn from a leaf's body; gold = that leaf (routing only).
 - ``generated``: a question the backbone writes about a passage (one or two sentences of a leaf),
   greedy; the passage is its answer (for L_gen); gold = that leaf.
 Gold paths are propagated to ancestors by the training loop (every ancestor of a gold node is on
@@ -18,7 +18,6 @@ its path). Queries are drawn with a seeded generator, so the same documents give
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -26,10 +25,13 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engine.ingest import file_sha256 as sha256_file
 from engine.tree import Tree
 
-HEADING_TEMPLATES = ("What does the manual say about {t}?", "How does {t} work?",
-                     "Where is {t} explained?", "{t}")
+# The heading comes first: the query vector reads only the first half of a question's tokens
+# (H2MT 3.3, n_q = floor(T/2)), so "What does the manual say about {t}?" would hide it.
+HEADING_TEMPLATES = ("{t}: what does the manual say about it?", "{t}: how does it work?",
+                     "{t}: where is it explained?", "{t}")
 QUESTION_PROMPT = ("Here is a passage from a technical manual.\n\n{passage}\n\n"
                    "Write one question that this passage answers. Reply with the question only.")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`'\"])")
@@ -45,14 +47,6 @@ class Query:
 
 
 # -- documents -----------------------------------------------------------------------------------
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def evaluation_fingerprints(shared_dir: Path) -> tuple[set[str], set[str]]:
     """(sha256s, lower-case file names) of every evaluation file under ``shared_dir``."""
@@ -123,8 +117,21 @@ def heading_queries(doc: str, tree: Tree, rng: random.Random) -> list[Query]:
             continue
         title = re.sub(r"^[\d.]+\s+", "", title)  # "3.2 Pointers" -> "Pointers"
         template = rng.choice(HEADING_TEMPLATES)
-        out.append(Query(doc, "heading", template.format(t=title), [n.id]))
+        out.append(Query(doc, "heading", template.format(t=title), [n.id], answer=lead(n.text)))
     return out
+
+
+def lead(text: str) -> str | None:
+    """The opening of a section's own body (one or two sentences, 12+ words), or None: the
+    answer L_gen trains on for a heading query."""
+    taken: list[str] = []
+    for sent in sentences(text)[:2]:
+        if not _useful(sent, lo=3, hi=60):
+            break
+        taken.append(sent)
+        if sum(len(t.split()) for t in taken) >= 12:
+            return " ".join(taken)
+    return None
 
 
 def passages(tree: Tree, rng: random.Random) -> list[tuple[int, str]]:
@@ -138,7 +145,8 @@ def passages(tree: Tree, rng: random.Random) -> list[tuple[int, str]]:
 
 
 def sentence_queries(doc: str, tree: Tree, rng: random.Random) -> list[Query]:
-    return [Query(doc, "sentence", s, [leaf_id], answer=s) for leaf_id, s in passages(tree, rng)]
+    # No answer: the question is the sentence itself, so L_gen would only teach copying it.
+    return [Query(doc, "sentence", s, [leaf_id]) for leaf_id, s in passages(tree, rng)]
 
 
 def _clean_question(text: str) -> str | None:

@@ -106,14 +106,14 @@ def test_two_steps_per_stage_save_reload_and_resume(tmp_path, shared_dir, tiny_b
     assert trained.fingerprint(bb.name) != init.fingerprint(bb.name)
     assert (cfg.out_dir / f"memories-{trained.fingerprint(bb.name)}.pt").exists()
 
-    # Resuming a finished run with one more router step trains exactly that step.
+    # Resuming from the router's step 2 with one more router step: that step, then the later
+    # stages again; the log keeps one line per step (the later stages' old lines are dropped).
     cfg.stages[1].steps = 3
-    for st in cfg.stages[2:]:
-        st.steps = 2
     (cfg.out_dir / "state.json").write_text(json.dumps({"stage": 1, "step": 2}))
     train(cfg, backbone=bb)
-    extra = _log(cfg)[len(log):]
-    assert [(r["stage"], r["step"]) for r in extra][:1] == [("router", 3)]
+    steps = [(r["stage"], r["step"]) for r in _log(cfg)]
+    assert steps == ([("writer", 1), ("writer", 2), ("router", 1), ("router", 2), ("router", 3)]
+                     + [(s, i) for s in ("align_recon", "align_task", "align_gate") for i in (1, 2)])
 
 
 def test_gold_paths_are_propagated_to_ancestors(real_tokenizer):
