@@ -320,8 +320,11 @@ def summary_table(summ: dict, set_name: str) -> str:
              "| ctx hit | ROUGE-L F | token F1 | median TTFT ms | median prefill tok "
              "| median routing ms | median nodes | peak mem MB |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    modes = sorted({m for (s, m) in summ if s == set_name},
-                   key=lambda m: MODE_ORDER.index(m) if m in MODE_ORDER else 99)
+    def order(m: str) -> tuple[int, str]:  # "memory [shipped]": by mode, then by label
+        base = m.split(" [")[0]
+        return (MODE_ORDER.index(base) if base in MODE_ORDER else 99, m)
+
+    modes = sorted({m for (s, m) in summ if s == set_name}, key=order)
     for m in modes:
         s = summ[(set_name, m)]
         lines.append(f"| {m} | {s['n_hit']} / {s['n_gen']} | {_f(s['hit'], 100)} | {_f(s['full'], 100)} "

@@ -443,7 +443,7 @@ class ArcAligner(nn.Module):
     @torch.no_grad()
     def init_from_model(self, model: nn.Module) -> "ArcAligner":
         """Projector scale := mean norm of the model's token embeddings (see module docstring)."""
-        emb = model.get_input_embeddings().weight.float()
+        emb = model.get_input_embeddings().weight.double()  # thread-count independent
         self.projector.log_scale.fill_(emb.norm(dim=-1).mean().log().item())
         return self
 

@@ -58,7 +58,9 @@ class H2MTParts(nn.Module):
     @torch.no_grad()
     def init_from_backbone(self, backbone) -> "H2MTParts":
         """Untrained initialisation from real token embeddings (see module docstring)."""
-        emb = backbone.model.get_input_embeddings().weight.float()
+        # float64, then stored as float32: a float32 reduction's result depends on the number
+        # of CPU threads (summation order), and these values enter the memory fingerprint.
+        emb = backbone.model.get_input_embeddings().weight.double()
 
         def mean_embedding(text: str) -> torch.Tensor:
             ids = torch.tensor(backbone.encode(text), device=emb.device)

@@ -216,7 +216,10 @@ def ensure_memories(run: "Run") -> MemoryCache:
     fp = run.parts.fingerprint(run.backbone.name)
     if run.cache is not None and run.cache.fingerprint == fp:
         return run.cache
-    path = run.cfg.out_dir / f"memories-{fp}.pt"
+    import hashlib
+
+    asked = hashlib.sha256("\n".join(q.question for q in run.data.queries).encode()).hexdigest()
+    path = run.cfg.out_dir / f"memories-{fp}-{asked[:12]}.pt"  # writer and query set
     if path.exists():
         blob = torch.load(path)
         run.cache = MemoryCache(fp, blob["memories"], blob["query_vectors"])

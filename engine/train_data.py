@@ -117,19 +117,26 @@ def heading_queries(doc: str, tree: Tree, rng: random.Random) -> list[Query]:
             continue
         title = re.sub(r"^[\d.]+\s+", "", title)  # "3.2 Pointers" -> "Pointers"
         template = rng.choice(HEADING_TEMPLATES)
-        out.append(Query(doc, "heading", template.format(t=title), [n.id], answer=lead(n.text)))
+        out.append(Query(doc, "heading", template.format(t=title), [n.id],
+                         answer=lead(n.text, n.title or "")))
     return out
 
 
-def lead(text: str) -> str | None:
-    """The opening of a section's own body (one or two sentences, 12+ words), or None: the
-    answer L_gen trains on for a heading query."""
+def lead(text: str, title: str = "", min_words: int = 25, max_sentences: int = 3) -> str | None:
+    """The opening of a section's own body, the printed heading removed: whole sentences until
+    ``min_words`` words (at most ``max_sentences``), or None when the body is too short. The
+    answer L_gen trains on for a heading query (long enough to teach answers that explain)."""
+    body = " ".join(text.split())
+    bare = re.sub(r"^[\d.]+\s+", "", " ".join(title.split()))
+    body = re.sub(r"^[\d.]*\s*", "", body)
+    if bare and body.startswith(bare):
+        body = body[len(bare):].lstrip(" :.-")
     taken: list[str] = []
-    for sent in sentences(text)[:2]:
+    for sent in sentences(body)[:max_sentences]:
         if not _useful(sent, lo=3, hi=60):
             break
         taken.append(sent)
-        if sum(len(t.split()) for t in taken) >= 12:
+        if sum(len(t.split()) for t in taken) >= min_words:
             return " ".join(taken)
     return None
 
