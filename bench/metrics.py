@@ -15,9 +15,9 @@ import re
 import statistics
 import string
 from collections import Counter
-from dataclasses import dataclass
 from typing import Iterable
 
+from engine.hits import HitResult, gold_regions, routing_hit  # noqa: F401 (re-exported)
 from engine.tree import Tree, clean_title
 
 # -- gold ----------------------------------------------------------------------------------------
@@ -41,34 +41,6 @@ def manual_gold(tree: Tree, gold: Iterable[dict]) -> list[set[int]]:
         out.append({n.id for n in nodes
                     if clean_title(n.title) == title and n.page_start == g.get("page")})
     return out
-
-
-def gold_regions(tree: Tree, gold: list[set[int]]) -> list[set[int]]:
-    """Each gold item's region: the union of its nodes' subtrees."""
-    regions = []
-    for ids in gold:
-        region: set[int] = set()
-        for i in ids:
-            region |= tree.subtree_ids(i)
-        regions.append(region)
-    return regions
-
-
-@dataclass
-class HitResult:
-    hit: bool  # some gold item reached
-    full: bool  # every gold item reached
-    coverage: float  # fraction of gold items reached
-    reached: list[bool]
-
-
-def routing_hit(selected: Iterable[int], regions: list[set[int]]) -> HitResult:
-    """Hit/coverage of selected node ids against gold regions (see gold_regions)."""
-    sel = set(selected)
-    reached = [bool(sel & r) for r in regions]
-    if not reached:
-        return HitResult(False, False, 0.0, [])
-    return HitResult(any(reached), all(reached), sum(reached) / len(reached), reached)
 
 
 # -- answer quality ------------------------------------------------------------------------------

@@ -279,10 +279,24 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
 
 
 @torch.no_grad()
-def query_vector(question: str, backbone, parts, fraction: float = 0.5) -> torch.Tensor:
-    """q = h_L([e_write; E_q[1:n_q]; e_read])[last] with n_q = floor(T * fraction) (H2MT 3.3)."""
+def query_vectors(questions: list[str], backbone, parts, fraction: float = 0.5,
+                  batch: int = 64) -> torch.Tensor:
+    """q = h_L([e_write; E_q[1:n_q]; e_read])[last] with n_q = floor(T * fraction) (H2MT 3.3),
+    for many questions in right-padded batches: [len(questions), d] float32 on the CPU."""
     from engine.writer import _Item, read_out
 
-    ids = backbone.encode(question.strip())
-    n_q = max(1, math.floor(len(ids) * fraction)) if ids else 0
-    return read_out(backbone, parts, [_Item(0, ids[:n_q], None)])[0].cpu()
+    items = []
+    for i, question in enumerate(questions):
+        ids = backbone.encode(question.strip())
+        n_q = max(1, math.floor(len(ids) * fraction)) if ids else 0
+        items.append(_Item(i, ids[:n_q], None))
+    out = torch.zeros(len(items), backbone.hidden_size)
+    for j in range(0, len(items), batch):
+        chunk = items[j:j + batch]
+        out[j:j + len(chunk)] = read_out(backbone, parts, chunk).cpu()
+    return out
+
+
+def query_vector(question: str, backbone, parts, fraction: float = 0.5) -> torch.Tensor:
+    """The query vector of one question (see ``query_vectors``): [d]."""
+    return query_vectors([question], backbone, parts, fraction)[0]

@@ -37,6 +37,7 @@ would. ``log.jsonl`` gets one line per step (losses, seconds); ``summary.json`` 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import random
@@ -49,11 +50,12 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from engine import hits
 from engine.answer import prompt_around_slots
 from engine.losses import (answer_loss, memory_lm_loss, reconstruction_loss, route_loss,
                            selection_loss)
 from engine.parts import H2MTParts
-from engine.router import RoutingTree, _normalise, route
+from engine.router import RoutingTree, _normalise, centre, query_vectors, route
 from engine.train_data import (Query, check_not_evaluation, fetch_packages, generated_queries,
                                heading_queries, load_queries, save_queries, sentence_queries,
                                usable_queries,
@@ -195,31 +197,14 @@ class MemoryCache:
     query_vectors: torch.Tensor  # [Q, d], rows as RunData.queries
 
 
-@torch.no_grad()
-def query_vectors(questions: list[str], backbone, parts, fraction: float,
-                  batch: int = 64) -> torch.Tensor:
-    """q of H2MT 3.3 for many questions, batched (the same read-out as router.query_vector)."""
-    items = []
-    for i, q in enumerate(questions):
-        ids = backbone.encode(q.strip())
-        n_q = max(1, math.floor(len(ids) * fraction)) if ids else 0
-        items.append(_Item(i, ids[:n_q], None))
-    out = torch.zeros(len(items), backbone.hidden_size)
-    for j in range(0, len(items), batch):
-        chunk = items[j:j + batch]
-        out[j:j + len(chunk)] = read_out(backbone, parts, chunk).cpu()
-    return out
-
-
 def ensure_memories(run: "Run") -> MemoryCache:
     """Memories and query vectors under the current writer, from the run folder or computed."""
     fp = run.parts.fingerprint(run.backbone.name)
     if run.cache is not None and run.cache.fingerprint == fp:
         return run.cache
-    import hashlib
-
-    asked = hashlib.sha256("\n".join(q.question for q in run.data.queries).encode()).hexdigest()
-    path = run.cfg.out_dir / f"memories-{fp}-{asked[:12]}.pt"  # writer and query set
+    asked = hashlib.sha256("\n".join([str(run.cfg.query_fraction)]
+                                     + [q.question for q in run.data.queries]).encode())
+    path = run.cfg.out_dir / f"memories-{fp}-{asked.hexdigest()[:12]}.pt"  # writer, queries
     if path.exists():
         blob = torch.load(path)
         run.cache = MemoryCache(fp, blob["memories"], blob["query_vectors"])
@@ -289,11 +274,8 @@ def routing_pairs(trees: dict[str, Tree], offsets: dict[str, int], queries: list
 
 
 def routing_hit(tree: Tree, selected: list[int], gold: list[int]) -> bool:
-    """A selected node is a gold node or lies inside its subtree (bench/README's hit)."""
-    inside = set()
-    for g in gold:
-        inside |= tree.subtree_ids(g)
-    return any(s in inside for s in selected)
+    """The evaluation's hit rule (engine.hits) for one query whose gold items are nodes."""
+    return hits.routing_hit(selected, hits.gold_regions(tree, [{g} for g in gold])).hit
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -454,7 +436,7 @@ def _normalised_tables(run: Run, docs: list[str]):
     for d in docs:
         mem = cache.memories[d]
         offsets[d] = n
-        rows.append(_normalise(mem, mem.mean(0)))
+        rows.append(_normalise(mem, centre(mem)))  # as RoutingTree.centre
         n += len(mem)
     return torch.cat(rows), offsets
 
@@ -488,7 +470,7 @@ def run_stage(run: Run, index: int, st: StageConfig, start_step: int, budget: li
         pool = train_rows
         mn, offsets = _normalised_tables(run, list(run.data.trees))
         cache = ensure_memories(run)
-        mu = {d: cache.memories[d].mean(0) for d in run.data.trees}
+        mu = {d: centre(cache.memories[d]) for d in run.data.trees}
         qn = torch.stack([_normalise(cache.query_vectors[i], mu[q.doc])
                           for i, q in enumerate(run.data.queries)])
         extra = {"mn": mn, "qn": qn, "offsets": offsets}
