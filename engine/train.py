@@ -85,6 +85,7 @@ class StageConfig:
     k: int = 3  # per-parent top-k of the route (validation and L_gen's retrieval)
     max_slots: int = 32  # L_gen: at most this many memory slots (the gold kept)
     eval_every: int = 50  # router: validation interval
+    tied: bool = False  # router: one shared projection, W_k = W_q (see router_loss)
 
     def __post_init__(self) -> None:
         if self.name not in STAGES:
@@ -134,6 +135,7 @@ class RunData:
     val_docs: list[str]
     queries: list[Query]
     manifest: dict
+    sha256: dict[str, str] = field(default_factory=dict)  # document key -> file sha256
 
 
 def _resolve(doc: str, root: Path) -> Path:
@@ -157,27 +159,13 @@ def prepare_data(cfg: TrainConfig, backbone, log=print) -> RunData:
     for k, p in paths.items():
         trees[k] = build_tree(p, encode, decode, limit=cfg.node_token_limit)
         log(f"tree {k}: {len(trees[k])} nodes")
+    sha = {k: sha256_file(p) for k, p in paths.items()}
     manifest = {"packages": records,
-                "documents": [{"key": k, "sha256": sha256_file(p), "nodes": len(trees[k]),
-                               "validation": k in cfg.validation} for k, p in paths.items()]}
-    qpath = cfg.out_dir / "queries.jsonl"
-    if qpath.exists():
-        queries = load_queries(qpath)
-    else:
-        queries = []
-        for i, k in enumerate(keys):
-            rng = random.Random(cfg.seed * 1000 + i)
-            if cfg.heading_queries:
-                queries += heading_queries(k, trees[k], rng)
-            if cfg.sentence_queries:
-                queries += sentence_queries(k, trees[k], rng)
-            if cfg.generated_per_doc:
-                bar = tqdm(total=cfg.generated_per_doc, desc=f"questions {Path(k).name}",
-                           file=sys.stderr)
-                queries += generated_queries(k, trees[k], backbone, rng, cfg.generated_per_doc,
-                                             progress=lambda done, total: bar.update(done - bar.n))
-                bar.close()
-        save_queries(queries, qpath)
+                "documents": [{"key": k, "sha256": sha[k], "nodes": len(trees[k]),
+                               "validation": k in cfg.validation} for k in keys]}
+    queries = []
+    for k in keys:
+        queries += document_queries(cfg, k, trees[k], sha[k], backbone)
     queries = usable_queries(queries)
     kinds: dict[str, int] = {}
     for q in queries:
@@ -185,7 +173,30 @@ def prepare_data(cfg: TrainConfig, backbone, log=print) -> RunData:
     manifest["queries"] = kinds
     log(f"queries: {kinds}")
     return RunData(trees, [k for k in cfg.documents if k not in cfg.validation],
-                   list(cfg.validation), queries, manifest)
+                   list(cfg.validation), queries, manifest, sha)
+
+
+def document_queries(cfg: TrainConfig, key: str, tree: Tree, sha: str, backbone) -> list[Query]:
+    """One document's queries, made once and kept in the run folder under the document's
+    sha256 (so adding a document to a run makes only its own). The generator is seeded by the
+    run seed and the document, not by its position in the config."""
+    path = cfg.out_dir / "queries" / f"{Path(key).stem}-{sha[:12]}.jsonl"
+    if path.exists():
+        return load_queries(path)
+    rng = random.Random(f"{cfg.seed}:{sha}")
+    queries = []
+    if cfg.heading_queries:
+        queries += heading_queries(key, tree, rng)
+    if cfg.sentence_queries:
+        queries += sentence_queries(key, tree, rng)
+    if cfg.generated_per_doc:
+        bar = tqdm(total=cfg.generated_per_doc, desc=f"questions {Path(key).name}",
+                   file=sys.stderr)
+        queries += generated_queries(key, tree, backbone, rng, cfg.generated_per_doc,
+                                     progress=lambda done, total: bar.update(done - bar.n))
+        bar.close()
+    save_queries(queries, path)
+    return queries
 
 
 # -- cached memories ------------------------------------------------------------------------------
@@ -198,28 +209,38 @@ class MemoryCache:
 
 
 def ensure_memories(run: "Run") -> MemoryCache:
-    """Memories and query vectors under the current writer, from the run folder or computed."""
+    """Memories and query vectors under the current writer, from the run folder or computed.
+
+    Kept per document (``memories/<writer>-<document sha256>.pt``) and per query set, so a
+    document added to a run is the only one written."""
     fp = run.parts.fingerprint(run.backbone.name)
     if run.cache is not None and run.cache.fingerprint == fp:
         return run.cache
-    asked = hashlib.sha256("\n".join([str(run.cfg.query_fraction)]
-                                     + [q.question for q in run.data.queries]).encode())
-    path = run.cfg.out_dir / f"memories-{fp}-{asked.hexdigest()[:12]}.pt"  # writer, queries
-    if path.exists():
-        blob = torch.load(path)
-        run.cache = MemoryCache(fp, blob["memories"], blob["query_vectors"])
-        return run.cache
-    run.log(f"writing memories of {len(run.data.trees)} documents under writer {fp[:12]}")
+    folder = run.cfg.out_dir / "memories"
+    folder.mkdir(parents=True, exist_ok=True)
     mems = {}
     for k, tree in run.data.trees.items():
+        path = folder / f"{fp[:12]}-{run.data.sha256[k][:12]}.pt"
+        if path.exists():
+            mems[k] = torch.load(path)
+            continue
+        run.log(f"writing memories of {k} ({len(tree)} nodes) under writer {fp[:12]}")
         bar = tqdm(total=len(tree), desc=f"memories {Path(k).name}", file=sys.stderr)
         m = write_memories(tree, run.backbone, run.parts,
                            progress=lambda done, total: bar.update(done - bar.n))
         bar.close()
-        mems[k] = torch.stack([m[i] for i in range(len(tree))])
-    qv = query_vectors([q.question for q in run.data.queries], run.backbone, run.parts,
-                       run.cfg.query_fraction)
-    torch.save({"memories": mems, "query_vectors": qv}, path)
+        mems[k] = torch.stack([m[i] for i in range(len(tree))]).float().cpu()
+        torch.save(mems[k], path.with_suffix(".partial"))
+        path.with_suffix(".partial").replace(path)
+    asked = hashlib.sha256("\n".join([str(run.cfg.query_fraction)]
+                                     + [q.question for q in run.data.queries]).encode())
+    qpath = folder / f"{fp[:12]}-queries-{asked.hexdigest()[:12]}.pt"
+    if qpath.exists():
+        qv = torch.load(qpath)
+    else:
+        qv = query_vectors([q.question for q in run.data.queries], run.backbone, run.parts,
+                           run.cfg.query_fraction)
+        torch.save(qv, qpath)
     run.cache = MemoryCache(fp, mems, qv)
     return run.cache
 
@@ -415,9 +436,14 @@ def validate_routing(run: Run, k: int, rows: list[int]) -> dict[str, float]:
 
 def router_loss(run: Run, st: StageConfig, pairs: RoutingPairs, mn: torch.Tensor,
                 qn: torch.Tensor, n_queries: int) -> dict[str, torch.Tensor]:
-    """L_route + L_sel over the pairs, per query (scores as router.RouterProjections.score)."""
+    """L_route + L_sel over the pairs, per query (scores as router.RouterProjections.score).
+
+    ``tied``: keys go through W_q too (W_k is set to W_q after each step, see run_stage), so
+    the score is a learned metric (W q)^T (W m) on the shared space of the writer's read-outs.
+    Chosen for the CPU recipe: q and m come from the same writer, and half the parameters
+    generalised better to the held-out manuals than separate W_q, W_k."""
     proj = run.parts.router
-    keys = proj.w_k(mn)  # [N, d_h], every node once
+    keys = (proj.w_q if st.tied else proj.w_k)(mn)  # [N, d_h], every node once
     q = proj.w_q(qn[pairs.query])  # [P, d_h]
     scores = torch.einsum("pcd,pd->pc", keys[pairs.children], q) / math.sqrt(proj.d_head)
     one = pairs.single >= 0
@@ -445,6 +471,8 @@ def run_stage(run: Run, index: int, st: StageConfig, start_step: int, budget: li
     """Train one stage from ``start_step``; False when the step budget ran out (resumable)."""
     parts, cfg = run.parts, run.cfg
     params = trainable(parts, st.name)
+    if st.name == "router" and st.tied:
+        params = [parts.router.w_q.weight]
     parts.requires_grad_(False)
     for p in params:
         p.requires_grad_(True)
@@ -502,6 +530,9 @@ def run_stage(run: Run, index: int, st: StageConfig, start_step: int, budget: li
         losses["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        if st.name == "router" and st.tied:
+            with torch.no_grad():
+                parts.router.w_k.weight.copy_(parts.router.w_q.weight)
         budget[0] -= 1
         row = {"stage": st.name, "index": index, "step": step + 1,
                "seconds": round(time.perf_counter() - t0, 3)}
@@ -530,6 +561,20 @@ def run_stage(run: Run, index: int, st: StageConfig, start_step: int, budget: li
     return True
 
 
+def reset_stages(parts: H2MTParts, stages: list[str], backbone, seed: int) -> None:
+    """Put the parts that ``stages`` train back to their initialisation (the random ones drawn
+    as a run from scratch draws them, after ``torch.manual_seed(seed)``), so training again
+    from a stage gives what a run from scratch would, given the earlier stages' parts."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        fresh = H2MTParts(parts.d_model, parts.aggregation, aligner=parts.aligner_config,
+                          **parts.agg_opts).init_from_backbone(backbone)
+    with torch.no_grad():
+        for stage in stages:
+            for mine, init in zip(trainable(parts, stage), trainable(fresh, stage), strict=True):
+                mine.copy_(init.to(mine.device, mine.dtype))
+
+
 def save_state(run: Run, stage_index: int, step: int, opt) -> None:
     out = run.cfg.out_dir
     run.parts.save(out / "parts.partial.safetensors", backbone=run.backbone.name)
@@ -554,8 +599,11 @@ def _truncate_log(path: Path, cfg: TrainConfig, state: dict) -> None:
 
 
 def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
-          max_steps: int | None = None) -> dict:
-    """Run (or resume) the configured stages; returns the summary (also in summary.json)."""
+          max_steps: int | None = None, from_stage: str | None = None) -> dict:
+    """Run (or resume) the configured stages; returns the summary (also in summary.json).
+
+    ``from_stage``: keep the run folder's parts but train again from the start of that stage
+    (and every later one), e.g. the router and the aligner after documents were added."""
     from engine.backbone import load_backbone
     from engine.settings import Settings
 
@@ -569,9 +617,20 @@ def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
     if backbone is None:
         backbone = load_backbone(Settings.from_env().with_(backbone=cfg.backbone, device=cfg.device))
     state = json.loads((out / "state.json").read_text()) if (out / "state.json").exists() else None
+    if from_stage is not None:
+        names = [st.name for st in cfg.stages]
+        if from_stage not in names:
+            raise ValueError(f"--from-stage {from_stage}: the config's stages are {names}")
+        if state is None:
+            raise ValueError(f"--from-stage needs a run folder with trained parts: {out}")
+        state = {"stage": names.index(from_stage), "step": 0}
+        (out / "state.json").write_text(json.dumps(state))
     if state is not None:
         parts = H2MTParts.load(out / "parts.safetensors")
         _truncate_log(out / "log.jsonl", cfg, state)
+        if from_stage is not None:
+            reset_stages(parts, [st.name for st in cfg.stages[state["stage"]:]], backbone,
+                         cfg.seed)
     else:
         parts = H2MTParts(backbone.hidden_size, "mean").init_from_backbone(backbone)
         state = {"stage": 0, "step": 0}
@@ -623,6 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="run folder (default: the config's out_dir)")
     ap.add_argument("--fresh", action="store_true", help="discard the run folder and start over")
     ap.add_argument("--max-steps", type=int, help="stop after this many steps (resume later)")
+    ap.add_argument("--from-stage", choices=STAGES,
+                    help="keep the run's parts, train again from this stage on")
     args = ap.parse_args(argv)
     try:
         cfg = TrainConfig.from_toml(args.config)
@@ -631,7 +692,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.out:
         cfg.out_dir = Path(args.out).resolve()
-    summary = train(cfg, fresh=args.fresh, max_steps=args.max_steps)
+    if args.from_stage:
+        names = [st.name for st in cfg.stages]
+        if args.from_stage not in names or args.fresh:
+            print(f"error: --from-stage {args.from_stage} needs a stage of the config ({names})"
+                  " and a kept run folder (no --fresh)", file=sys.stderr)
+            return 2
+        if not (cfg.out_dir / "state.json").exists():
+            print(f"error: --from-stage: {cfg.out_dir} holds no trained parts", file=sys.stderr)
+            return 2
+    summary = train(cfg, fresh=args.fresh, max_steps=args.max_steps, from_stage=args.from_stage)
     print(json.dumps({k: v for k, v in summary.items() if k != "documents"}, indent=1))
     return 0
 

@@ -104,7 +104,7 @@ def test_two_steps_per_stage_save_reload_and_resume(tmp_path, shared_dir, tiny_b
         assert torch.equal(v, before[k]), k
     # the writer changed, so the memories were recomputed under the new fingerprint
     assert trained.fingerprint(bb.name) != init.fingerprint(bb.name)
-    assert list(cfg.out_dir.glob(f"memories-{trained.fingerprint(bb.name)}-*.pt"))
+    assert list(cfg.out_dir.glob(f"memories/{trained.fingerprint(bb.name)[:12]}-*.pt"))
 
     # Resuming from the router's step 2 with one more router step: that step, then the later
     # stages again; the log keeps one line per step (the later stages' old lines are dropped).
@@ -114,6 +114,36 @@ def test_two_steps_per_stage_save_reload_and_resume(tmp_path, shared_dir, tiny_b
     steps = [(r["stage"], r["step"]) for r in _log(cfg)]
     assert steps == ([("writer", 1), ("writer", 2), ("router", 1), ("router", 2), ("router", 3)]
                      + [(s, i) for s in ("align_recon", "align_task", "align_gate") for i in (1, 2)])
+
+
+def test_from_stage_restarts_later_parts_and_tied_router(tmp_path, shared_dir, tiny_backbone):
+    bb = tiny_backbone
+    cfg = _config(tmp_path, shared_dir, steps=1)
+    cfg.stages = cfg.stages[:3]  # writer, router, align_recon
+    train(cfg, backbone=bb)
+    first = H2MTParts.load(cfg.out_dir / "parts.safetensors")
+    cached = sorted(p.name for p in (cfg.out_dir / "memories").iterdir())
+    queries = sorted(p.name for p in (cfg.out_dir / "queries").iterdir())
+    assert len(queries) == 2 and len([c for c in cached if "-queries-" not in c]) == 2
+
+    # Train again from the router on, tied, stopped right after the router: the writer is
+    # kept (same memories, nothing rewritten), the router restarted from its initialisation
+    # with W_k = W_q, and align_recon's parts are back at their initialisation.
+    cfg.stages[1].tied = True
+    torch.manual_seed(cfg.seed)  # as a run from scratch draws the random initial parts
+    init = H2MTParts(bb.hidden_size, "mean").init_from_backbone(bb)
+    assert train(cfg, backbone=bb, from_stage="router", max_steps=1) == {"finished": False}
+    again = H2MTParts.load(cfg.out_dir / "parts.safetensors")
+    assert again.fingerprint(bb.name) == first.fingerprint(bb.name)
+    assert sorted(p.name for p in (cfg.out_dir / "memories").iterdir()) == cached
+    w = again.router
+    assert torch.equal(w.w_q.weight, w.w_k.weight)
+    assert not torch.equal(w.w_q.weight, init.router.w_q.weight)  # one step from the init...
+    assert not torch.equal(w.w_q.weight, first.router.w_q.weight)  # ...not from the old one
+    for mine, fresh in zip(trainable(again, "align_recon"), trainable(init, "align_recon")):
+        assert torch.equal(mine, fresh)
+    steps = [(r["stage"], r["step"]) for r in _log(cfg)]
+    assert steps == [("writer", 1), ("router", 1)]
 
 
 def test_gold_paths_are_propagated_to_ancestors(real_tokenizer):
