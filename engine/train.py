@@ -599,6 +599,10 @@ def _truncate_log(path: Path, cfg: TrainConfig, state: dict) -> None:
     path.write_text("".join(f"{line}\n" for line in keep))
 
 
+class RunSetupError(ValueError):
+    """A run that cannot start as asked (a user's mistake, reported without a traceback)."""
+
+
 def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
           max_steps: int | None = None, from_stage: str | None = None) -> dict:
     """Run (or resume) the configured stages; returns the summary (also in summary.json).
@@ -621,9 +625,9 @@ def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
     if from_stage is not None:
         names = [st.name for st in cfg.stages]
         if from_stage not in names:
-            raise ValueError(f"--from-stage {from_stage}: the config's stages are {names}")
+            raise RunSetupError(f"--from-stage {from_stage}: the config's stages are {names}")
         if state is None:
-            raise ValueError(f"--from-stage needs a run folder with trained parts: {out}")
+            raise RunSetupError(f"--from-stage needs a run folder with trained parts: {out}")
         state = {"stage": names.index(from_stage), "step": 0}
         (out / "state.json").write_text(json.dumps(state))
     if state is not None:
@@ -693,16 +697,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.out:
         cfg.out_dir = Path(args.out).resolve()
-    if args.from_stage:
-        names = [st.name for st in cfg.stages]
-        if args.from_stage not in names or args.fresh:
-            print(f"error: --from-stage {args.from_stage} needs a stage of the config ({names})"
-                  " and a kept run folder (no --fresh)", file=sys.stderr)
-            return 2
-        if not (cfg.out_dir / "state.json").exists():
-            print(f"error: --from-stage: {cfg.out_dir} holds no trained parts", file=sys.stderr)
-            return 2
-    summary = train(cfg, fresh=args.fresh, max_steps=args.max_steps, from_stage=args.from_stage)
+    if args.from_stage and args.fresh:
+        print("error: --from-stage keeps the run folder; it cannot go with --fresh", file=sys.stderr)
+        return 2
+    try:
+        summary = train(cfg, fresh=args.fresh, max_steps=args.max_steps,
+                        from_stage=args.from_stage)
+    except RunSetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps({k: v for k, v in summary.items() if k != "documents"}, indent=1))
     return 0
 
