@@ -278,6 +278,12 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
                  temperature=temperature, stop_reason=stop, route_ms=route_ms)
 
 
+def query_ids(backbone, question: str, fraction: float = 0.5) -> list[int]:
+    """E_q[1:n_q] of H2MT 3.3 as token ids: the first n_q = floor(T * fraction) tokens."""
+    ids = backbone.encode(question.strip())
+    return ids[:max(1, math.floor(len(ids) * fraction))] if ids else []
+
+
 @torch.no_grad()
 def query_vectors(questions: list[str], backbone, parts, fraction: float = 0.5,
                   batch: int = 64) -> torch.Tensor:
@@ -285,11 +291,7 @@ def query_vectors(questions: list[str], backbone, parts, fraction: float = 0.5,
     for many questions in right-padded batches: [len(questions), d] float32 on the CPU."""
     from engine.writer import _Item, read_out
 
-    items = []
-    for i, question in enumerate(questions):
-        ids = backbone.encode(question.strip())
-        n_q = max(1, math.floor(len(ids) * fraction)) if ids else 0
-        items.append(_Item(i, ids[:n_q], None))
+    items = [_Item(i, query_ids(backbone, q, fraction), None) for i, q in enumerate(questions)]
     out = torch.zeros(len(items), backbone.hidden_size)
     for j in range(0, len(items), batch):
         chunk = items[j:j + batch]

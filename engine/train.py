@@ -12,6 +12,18 @@ each with its own optimiser, steps, learning rate and loss weights:
                   internal node's aggregated prefix m~_v comes from its first children's
                   memories computed without gradients on their own local text (one level of the
                   bottom-up schedule, not the whole subtree) to keep steps short.
+- ``route_writer`` L_route backpropagated into the writer (appendix E: "gradients to the
+                  routing projections (and upstream memory construction)"): e_write, e_read and
+                  the memory scale, so that the read slot's final hidden state separates a
+                  parent's children for the questions asked about them. Per query, one parent
+                  on its gold path is drawn; the gold child and up to ``negatives`` other
+                  children get memories with gradients (their texts cut to ``max_tokens``), the
+                  query vector too, and the loss is the per-parent cross-entropy (3.4) over that
+                  sample of C(p) with the router's projections as they are (not trained here).
+                  Choices: an internal child's prefix m~_v and each document's centre come from
+                  the memories written when the stage started (detached; a snapshot that goes
+                  stale as the writer moves, refreshed only by the stages after it), because
+                  recomputing a subtree per example would cost minutes a step on a CPU.
 - ``router``      L_route + L_sel (softmax relaxation of top-k, appendix E) on cached memories:
                   W_q, W_k. Costs seconds. The best step by validation hit@k with the real hard
                   top-k router (``engine.router.route``) on held-out documents is kept.
@@ -55,7 +67,7 @@ from engine.answer import prompt_around_slots
 from engine.losses import (answer_loss, memory_lm_loss, reconstruction_loss, route_loss,
                            selection_loss)
 from engine.parts import H2MTParts
-from engine.router import RoutingTree, _normalise, centre, query_vectors, route
+from engine.router import RoutingTree, _normalise, centre, query_ids, query_vectors, route
 from engine.train_data import (Query, check_not_evaluation, fetch_packages, generated_queries,
                                heading_queries, load_queries, save_queries, sentence_queries,
                                usable_queries,
@@ -63,7 +75,7 @@ from engine.train_data import (Query, check_not_evaluation, fetch_packages, gene
 from engine.tree import Tree, build_tree
 from engine.writer import _Item, read_out, read_out_differentiable, write_memories
 
-STAGES = ("writer", "router", "align_recon", "align_task", "align_gate")
+STAGES = ("writer", "route_writer", "router", "align_recon", "align_task", "align_gate")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -86,6 +98,7 @@ class StageConfig:
     max_slots: int = 32  # L_gen: at most this many memory slots (the gold kept)
     eval_every: int = 50  # router: validation interval
     tied: bool = False  # router: one shared projection, W_k = W_q (see router_loss)
+    negatives: int = 4  # route_writer: other children of the parent scored with the gold one
 
     def __post_init__(self) -> None:
         if self.name not in STAGES:
@@ -208,6 +221,10 @@ class MemoryCache:
     query_vectors: torch.Tensor  # [Q, d], rows as RunData.queries
 
 
+def _memory_path(run: "Run", fingerprint: str, doc: str) -> Path:
+    return run.cfg.out_dir / "memories" / f"{fingerprint[:12]}-{run.data.sha256[doc][:12]}.pt"
+
+
 def ensure_memories(run: "Run") -> MemoryCache:
     """Memories and query vectors under the current writer, from the run folder or computed.
 
@@ -220,7 +237,7 @@ def ensure_memories(run: "Run") -> MemoryCache:
     folder.mkdir(parents=True, exist_ok=True)
     mems = {}
     for k, tree in run.data.trees.items():
-        path = folder / f"{fp[:12]}-{run.data.sha256[k][:12]}.pt"
+        path = _memory_path(run, fp, k)
         if path.exists():
             mems[k] = torch.load(path)
             continue
@@ -339,6 +356,8 @@ def trainable(parts: H2MTParts, stage: str) -> list[torch.nn.Parameter]:
     a = parts.aligner
     groups = {
         "writer": [parts.e_write, parts.e_read, parts.log_memory_scale, *parts.agg.parameters()],
+        "route_writer": [parts.e_write, parts.e_read, parts.log_memory_scale,
+                         *parts.agg.parameters()],
         "router": list(parts.router.parameters()),
         "align_recon": [*a.projector.parameters(), *a.lora.parameters()],
         "align_task": [*a.projector.parameters(), *a.lora.parameters()],
@@ -455,6 +474,86 @@ def router_loss(run: Run, st: StageConfig, pairs: RoutingPairs, mn: torch.Tensor
             "loss": (st.w_route * l_route + st.w_sel * l_sel) / n_queries}
 
 
+@dataclass
+class WriterSnapshot:
+    """The memories written when the ``route_writer`` stage started: internal children's
+    prefixes m~_v and the documents' centres during that stage (module docstring)."""
+
+    fingerprint: str
+    memories: dict[str, torch.Tensor]
+    centres: dict[str, torch.Tensor]
+
+
+def writer_snapshot(run: Run, index: int, start_step: int) -> WriterSnapshot:
+    """Memories under the writer the stage started from: the current one at step 0 (recorded
+    in the run folder), the recorded one when the stage resumes (its caches are kept)."""
+    path = run.cfg.out_dir / f"snapshot-stage{index}.json"
+    if start_step and path.exists():
+        fp = json.loads(path.read_text())["fingerprint"]
+        mems = {k: torch.load(_memory_path(run, fp, k)) for k in run.data.trees}
+    else:
+        cache = ensure_memories(run)
+        fp, mems = cache.fingerprint, cache.memories
+        path.write_text(json.dumps({"fingerprint": fp}))
+    return WriterSnapshot(fp, mems, {k: centre(m) for k, m in mems.items()})
+
+
+def _snapshot_item(run: Run, st: StageConfig, snap: WriterSnapshot, doc: str, nid: int,
+                   key: int) -> _Item:
+    """A node's writer input: its text (cut to max_tokens) and, for an internal node, the
+    aggregated prefix of its children's snapshot memories."""
+    bb, parts, tree = run.backbone, run.parts, run.data.trees[doc]
+    text = tree.node(nid).local_text
+    ids = bb.encode(text)[: st.max_tokens] if text.strip() else []
+    prefix = None
+    if not tree.is_leaf(nid):
+        kids = [c.id for c in tree.children(nid)]
+        km = snap.memories[doc][kids].to(bb.device)
+        agg = parts.agg(km[None], torch.ones(1, len(kids), dtype=torch.bool, device=km.device))[0]
+        prefix = parts.memory_as_input(agg.float())
+    return _Item(key, ids, prefix)
+
+
+def writer_route_loss(run: Run, st: StageConfig, rows: list[int], snap: WriterSnapshot,
+                      rng: random.Random) -> dict[str, torch.Tensor]:
+    """L_route (3.4) with gradients into the writer (appendix E), on a sample of each drawn
+    parent's children: the gold child first, then up to ``negatives`` others."""
+    bb, parts = run.backbone, run.parts
+    q_items: list[_Item] = []
+    m_items: list[_Item] = []
+    groups: list[tuple[str, int, int]] = []  # (doc, first candidate row, candidates)
+    for r in rows:
+        q = run.data.queries[r]
+        tree = run.data.trees[q.doc]
+        choices = [(p, g) for p, g in gold_sets(tree, q.gold).items()
+                   if len(tree.children(p)) > len(g)]  # a parent with something to prune
+        if not choices:
+            continue
+        parent, gold = rng.choice(choices)
+        others = [c.id for c in tree.children(parent) if c.id not in gold]
+        cands = [rng.choice(sorted(gold))] + rng.sample(others, min(st.negatives, len(others)))
+        q_items.append(_Item(len(q_items), query_ids(bb, q.question, run.cfg.query_fraction), None))
+        groups.append((q.doc, len(m_items), len(cands)))
+        m_items.extend(_snapshot_item(run, st, snap, q.doc, c, len(m_items)) for c in cands)
+    if not groups:
+        zero = parts.e_read.sum() * 0
+        return {"route": zero, "acc": zero.detach(), "loss": zero}
+    qv = read_out_differentiable(bb, parts, q_items)
+    mv = read_out_differentiable(bb, parts, m_items)
+    width = max(n for _, _, n in groups)
+    scores = torch.zeros(len(groups), width, device=qv.device)
+    mask = torch.zeros(len(groups), width, dtype=torch.bool, device=qv.device)
+    for i, (doc, start, n) in enumerate(groups):
+        mu = snap.centres[doc].to(qv.device)
+        s = parts.router.score(_normalise(qv[i], mu), _normalise(mv[start:start + n], mu))
+        scores[i, :n] = s
+        mask[i, :n] = True
+    gold = torch.zeros(len(groups), dtype=torch.long, device=qv.device)
+    loss = route_loss(scores, mask, gold, st.tau) / len(groups)
+    acc = (scores.masked_fill(~mask, float("-inf")).argmax(1) == 0).float().mean()
+    return {"route": loss, "acc": acc.detach(), "loss": loss}
+
+
 def _normalised_tables(run: Run, docs: list[str]):
     """Centred, normalised memories of ``docs`` stacked (the router's inputs) and offsets."""
     cache = ensure_memories(run)
@@ -495,6 +594,9 @@ def run_stage(run: Run, index: int, st: StageConfig, start_step: int, budget: li
         pool = _nodes_with_text(run, run.data.train_docs)
     elif st.name in ("align_task", "align_gate"):
         pool = [r for r in train_rows if run.data.queries[r].answer]
+    elif st.name == "route_writer":
+        pool = train_rows
+        snap = writer_snapshot(run, index, start_step)
     else:  # router
         pool = train_rows
         mn, offsets = _normalised_tables(run, list(run.data.trees))
@@ -520,6 +622,8 @@ def run_stage(run: Run, index: int, st: StageConfig, start_step: int, budget: li
         batch = rng.sample(pool, min(st.batch, len(pool)))
         if st.name == "writer":
             losses = writer_loss(run, st, batch)
+        elif st.name == "route_writer":
+            losses = writer_route_loss(run, st, batch, snap, rng)
         elif st.name == "align_recon":
             losses = recon_loss(run, st, batch)
         elif st.name == "router":
@@ -562,10 +666,16 @@ def run_stage(run: Run, index: int, st: StageConfig, start_step: int, budget: li
     return True
 
 
-def reset_stages(parts: H2MTParts, stages: list[str], backbone, seed: int) -> None:
+def reset_stages(parts: H2MTParts, stages: list[str], backbone, seed: int,
+                 kept: list[str] = ()) -> None:
     """Put the parts that ``stages`` train back to their initialisation (the random ones drawn
     as a run from scratch draws them, after ``torch.manual_seed(seed)``), so training again
-    from a stage gives what a run from scratch would, given the earlier stages' parts."""
+    from a stage gives what a run from scratch would, given the earlier stages' parts.
+
+    Parameters that a ``kept`` (earlier) stage trains too, the writer's for ``route_writer``,
+    keep their current values: what the earlier stage left cannot be recovered, and the
+    initialisation would throw that stage away."""
+    keep = {id(p) for stage in kept for p in trainable(parts, stage)}
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         fresh = H2MTParts(parts.d_model, parts.aggregation, aligner=parts.aligner_config,
@@ -573,7 +683,8 @@ def reset_stages(parts: H2MTParts, stages: list[str], backbone, seed: int) -> No
     with torch.no_grad():
         for stage in stages:
             for mine, init in zip(trainable(parts, stage), trainable(fresh, stage), strict=True):
-                mine.copy_(init.to(mine.device, mine.dtype))
+                if id(mine) not in keep:
+                    mine.copy_(init.to(mine.device, mine.dtype))
 
 
 def save_state(run: Run, stage_index: int, step: int, opt) -> None:
@@ -634,8 +745,9 @@ def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
         parts = H2MTParts.load(out / "parts.safetensors")
         _truncate_log(out / "log.jsonl", cfg, state)
         if from_stage is not None:
-            reset_stages(parts, [st.name for st in cfg.stages[state["stage"]:]], backbone,
-                         cfg.seed)
+            names = [st.name for st in cfg.stages]
+            reset_stages(parts, names[state["stage"]:], backbone, cfg.seed,
+                         kept=names[:state["stage"]])
     else:
         parts = H2MTParts(backbone.hidden_size, "mean").init_from_backbone(backbone)
         state = {"stage": 0, "step": 0}

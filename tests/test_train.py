@@ -146,6 +146,41 @@ def test_from_stage_restarts_later_parts_and_tied_router(tmp_path, shared_dir, t
     assert steps == [("writer", 1), ("router", 1)]
 
 
+def test_route_writer_trains_the_writer_on_routing_from_a_snapshot(tmp_path, shared_dir,
+                                                                   tiny_backbone):
+    """L_route into the writer (appendix E): e_write/e_read move, the router does not; the
+    snapshot of memories the stage started from is recorded and found again on resume."""
+    bb = tiny_backbone
+    cfg = _config(tmp_path, shared_dir, steps=1)
+    cfg.stages = [cfg.stages[0], StageConfig("route_writer", 2, lr=1e-2, batch=4, max_tokens=16,
+                                             negatives=2, tau=0.1), cfg.stages[1]]
+    torch.manual_seed(cfg.seed)
+    init = H2MTParts(bb.hidden_size, "mean").init_from_backbone(bb)
+
+    assert train(cfg, backbone=bb, max_steps=2) == {"finished": False}  # writer, 1 route step
+    assert json.loads((cfg.out_dir / "state.json").read_text()) == {"stage": 1, "step": 1}
+    snap = json.loads((cfg.out_dir / "snapshot-stage1.json").read_text())["fingerprint"]
+    kept = [p for p in cfg.out_dir.glob(f"memories/{snap[:12]}-*.pt") if "-queries-" not in p.name]
+    assert len(kept) == 2  # one per document
+    assert train(cfg, backbone=bb, max_steps=1) == {"finished": False}  # resumed: step 2
+    assert json.loads((cfg.out_dir / "snapshot-stage1.json").read_text())["fingerprint"] == snap
+    after = H2MTParts.load(cfg.out_dir / "parts.safetensors")
+    rows = [r for r in _log(cfg) if r["stage"] == "route_writer"]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["loss"] > 0 and 0 <= r["acc"] <= 1 for r in rows)
+    assert after.fingerprint(bb.name) != snap  # the writer moved ...
+    assert not torch.equal(after.e_read, init.e_read)
+    for mine, fresh in zip(after.router.parameters(), init.router.parameters()):
+        assert torch.equal(mine, fresh)  # ... the router did not (its stage comes next)
+
+    # Again from route_writer: the writer's parameters are kept (the writer stage trains them
+    # too, and what it left is not recoverable); the router is back at its initialisation.
+    assert train(cfg, backbone=bb, from_stage="route_writer", max_steps=0) == {"finished": False}
+    again = H2MTParts.load(cfg.out_dir / "parts.safetensors")
+    assert torch.equal(again.e_read, after.e_read) and torch.equal(again.e_write, after.e_write)
+    assert train(cfg, backbone=bb)["finished"]
+
+
 def test_gold_paths_are_propagated_to_ancestors(real_tokenizer):
     from engine.tree import TreeAssembler
 
