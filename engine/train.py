@@ -354,10 +354,10 @@ class Run:
 def trainable(parts: H2MTParts, stage: str) -> list[torch.nn.Parameter]:
     """The parameters one stage trains (everything else in the parts stays as it is)."""
     a = parts.aligner
+    writer = [parts.e_write, parts.e_read, parts.log_memory_scale, *parts.agg.parameters()]
     groups = {
-        "writer": [parts.e_write, parts.e_read, parts.log_memory_scale, *parts.agg.parameters()],
-        "route_writer": [parts.e_write, parts.e_read, parts.log_memory_scale,
-                         *parts.agg.parameters()],
+        "writer": writer,
+        "route_writer": writer,  # the same parameters, trained on L_route
         "router": list(parts.router.parameters()),
         "align_recon": [*a.projector.parameters(), *a.lora.parameters()],
         "align_task": [*a.projector.parameters(), *a.lora.parameters()],
