@@ -30,13 +30,13 @@ import plotly.graph_objects as go
 from app.figures import (ROUTE_COLUMNS, figure_summary, manual_figure, pages_label,
                          route_figure, route_rows)
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
-from engine.aggregate import POLICIES
-from engine.answer import MODES
+from engine.memory.aggregate import POLICIES
+from engine.answer.modes import MODES
 from engine.ask import AskError, AskOptions, ask
 from engine.ingest import ingest_file
-from engine.router import Route
+from engine.routing.router import Route
 from engine.runtime import Runtime
-from engine.tree import DocumentError
+from engine.document.tree import DocumentError
 from storage.errors import DocumentNotFound, MissingMemories, StaleMemories, StorageError
 
 log = logging.getLogger(__name__)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.builders import FILE_EXTENSIONS, PDF_MAGIC
+from engine.document.builders import FILE_EXTENSIONS, PDF_MAGIC
 from engine.ingest import preflight
 from engine.settings import Settings
-from engine.tree import DocumentError
+from engine.document.tree import DocumentError
 
 ALLOWED_EXTS = FILE_EXTENSIONS
 MAX_NAME_CHARS = 255

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.tree import Tree
+from engine.document.tree import Tree
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import torch
 
-from engine.backbone import load_backbone
-from engine.parts import H2MTParts
+from engine.memory.backbone import load_backbone
+from engine.memory.parts import H2MTParts
 from engine.settings import Settings
-from engine.tree import Tree, build_tree
-from engine.writer import WriteStats, write_memories
+from engine.document.tree import Tree
+from engine.document.build import build_tree
+from engine.memory.writer import WriteStats, write_memories
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 

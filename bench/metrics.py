@@ -17,8 +17,8 @@ import string
 from collections import Counter
 from typing import Iterable
 
-from engine.hits import HitResult, gold_regions, routing_hit  # noqa: F401 (re-exported)
-from engine.tree import Tree, clean_title
+from engine.routing.hits import HitResult, gold_regions, routing_hit  # noqa: F401 (re-exported)
+from engine.document.tree import Tree, clean_title
 
 # -- gold ----------------------------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ from pathlib import Path
 from bench.baselines import BM25Index, DenseIndex, context_text, node_corpus
 from bench.metrics import (clean_reference, gold_regions, manual_gold, mean, median,
                            ordqa_gold, rouge_l, routing_hit, token_f1)
-from engine.answer import Context, generate_with_text
+from engine.answer.modes import Context, generate_with_text
 from engine.ask import AskOptions, ask
 from engine.ingest import file_sha256, ingest_file
 from engine.runtime import Runtime
@@ -424,8 +424,8 @@ def load_runtimes(settings: Settings, checkpoints: str | None) -> list[tuple[str
         rt = Runtime.load(settings)
         label = str(settings.checkpoint_path.name) if settings.checkpoint_path else "untrained"
         return [(label, rt)]
-    from engine.backbone import load_backbone
-    from engine.parts import load_or_init_parts
+    from engine.memory.backbone import load_backbone
+    from engine.memory.parts import load_or_init_parts
     from storage import Library
 
     backbone = load_backbone(settings)

@@ -7,10 +7,10 @@ Each tree is grown breadth-first to the target size: every node below the depth 
 number of children drawn from a geometric distribution with the given mean (like the corpus
 manuals' outlines: many small fan-outs, a few large ones), until the node count is reached.
 Memories are random Gaussian vectors (d = 576, the backbone's width), the router is
-``engine.router.route`` with its untrained projections, per-parent top-k and no node budget.
+``engine.routing.router.route`` with its untrained projections, per-parent top-k and no node budget.
 Queries are random too. Reported per size: nodes, tree depth, scored nodes (children scored on
 the way down: the explored part), selected nodes, median route ms over the repeats, and
-microseconds per scored node, for ``engine.router.route`` as a whole and for its core (scoring the
+microseconds per scored node, for ``engine.routing.router.route`` as a whole and for its core (scoring the
 explored children against precomputed keys and keeping the per-parent top-k; see ``core_route``).
 Routing cost should follow the scored nodes, not the tree size.
 The last line is ``routing time 100k/1k nodes: X`` (ratio of median routing ms).
@@ -24,7 +24,8 @@ import time
 import numpy as np
 import torch
 
-from engine.router import RouterProjections, RoutingTree, route
+from engine.memory.projections import RouterProjections
+from engine.routing.router import RoutingTree, route
 
 
 def synthetic_tree(n: int, rng: np.random.Generator, max_depth: int, mean_branching: float,

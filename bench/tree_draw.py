@@ -19,10 +19,11 @@ from pathlib import Path
 import torch
 
 from app.figures import figure_summary, manual_figure, route_figure
-from engine.backbone import load_tokenizer
-from engine.router import RouterProjections, RoutingTree, route
+from engine.memory.backbone import load_tokenizer
+from engine.memory.projections import RouterProjections
+from engine.routing.router import RoutingTree, route
 from engine.settings import Settings
-from engine.tree import build_tree
+from engine.document.build import build_tree
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 D_MODEL = 576  # SmolLM2-135M's hidden size

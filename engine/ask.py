@@ -11,12 +11,12 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from engine.answer import (MODES, Answer, Context, Metrics, _PeakMemory, answer_full,
-                           answer_memory, answer_text, citation, generate_with_slots)
-from engine.flat import FlatIndex, build_flat_index, search
-from engine.router import Route, RoutingTree, query_vector, route
+from engine.answer.modes import (MODES, Answer, Context, Metrics, _PeakMemory, answer_full,
+                                 answer_memory, answer_text, citation, generate_with_slots)
+from engine.answer.modes.flat import FlatIndex, build_flat_index, search
+from engine.routing.router import Route, RoutingTree, query_vector, route
 from engine.runtime import Runtime
-from engine.tree import Tree
+from engine.document.tree import Tree
 
 MAX_QUESTION_CHARS = 2000  # the default of Settings.max_question_chars
 

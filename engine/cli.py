@@ -11,9 +11,9 @@ import logging
 import sys
 from pathlib import Path
 
-from engine.builders import FILE_EXTENSIONS
+from engine.document.builders import FILE_EXTENSIONS
 from engine.settings import Settings
-from engine.tree import DocumentError
+from engine.document.tree import DocumentError
 
 
 

@@ -1,6 +1,6 @@
 """Ingest: a file becomes a stored document with a tree and one memory per node.
 
-file -> engine.tree.build_tree -> engine.writer.write_memories -> storage (one transaction).
+file -> engine.document.tree.build_tree -> engine.memory.writer.write_memories -> storage (one transaction).
 A file already stored (same sha256) is not built again; if its memories were written under
 another fingerprint (other backbone, parts or policy), they are rewritten from the stored tree.
 Two ingests of the same file racing each other (two clients, two processes) end as one document:
@@ -16,11 +16,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from engine.builders import PDF_MAGIC
+from engine.document.builders import PDF_MAGIC
 from engine.runtime import Runtime
 from engine.settings import Settings
-from engine.tree import DocumentError, Tree, build_tree
-from engine.writer import ProgressFn, WriteStats, write_memories
+from engine.document.tree import DocumentError, Tree
+from engine.document.build import build_tree
+from engine.memory.writer import ProgressFn, WriteStats, write_memories
 from storage import DocumentMeta, DuplicateDocument
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.backbone import Backbone, load_backbone
-from engine.parts import H2MTParts, load_or_init_parts
+from engine.memory.backbone import Backbone, load_backbone
+from engine.memory.parts import H2MTParts, load_or_init_parts
 from engine.settings import Settings
 from storage import Library
 

@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from engine.tree import Node, Tree
+from engine.document.tree import Node, Tree
 from storage.blobs import decode_vector, encode_vector
 from storage.errors import DocumentNotFound, DuplicateDocument, MissingMemories, StaleMemories
 from storage.models import Base, DocumentRow, MemoryRow, NodeRow, QueryRow

@@ -42,7 +42,7 @@ class DocumentRow(Base):
 
 
 class NodeRow(Base):
-    """One tree node (engine.tree.Node) of one document."""
+    """One tree node (engine.document.tree.Node) of one document."""
 
     __tablename__ = "nodes"
 

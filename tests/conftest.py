@@ -18,7 +18,7 @@ def shared_dir() -> Path:
 
 @lru_cache(maxsize=None)
 def _raw_tree(path: Path):
-    from engine.builders import build_raw_tree
+    from engine.document.builders import build_raw_tree
 
     return build_raw_tree(path)
 
@@ -40,7 +40,7 @@ import pytest as _pytest
 @_pytest.fixture(scope="session")
 def real_tokenizer():
     """The default backbone's real tokenizer (from the dequantized cache; built on first use)."""
-    from engine.backbone import load_tokenizer
+    from engine.memory.backbone import load_tokenizer
     from engine.settings import Settings
 
     return load_tokenizer(Settings())
@@ -52,7 +52,7 @@ def tiny_backbone(real_tokenizer):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from engine.backbone import Backbone
+    from engine.memory.backbone import Backbone
 
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(real_tokenizer), hidden_size=64, intermediate_size=128,
@@ -65,7 +65,7 @@ def tiny_backbone(real_tokenizer):
 
 @_pytest.fixture(scope="session")
 def tiny_parts(tiny_backbone):
-    from engine.parts import H2MTParts
+    from engine.memory.parts import H2MTParts
 
     return H2MTParts(tiny_backbone.hidden_size, "mean").init_from_backbone(tiny_backbone)
 
@@ -73,7 +73,7 @@ def tiny_parts(tiny_backbone):
 @_pytest.fixture(scope="session")
 def real_backbone():
     """The real SmolLM2-135M-Instruct (dequantized cache; about 5 s after the first time)."""
-    from engine.backbone import load_backbone
+    from engine.memory.backbone import load_backbone
     from engine.settings import Settings
 
     return load_backbone(Settings())
@@ -96,7 +96,7 @@ def explorer_server(real_backbone, tmp_path_factory):
 
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.ui import build_app
-    from engine.parts import load_or_init_parts
+    from engine.memory.parts import load_or_init_parts
     from engine.runtime import Runtime
     from engine.settings import Settings
     from storage import Library

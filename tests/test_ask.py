@@ -6,10 +6,10 @@ import json
 import pytest
 import torch
 
-from engine.answer import MODES, hierarchical_position_encoding
+from engine.answer.modes import MODES, hierarchical_position_encoding
 from engine.ask import AskError, AskOptions, ask
 from engine.ingest import ingest_file
-from engine.parts import H2MTParts
+from engine.memory.parts import H2MTParts
 from engine.runtime import Runtime
 from engine.settings import Settings
 from storage import Library

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from app.uploads import UploadRejected, check_upload
-from engine.builders import build_raw_tree
+from engine.document.builders import build_raw_tree
 from engine.settings import Settings
-from engine.tree import TITLE_MAX_CHARS, DocumentError
+from engine.document.tree import TITLE_MAX_CHARS, DocumentError
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_PDF = "camlidl-manual_no-outline.pdf"
@@ -157,7 +157,7 @@ def test_markup_titles_render_as_text_in_every_view():
     """The app's Markdown header and every figure hover show a hostile title as text."""
     from app.figures import _hover
     from app.ui import md_text
-    from engine.router import RouteNode
+    from engine.routing.router import RouteNode
 
     assert "<script>" not in md_text(SCRIPT_TITLE) and "&lt;script&gt;" in md_text(SCRIPT_TITLE)
     assert "&amp;amp;" in md_text(SCRIPT_TITLE), "an entity stays visible as typed"

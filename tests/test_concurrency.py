@@ -46,10 +46,10 @@ def _run_all(fns, workers: int | None = None):
 # -- the aligner across threads ----------------------------------------------------------------
 
 def test_memory_generation_and_writer_run_concurrently(tiny_backbone, tiny_parts, tmp_path):
-    from engine.aligner import ArcAligner
-    from engine.answer import generate
-    from engine.tree import build_tree
-    from engine.writer import write_memories
+    from engine.memory.aligner import ArcAligner
+    from engine.answer.modes import generate
+    from engine.document.build import build_tree
+    from engine.memory.writer import write_memories
 
     bb = tiny_backbone
     torch.manual_seed(1)

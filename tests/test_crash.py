@@ -118,7 +118,7 @@ def test_startup_sweeps_orphans_and_unfinished_documents(tmp_path):
 
 
 def test_half_written_model_caches_are_removed(tmp_path):
-    from engine.backbone import clean_partial_caches
+    from engine.memory.backbone import clean_partial_caches
 
     folder = tmp_path / "model-abc"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine.ingest import ingest_file
-from engine.parts import H2MTParts
+from engine.memory.parts import H2MTParts
 from engine.runtime import Runtime
 from engine.settings import Settings
 from storage import Library, StaleMemories

@@ -1,0 +1,112 @@
+"""Raw tree builders (H2MT 3.1, before token-limit splitting), one per input kind.
+
+``build_raw_tree`` picks the builder by content first, then by extension:
+- a ``%PDF-`` header: the outline builder when the PDF has one, else font statistics;
+- ``.md``/``.markdown``, ``.html``/``.htm``, ``.txt`` (and extension-less text): markup builders;
+- ``.json``: the ORD-QA documentation format, recognised by its structure.
+Every problem a user can cause (empty, unreadable, unsupported, no text layer) is a DocumentError.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.document.tree import DocumentError, Tree
+
+PDF_MAGIC = b"%PDF-"
+MARKDOWN_EXTS = {".md", ".markdown"}
+HTML_EXTS = {".html", ".htm"}
+TEXT_EXTS = {".txt", ""}
+JSON_EXTS = {".json"}
+# Every extension a user may upload (extension-less text files are accepted too).
+FILE_EXTENSIONS = (".pdf", ".md", ".markdown", ".html", ".htm", ".txt", ".json")
+SUPPORTED = ", ".join(FILE_EXTENSIONS)
+
+
+def build_raw_tree(path: Path) -> Tree:
+    """The document's tree before token-limit splitting."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DocumentError(f"{path.name}: file not found") from None
+    except IsADirectoryError:
+        raise DocumentError(f"{path.name} is a folder, not a document") from None
+    except OSError as exc:
+        raise DocumentError(f"{path.name} cannot be read: {exc.strerror or exc}") from None
+    if not data.strip():
+        raise DocumentError(f"{path.name} is empty")
+
+    ext = path.suffix.lower()
+    # A PDF is recognised by its header (some writers put a few bytes before it).
+    if PDF_MAGIC in data[:1024]:
+        return _build_pdf(path, data)
+    if ext == ".pdf":
+        raise DocumentError(f"{path.name} is named .pdf but is not a PDF file")
+
+    if ext in MARKDOWN_EXTS | HTML_EXTS | TEXT_EXTS | JSON_EXTS:
+        text = _decode_text(path, data)
+        title = path.stem
+        if ext in JSON_EXTS:
+            from engine.document.builders.ordqa import build_ordqa_tree
+            return build_ordqa_tree(text, title, path.name)
+        if ext in MARKDOWN_EXTS:
+            from engine.document.builders.markup import build_markdown_tree
+            return build_markdown_tree(text, title)
+        if ext in HTML_EXTS:
+            from engine.document.builders.markup import build_html_tree
+            return build_html_tree(text, title)
+        from engine.document.builders.markup import build_text_tree
+        return build_text_tree(text, title)
+    raise DocumentError(f"{path.name}: unsupported file type {ext!r} (supported: {SUPPORTED})")
+
+
+def _decode_text(path: Path, data: bytes) -> str:
+    """UTF-8 (with or without BOM), else Latin-1 when the bytes still look like text."""
+    if b"\x00" in data[:8192]:
+        raise DocumentError(f"{path.name} is a binary file, not text")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    sample = text[:8192]
+    # Control characters other than tab/newline/CR/form feed mean binary junk.
+    junk = sum(1 for c in sample if (ord(c) < 32 and c not in "\t\n\r\f") or 0x7f <= ord(c) < 0xa0)
+    if junk > max(2, len(sample) // 100):
+        raise DocumentError(f"{path.name} is a binary file, not text")
+    return text
+
+
+def _build_pdf(path: Path, data: bytes) -> Tree:
+    import pymupdf
+
+    damaged = (f"{path.name} is a damaged PDF (truncated or corrupt); export or download it "
+               "again")
+    try:
+        doc = pymupdf.open(stream=data, filetype="pdf")
+    except Exception as exc:  # MuPDF raises several types for damaged files
+        raise DocumentError(f"{damaged} ({exc})") from None
+    with doc:
+        if doc.needs_pass:
+            raise DocumentError(f"{path.name} is password-protected; remove the password first")
+        # MuPDF silently rebuilds a broken cross-reference table: what it recovers from a cut or
+        # overwritten file is an arbitrary part of the manual, so it is refused, not indexed.
+        if doc.is_repaired or doc.page_count == 0:
+            raise DocumentError(damaged)
+        mupdf_errors = (RuntimeError, pymupdf.FileDataError,
+                        getattr(pymupdf.mupdf, "FzErrorBase", RuntimeError))
+        try:
+            tree = _build_pdf_tree(doc, path)
+        except mupdf_errors as exc:  # damage MuPDF only notices while reading pages or outline
+            raise DocumentError(f"{damaged} ({type(exc).__name__}: {exc})") from None
+        if doc.is_repaired:  # broken objects met (and patched over) while reading the pages
+            raise DocumentError(damaged)
+        return tree
+
+
+def _build_pdf_tree(doc, path: Path) -> Tree:
+    title = (doc.metadata or {}).get("title", "").strip() or path.stem
+    if doc.get_toc(simple=True):
+        from engine.document.builders.pdf_outline import build_outline_tree
+        return build_outline_tree(doc, path, title)
+    from engine.document.builders.pdf_fonts import build_fonts_tree
+    return build_fonts_tree(doc, path, title)

@@ -1,0 +1,131 @@
+"""Positioned text lines of a PDF, shared by the outline and the font-statistics builders.
+
+Both builders cut a document at heading *positions*, so they need every text line with its page,
+its vertical position and the style of its first span, in reading order, with running headers,
+footers and page numbers left out.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import pymupdf
+
+from engine.document.tree import DocumentError
+
+# Font-name fragments that mark a bold face when the bold flag is not set (TeX fonts rarely set it:
+# CMBX12 does, LMRomanDemi10 does not).
+_BOLD_NAME = re.compile(r"bold|black|heavy|demi|semibold|cmbx|cmssbx|-bd|\bbx", re.IGNORECASE)
+_SPAN_BOLD_FLAG = 16  # pymupdf TEXT_FONT_BOLD
+
+# Running headers and footers live in these top/bottom fractions of the page height.
+MARGIN_FRACTION = 0.1
+# Page numbers sit lower or higher than running heads in some layouts (etoolbox: at 83 %).
+PAGE_NUMBER_FRACTION = 0.2
+_LONE_NUMBER = re.compile(r"\d{1,4}|[ivxlc]{1,7}", re.IGNORECASE)
+# A margin line (digits folded) repeated at the same height on this many pages is running text
+# (chapter running heads may recur on only a few pages; headings print once per page range).
+RUNNING_MIN_PAGES = 3
+
+
+# Plain-text extraction without images; ligatures expanded ("ﬁ" -> "fi") so headings and body
+# read as typed.
+TEXT_FLAGS = pymupdf.TEXTFLAGS_TEXT & ~pymupdf.TEXT_PRESERVE_LIGATURES
+
+
+@dataclass(frozen=True)
+class TextLine:
+    page: int  # 0-based page index
+    y0: float  # top of the line, pymupdf coordinates (y grows downwards)
+    y1: float
+    x0: float
+    text: str
+    size: float  # font size of the line's first non-blank span, rounded to 0.1 pt
+    font: str
+    bold: bool
+    chars: int  # non-blank characters in the line
+
+    @property
+    def y_mid(self) -> float:
+        return (self.y0 + self.y1) / 2
+
+
+def is_bold(font: str, flags: int) -> bool:
+    return bool(flags & _SPAN_BOLD_FLAG) or bool(_BOLD_NAME.search(font))
+
+
+def read_lines(doc: pymupdf.Document) -> list[list[TextLine]]:
+    """Every page's text lines in reading order (blocks sorted top-to-bottom, left-to-right)."""
+    pages: list[list[TextLine]] = []
+    for page in doc:
+        out: list[TextLine] = []
+        data = page.get_text("dict", flags=TEXT_FLAGS, sort=True)
+        for block in data["blocks"]:
+            for line in block.get("lines", []):
+                spans = [s for s in line["spans"] if s["text"]]
+                text = "".join(s["text"] for s in spans).strip()
+                if not text:
+                    continue
+                first = next(s for s in spans if s["text"].strip())
+                x0, y0, _, y1 = line["bbox"]
+                out.append(TextLine(page=page.number, y0=y0, y1=y1, x0=x0, text=text,
+                                    size=round(first["size"], 1), font=first["font"],
+                                    bold=is_bold(first["font"], first["flags"]),
+                                    chars=sum(len(s["text"].strip()) for s in spans)))
+        pages.append(out)
+    return pages
+
+
+def require_text_layer(pages: list[list[TextLine]], name: str) -> None:
+    if not any(pages):
+        raise DocumentError(f"{name} has no text layer (scanned?); OCR is not supported")
+
+
+def _running_key(line: TextLine) -> tuple[str, int]:
+    folded = re.sub(r"\d+", "#", " ".join(line.text.split()).lower())
+    return folded, round(line.y0 / 4)
+
+
+def drop_running_lines(doc: pymupdf.Document, pages: list[list[TextLine]]) -> list[list[TextLine]]:
+    """Remove running headers/footers: margin lines repeated (digits folded) on many pages.
+
+    Page numbers fold to "#" and so are caught by the same rule. Cheap and conservative: a line
+    must sit in the top or bottom margin band *and* recur at the same height.
+    """
+    if len(pages) < 3:
+        return pages
+    heights = [doc[i].rect.height for i in range(len(pages))]
+
+    def in_margin(line: TextLine) -> bool:
+        lone_number = _LONE_NUMBER.fullmatch(line.text) is not None
+        if line.bold and lone_number:
+            return False  # a section number printed on its own line ("3" then "Pointers")
+        band = PAGE_NUMBER_FRACTION if lone_number else MARGIN_FRACTION
+        h = heights[line.page]
+        return line.y0 <= h * band or line.y1 >= h * (1 - band)
+
+    seen: Counter[tuple[str, int]] = Counter()
+    for lines in pages:
+        seen.update({_running_key(ln) for ln in lines if in_margin(ln)})
+    running = {k for k, n in seen.items() if n >= RUNNING_MIN_PAGES}
+    return [[ln for ln in lines if not (in_margin(ln) and _running_key(ln) in running)]
+            for lines in pages]
+
+
+def join_lines(lines: list[TextLine]) -> str:
+    """Body text of consecutive lines: lines on the same height joined by a space, else newline;
+    a larger vertical gap (or a new page) starts a new paragraph (blank line)."""
+    parts: list[str] = []
+    prev: TextLine | None = None
+    for ln in lines:
+        if prev is None:
+            parts.append(ln.text)
+        elif ln.page == prev.page and abs(ln.y0 - prev.y0) < 2:
+            parts.append(" " + ln.text)
+        elif ln.page == prev.page and 0 <= ln.y0 - prev.y1 < max(ln.y1 - ln.y0, 4) * 0.6:
+            parts.append("\n" + ln.text)
+        else:
+            parts.append("\n\n" + ln.text)
+        prev = ln
+    return "".join(parts)

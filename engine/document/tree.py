@@ -1,0 +1,228 @@
+"""The semantic hierarchy tree of a document (H2MT 3.1).
+
+One Tree type for every input kind: a networkx DiGraph whose nodes are integer ids carrying a
+``Node`` record, edges parent -> child, children kept in document order by ``Node.order``.
+Builders (``engine/document/builders/``) only decide *where the headings are*; they all assemble the tree
+through ``TreeAssembler``, and ``split_long_nodes`` (``split.py``) enforces the per-node token limit the same way
+for every source.
+
+Choices the paper leaves open:
+- A node's local text x_v is its heading followed by its body (``Node.local_text``), so the
+  heading words reach the node's memory; the token limit applies to that whole string.
+- When a unit is too long, its body moves into children (paragraphs, then token chunks, H2MT 3.1)
+  placed before its sub-headings, since that text precedes them in the document; the unit keeps
+  only its heading as local text.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Iterator, Protocol
+
+import networkx as nx
+
+ROOT = 0
+
+# Which builder produced a tree (recorded with the document).
+SOURCES = ("outline", "fonts", "markdown", "html", "json", "text")
+
+
+class TokenCounter(Protocol):
+    """Anything that turns text into backbone token ids (a tokenizer's ``encode``-like call)."""
+
+    def __call__(self, text: str) -> list[int]: ...
+
+
+class DocumentError(ValueError):
+    """A problem with the user's file (empty, unreadable, unsupported): shown to the user as is."""
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    parent: int | None  # None only for the root
+    order: int  # position among its siblings, 0-based, document order
+    depth: int  # root = 0
+    title: str
+    text: str  # the node's own body text (not its descendants')
+    page_start: int | None = None  # 1-based physical pages, inclusive; None for non-paged sources
+    page_end: int | None = None
+    tokens: int = 0  # backbone tokens of local_text
+    ref: str | None = None  # external id where the source has one (ORD-QA chunk id)
+    kind: str = "section"  # root | front | section | paragraph | chunk
+
+    @property
+    def local_text(self) -> str:
+        """x_v of H2MT 3.2: heading then body; what the memory writer reads."""
+        if self.title and self.text:
+            return f"{self.title}\n{self.text}"
+        return self.title or self.text
+
+
+@dataclass
+class Tree:
+    """A rooted, ordered tree of ``Node`` records over a networkx DiGraph."""
+
+    graph: nx.DiGraph
+    source: str  # one of SOURCES
+    title: str = ""
+    pages: int = 0
+
+    # -- access ---------------------------------------------------------------------------
+    def node(self, node_id: int) -> Node:
+        return self.graph.nodes[node_id]["node"]
+
+    @property
+    def root(self) -> Node:
+        return self.node(ROOT)
+
+    def __len__(self) -> int:
+        return self.graph.number_of_nodes()
+
+    def children(self, node_id: int) -> list[Node]:
+        kids = [self.node(c) for c in self.graph.successors(node_id)]
+        return sorted(kids, key=lambda n: n.order)
+
+    def parent(self, node_id: int) -> Node | None:
+        p = self.node(node_id).parent
+        return None if p is None else self.node(p)
+
+    def is_leaf(self, node_id: int) -> bool:
+        return self.graph.out_degree(node_id) == 0
+
+    def preorder(self) -> Iterator[Node]:
+        """Nodes in document order (parent before children, siblings by order)."""
+        stack = [ROOT]
+        while stack:
+            nid = stack.pop()
+            yield self.node(nid)
+            stack.extend(c.id for c in reversed(self.children(nid)))
+
+    def leaves(self) -> list[Node]:
+        return [n for n in self.preorder() if self.is_leaf(n.id)]
+
+    @property
+    def depth(self) -> int:
+        return max(n.depth for n in self.preorder())
+
+    def heights(self) -> dict[int, int]:
+        """Height of every node (leaves 0): nodes of equal height can be written together."""
+        height: dict[int, int] = {}
+        for nid in reversed(list(nx.topological_sort(self.graph))):
+            kids = list(self.graph.successors(nid))
+            height[nid] = 0 if not kids else 1 + max(height[c] for c in kids)
+        return height
+
+    def levels_bottom_up(self) -> list[list[Node]]:
+        """Nodes grouped by height, leaves first: a valid post-order schedule (H2MT 3.2)."""
+        h = self.heights()
+        levels: list[list[Node]] = [[] for _ in range(max(h.values()) + 1)]
+        for n in self.preorder():
+            levels[h[n.id]].append(n)
+        return levels
+
+    def path(self, node_id: int) -> list[Node]:
+        """Root ... node."""
+        out = []
+        cur: int | None = node_id
+        while cur is not None:
+            n = self.node(cur)
+            out.append(n)
+            cur = n.parent
+        return out[::-1]
+
+    def subtree_ids(self, node_id: int) -> set[int]:
+        return {node_id} | nx.descendants(self.graph, node_id)
+
+    def outline(self, max_depth: int | None = None) -> str:
+        """Indented outline, one node a line, for the CLI and quick inspection."""
+        lines = []
+        for n in self.preorder():
+            if max_depth is not None and n.depth > max_depth:
+                continue
+            pages = ""
+            if n.page_start is not None:
+                pages = f"  p.{n.page_start}" + (f"-{n.page_end}" if n.page_end != n.page_start else "")
+            label = n.title or preview(n.text)
+            ref = f"  [{n.ref}]" if n.ref else ""
+            lines.append(f"{'  ' * n.depth}{n.id:>5} {label}{pages}  ({n.tokens} tok){ref}")
+        return "\n".join(lines)
+
+    def validate(self) -> None:
+        """Programming-error checks: a single rooted tree with consistent records."""
+        g = self.graph
+        assert g.has_node(ROOT) and self.node(ROOT).parent is None
+        assert nx.is_arborescence(g), "tree graph is not an arborescence"
+        for nid in g.nodes:
+            n = self.node(nid)
+            assert n.id == nid
+            if nid != ROOT:
+                assert n.parent is not None and g.has_edge(n.parent, nid)
+                assert n.depth == self.node(n.parent).depth + 1
+            orders = [c.order for c in self.children(nid)]
+            assert orders == list(range(len(orders))), f"child orders of {nid}: {orders}"
+
+
+def preview(text: str, n: int = 60) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= n else one[: n - 1] + "…"
+
+
+class TreeAssembler:
+    """Builds a Tree node by node in document order; the only way builders create trees."""
+
+    def __init__(self, source: str, title: str, pages: int = 0, root_text: str = "",
+                 root_ref: str | None = None):
+        if source not in SOURCES:
+            raise ValueError(f"unknown tree source {source!r}")
+        self.graph = nx.DiGraph()
+        self.source = source
+        self.title = title
+        self.pages = pages
+        self._next = ROOT
+        self.add(None, title=title, text=root_text, page_start=1 if pages else None,
+                 page_end=pages or None, kind="root", ref=root_ref)
+
+    def add(self, parent: int | None, *, title: str = "", text: str = "",
+            page_start: int | None = None, page_end: int | None = None,
+            ref: str | None = None, kind: str = "section") -> int:
+        nid = self._next
+        self._next += 1
+        if parent is None:
+            depth, order = 0, 0
+        else:
+            depth = self.graph.nodes[parent]["node"].depth + 1
+            order = self.graph.out_degree(parent)
+        node = Node(id=nid, parent=parent, order=order, depth=depth, title=clean_title(title),
+                    text=text.strip(), page_start=page_start, page_end=page_end, ref=ref,
+                    kind=kind)
+        self.graph.add_node(nid, node=node)
+        if parent is not None:
+            self.graph.add_edge(parent, nid)
+        return nid
+
+    def set_text(self, node_id: int, text: str) -> None:
+        n = self.graph.nodes[node_id]["node"]
+        self.graph.nodes[node_id]["node"] = replace(n, text=text.strip())
+
+    def set_pages(self, node_id: int, page_start: int | None, page_end: int | None) -> None:
+        n = self.graph.nodes[node_id]["node"]
+        self.graph.nodes[node_id]["node"] = replace(n, page_start=page_start, page_end=page_end)
+
+    def node(self, node_id: int) -> Node:
+        return self.graph.nodes[node_id]["node"]
+
+    def finish(self) -> Tree:
+        tree = Tree(self.graph, self.source, self.title, self.pages)
+        tree.validate()
+        return tree
+
+
+TITLE_MAX_CHARS = 200
+
+
+def clean_title(title: str) -> str:
+    """One line, no control characters, at most TITLE_MAX_CHARS (headings can be huge or junk)."""
+    t = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", title or "")
+    t = " ".join(t.split())
+    return t if len(t) <= TITLE_MAX_CHARS else t[: TITLE_MAX_CHARS - 1] + "…"

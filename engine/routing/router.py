@@ -1,0 +1,273 @@
+"""Top-down routing over a document tree with per-parent top-k pruning (H2MT 3.3).
+
+Query vector (3.3): q = h_L([e_write; E_q[1:n_q]; e_read])[last], n_q = floor(T * fraction) with
+fraction 1/2 as in the paper (a setting). Score (3.3):
+
+    s(u | q) = (W_q q)^T (W_k m_u) / sqrt(d_h)
+
+Choices the paper leaves open (said here and in the note):
+- Both q and every m_u are centred on the mean memory of the routed tree and L2-normalised
+  before W_q/W_k. Final hidden states share a large common component (they collapse onto a few
+  "hub" nodes otherwise: DESIGN's measurement); removing it is the cheap first fix. The centre
+  is a property of the routed memories, computed at routing time, not a learned parameter.
+- Untrained W_q = W_k = one random orthonormal projection d -> d_h (scaled by sqrt(d_h)), so the
+  untrained score is a (Johnson-Lindenstrauss) estimate of the cosine of the centred vectors.
+- Per-parent top-k from the root, level by level; the candidate set of the next depth is the
+  union of the winners. A node budget caps the number of selected nodes: when a level's
+  winners would exceed it, the best-scoring winners of that level are kept (across parents)
+  and the rest count as pruned. The probability shown is softmax(s / temperature) within each
+  parent.
+- The library-wide route uses a virtual root over the manuals' roots (as H2MT does for LVS).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from engine.document.tree import Tree, preview
+from engine.memory.projections import RouterProjections, centre, normalise
+from engine.memory.writer import _Item, read_out
+
+SELECTED, PRUNED, UNVISITED, ROOT_STATUS = "selected", "pruned", "unvisited", "root"
+
+
+@dataclass
+class RoutingTree:
+    """The routed structure: one tree (or a library of trees under a virtual root) with its
+    memories stacked in id order. ``origin[i]`` = (doc_id, node_id in that document)."""
+
+    parent: list[int | None]
+    children: list[list[int]]
+    depth: list[int]
+    title: list[str]
+    pages: list[tuple[int | None, int | None]]
+    origin: list[tuple[int | None, int]]
+    memories: torch.Tensor  # [N, d]; row 0 of a library tree is unused (virtual root)
+    _centre: torch.Tensor | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    @property
+    def centre(self) -> torch.Tensor:
+        """Mean memory of the routed nodes (a library's empty virtual-root row excluded), cached."""
+        if self._centre is None:
+            virtual = self.origin[0][0] is None and self.origin[0][1] == -1
+            self._centre = centre(self.memories[1:] if virtual else self.memories)
+        return self._centre
+
+    @classmethod
+    def from_tree(cls, tree: Tree, memories: dict[int, torch.Tensor], doc_id: int | None = None):
+        """One document: routed ids are the tree's own node ids."""
+        ids = sorted(tree.graph.nodes)
+        assert ids == list(range(len(ids))), "tree ids must be 0..n-1"
+        nodes = [tree.node(i) for i in ids]
+        return cls(parent=[n.parent for n in nodes],
+                   children=[[c.id for c in tree.children(i)] for i in ids],
+                   depth=[n.depth for n in nodes],
+                   title=[n.title or preview(n.text) for n in nodes],
+                   pages=[(n.page_start, n.page_end) for n in nodes],
+                   origin=[(doc_id, i) for i in ids],
+                   memories=torch.stack([memories[i] for i in ids]).float())
+
+    @classmethod
+    def from_library(cls, docs: dict[int, tuple[Tree, dict[int, torch.Tensor]]]):
+        """A virtual root (id 0) over each document's root: H2MT's library-wide hierarchy."""
+        if len(docs) == 1:
+            (doc_id, (tree, mem)), = docs.items()
+            return cls.from_tree(tree, mem, doc_id)
+        d = next(iter(docs.values()))[1][0].shape[0]
+        parent: list[int | None] = [None]
+        children: list[list[int]] = [[]]
+        depth, title, pages = [0], ["Library"], [(None, None)]
+        origin: list[tuple[int | None, int]] = [(None, -1)]
+        rows = [torch.zeros(d)]
+        for doc_id, (tree, mem) in docs.items():
+            offset = len(parent)
+            children[0].append(offset)
+            for i in sorted(tree.graph.nodes):
+                n = tree.node(i)
+                parent.append(0 if n.parent is None else n.parent + offset)
+                children.append([c.id + offset for c in tree.children(i)])
+                depth.append(n.depth + 1)
+                title.append(n.title or preview(n.text))
+                pages.append((n.page_start, n.page_end))
+                origin.append((doc_id, i))
+                rows.append(mem[i].float())
+        return cls(parent, children, depth, title, pages, origin, torch.stack(rows))
+
+
+@dataclass
+class RouteNode:
+    """One node of the routed tree as the trace records it."""
+
+    id: int
+    parent: int | None
+    doc_id: int | None
+    node_id: int
+    title: str
+    depth: int
+    page_start: int | None
+    page_end: int | None
+    score: float | None = None  # s(u|q); None when never scored
+    prob: float | None = None  # softmax(s/temperature) among its siblings
+    status: str = UNVISITED  # root | selected | pruned | unvisited
+    visit: int | None = None  # order in which it was scored
+
+
+class Route:
+    """The trace of one routing: who was scored, with what score, and what was kept.
+
+    Routing itself only touches the scored nodes; the per-node records of the whole tree
+    (``nodes``, including never-visited nodes) are built on first access, for the trace and
+    the UI, so their cost is not routing time.
+    """
+
+    def __init__(self, tree: "RoutingTree", scores: dict[int, float], probs: dict[int, float],
+                 visits: dict[int, int], selected: list[int], *, k: int, max_depth: int | None,
+                 budget: int | None, temperature: float, stop_reason: str, route_ms: float = 0.0):
+        self.tree = tree
+        self.scores, self.probs, self.visits = scores, probs, visits
+        self.selected = selected  # selected ids in the order they were selected (depth by depth)
+        self.k, self.max_depth, self.budget = k, max_depth, budget
+        self.temperature = temperature
+        self.stop_reason = stop_reason  # leaves | depth cap | budget
+        self.route_ms = route_ms  # scoring and selection (excludes the query vector)
+        self.query_ms = 0.0  # the backbone pass for the query vector
+        self._selected_set = set(selected)
+        self._nodes: list[RouteNode] | None = None
+
+    @property
+    def scored(self) -> int:
+        return len(self.scores)
+
+    def status(self, node_id: int) -> str:
+        if node_id == 0:
+            return ROOT_STATUS
+        if node_id not in self.scores:
+            return UNVISITED
+        return SELECTED if node_id in self._selected_set else PRUNED
+
+    @property
+    def nodes(self) -> list[RouteNode]:
+        """Every node of the routed tree, by id, with score, probability, status, visit."""
+        if self._nodes is None:
+            t = self.tree
+            self._nodes = [RouteNode(id=i, parent=t.parent[i], doc_id=t.origin[i][0],
+                                     node_id=t.origin[i][1], title=t.title[i], depth=t.depth[i],
+                                     page_start=t.pages[i][0], page_end=t.pages[i][1],
+                                     score=self.scores.get(i), prob=self.probs.get(i),
+                                     status=self.status(i), visit=self.visits.get(i))
+                           for i in range(len(t))]
+        return self._nodes
+
+    def as_records(self) -> list[dict]:
+        return [asdict(n) for n in self.nodes]
+
+    @classmethod
+    def from_records(cls, records: list[dict], *, k: int = 0, max_depth: int | None = None,
+                     budget: int | None = None, temperature: float = 1.0,
+                     stop_reason: str = "from the query log") -> "Route":
+        """Rebuild a Route from ``as_records()`` output (the query log), without memories."""
+        recs = sorted(records, key=lambda r: r["id"])
+        n = len(recs)
+        children: list[list[int]] = [[] for _ in range(n)]
+        for r in recs:
+            if r["parent"] is not None:
+                children[r["parent"]].append(r["id"])
+        tree = RoutingTree(parent=[r["parent"] for r in recs], children=children,
+                           depth=[r["depth"] for r in recs], title=[r["title"] for r in recs],
+                           pages=[(r.get("page_start"), r.get("page_end")) for r in recs],
+                           origin=[(r.get("doc_id"), r.get("node_id", r["id"])) for r in recs],
+                           memories=torch.zeros(n, 1))
+        scored = [r for r in recs if r.get("score") is not None]
+        selected = sorted((r["id"] for r in recs if r["status"] == SELECTED),
+                          key=lambda i: (recs[i]["depth"], i))
+        return cls(tree, {r["id"]: r["score"] for r in scored},
+                   {r["id"]: r["prob"] for r in scored if r.get("prob") is not None},
+                   {r["id"]: r["visit"] for r in scored if r.get("visit") is not None}, selected,
+                   k=k, max_depth=max_depth, budget=budget, temperature=temperature,
+                   stop_reason=stop_reason)
+
+    def selected_nodes(self) -> list[RouteNode]:
+        return [self.nodes[i] for i in self.selected]
+
+
+@torch.no_grad()
+def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int = 3,
+          max_depth: int | None = None, budget: int | None = None,
+          temperature: float = 1.0) -> Route:
+    """Per-parent top-k routing from the root (H2MT 3.3): S_0 = {r}, S_{l+1} = U_p TopK(C(p))."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    if budget is not None and budget < 1:
+        raise ValueError("the node budget must be at least 1")
+    t0 = time.perf_counter()
+    proj = proj.float()
+    mu = tree.centre
+    qn = normalise(q.float().cpu(), mu)
+    scores: dict[int, float] = {}
+    probs: dict[int, float] = {}
+    visits: dict[int, int] = {}
+    selected: list[int] = []
+    frontier = [0]
+    stop = "leaves"
+    while frontier:
+        depth_next = tree.depth[frontier[0]] + 1
+        if max_depth is not None and depth_next > max_depth:
+            stop = "depth cap"
+            break
+        parents = [p for p in frontier if tree.children[p]]
+        if not parents:
+            break
+        kids = [c for p in parents for c in tree.children[p]]
+        s = proj.score(qn, normalise(tree.memories[kids], mu)).tolist()  # one matmul per level
+        level = dict(zip(kids, s))
+        winners: list[int] = []
+        for p in parents:
+            ch = tree.children[p]
+            sc = torch.tensor([level[c] for c in ch])
+            for c, pr in zip(ch, torch.softmax(sc / temperature, 0).tolist()):
+                probs[c] = pr
+                visits[c] = len(visits)
+            order = sorted(range(len(ch)), key=lambda j: -sc[j].item())
+            winners.extend(ch[j] for j in order[:k])
+        scores.update(level)
+        if budget is not None and len(selected) + len(winners) > budget:
+            winners = sorted(winners, key=lambda c: -level[c])[: budget - len(selected)]
+            stop = "budget"
+        winners.sort()  # document order within the level
+        selected.extend(winners)
+        if stop == "budget":
+            break
+        frontier = winners
+    route_ms = (time.perf_counter() - t0) * 1e3
+    return Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth, budget=budget,
+                 temperature=temperature, stop_reason=stop, route_ms=route_ms)
+
+
+def query_ids(backbone, question: str, fraction: float = 0.5) -> list[int]:
+    """E_q[1:n_q] of H2MT 3.3 as token ids: the first n_q = floor(T * fraction) tokens."""
+    ids = backbone.encode(question.strip())
+    return ids[:max(1, math.floor(len(ids) * fraction))] if ids else []
+
+
+@torch.no_grad()
+def query_vectors(questions: list[str], backbone, parts, fraction: float = 0.5,
+                  batch: int = 64) -> torch.Tensor:
+    """q = h_L([e_write; E_q[1:n_q]; e_read])[last] with n_q = floor(T * fraction) (H2MT 3.3),
+    for many questions in right-padded batches: [len(questions), d] float32 on the CPU."""
+    items = [_Item(i, query_ids(backbone, q, fraction), None) for i, q in enumerate(questions)]
+    out = torch.zeros(len(items), backbone.hidden_size)
+    for j in range(0, len(items), batch):
+        chunk = items[j:j + batch]
+        out[j:j + len(chunk)] = read_out(backbone, parts, chunk).cpu()
+    return out
+
+
+def query_vector(question: str, backbone, parts, fraction: float = 0.5) -> torch.Tensor:
+    """The query vector of one question (see ``query_vectors``): [d]."""
+    return query_vectors([question], backbone, parts, fraction)[0]

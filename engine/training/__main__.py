@@ -1,0 +1,5 @@
+import sys
+
+from engine.training.train import main
+
+sys.exit(main())

@@ -1,0 +1,145 @@
+"""Layout and figures on hand-made routes (no model, no database)."""
+from __future__ import annotations
+
+import json
+
+from app.figures import (figure_summary, manual_figure, marker_id, route_figure, route_rows,
+                         visible_tree)
+from app.layout import tidy_layout
+from engine.answer.modes import Answer, Metrics
+import torch
+
+from engine.routing.router import Route, RoutingTree
+
+
+def make_route(parents: list[int | None], status: dict[int, str], titles: dict[int, str] | None = None,
+               k: int = 2) -> Route:
+    depth = []
+    for p in parents:
+        depth.append(0 if p is None else depth[p] + 1)
+    n = len(parents)
+    tree = RoutingTree(parent=list(parents),
+                       children=[[c for c in range(n) if parents[c] == i] for i in range(n)],
+                       depth=depth, title=[(titles or {}).get(i, f"Section {i}") for i in range(n)],
+                       pages=[(i + 1, i + 2) for i in range(n)], origin=[(1, i) for i in range(n)],
+                       memories=torch.zeros(n, 4))
+    scored = [i for i in range(n) if status.get(i) in ("selected", "pruned")]
+    selected = [i for i in scored if status[i] == "selected"]
+    return Route(tree, {i: 0.1 * i for i in scored}, {i: 0.5 for i in scored},
+                 {i: i for i in scored}, selected, k=k, max_depth=None, budget=None,
+                 temperature=1.0, stop_reason="leaves")
+
+
+# root 0 -> 1, 2, 3 ; 1 -> 4, 5 ; 2 -> 6, 7 ; 3 -> 8 ; 4 -> 9, 10 ; 6 -> 11 ; 8 -> 12 -> 13
+PARENTS = [None, 0, 0, 0, 1, 1, 2, 2, 3, 4, 4, 6, 8, 12]
+# level 1 scored: 1, 2 selected, 3 pruned; level 2: 4 selected, 5 pruned (children of 1),
+# 6 selected, 7 pruned (children of 2); depth cap stops there: 9, 10, 11 unvisited below
+# selected nodes; 8, 12, 13 unvisited below the pruned 3.
+STATUS = {0: "root", 1: "selected", 2: "selected", 3: "pruned", 4: "selected", 5: "pruned",
+          6: "selected", 7: "pruned"}
+
+
+def test_tidy_layout_orders_leaves_and_centres_parents():
+    children = {0: [1, 2], 1: [3, 4], 2: [5]}
+    pos = tidy_layout(children)
+    assert [pos[i][0] for i in (3, 4, 5)] == [0.0, 1.0, 2.0]
+    assert pos[1] == (0.5, -1.0)
+    assert pos[2] == (2.0, -1.0)
+    assert pos[0] == (1.25, 0.0)
+    assert pos[3][1] == -2.0
+
+
+def test_tidy_layout_deep_chain_has_no_recursion_limit():
+    n = 5000
+    children = {i: [i + 1] for i in range(n - 1)}
+    pos = tidy_layout(children)
+    assert len(pos) == n and pos[n - 1] == (0.0, -(n - 1.0))
+
+
+def test_visible_tree_collapses_each_unvisited_subtree_into_one_marker():
+    route = make_route(PARENTS, STATUS)
+    vt = visible_tree(route)
+    assert sorted(vt.visible) == sorted(STATUS)
+    assert vt.collapsed == {marker_id(3): (3, 3), marker_id(4): (4, 2), marker_id(6): (6, 1)}
+    assert vt.children[3] == [marker_id(3)]
+
+
+def test_route_figure_counts_by_status():
+    route = make_route(PARENTS, STATUS)
+    fig = route_figure(route)
+    s = figure_summary(fig)
+    assert s["nodes"] == {"root": 1, "selected": 4, "pruned": 3}
+    assert s["collapsed_markers"] == 3
+    assert sorted(s["collapsed_counts"]) == [1, 2, 3]
+    assert s["represented_nodes"] == s["total_nodes"] == len(PARENTS)
+    assert s["colorbar"] is True
+    # the JSON round trip gives the same summary (what the browser receives)
+    assert figure_summary(json.loads(fig.to_json())) == s
+
+
+def test_collapsed_marker_labels_show_counts():
+    fig = route_figure(make_route(PARENTS, STATUS))
+    (tr,) = [t for t in fig.data if (t.meta or {}).get("status") == "collapsed"]
+    assert sorted(tr.text) == ["+1", "+2", "+3"]
+
+
+def test_selected_path_bold_and_pruned_dashed():
+    fig = route_figure(make_route(PARENTS, STATUS))
+    edges = {t.name: t for t in fig.data if (t.meta or {}).get("kind") == "edges"}
+    assert edges["selected path"].line.width > edges["edges: pruned"].line.width
+    assert edges["edges: pruned"].line.dash == "dash"
+    # 4 selected edges, 3 pruned edges, 3 collapsed edges (x0, x1, None per edge)
+    assert len(edges["selected path"].x) == 3 * 4
+    assert len(edges["edges: pruned"].x) == 3 * 3
+    assert len(edges["edges: collapsed"].x) == 3 * 3
+
+
+def test_titles_are_escaped_in_hover_and_labels():
+    evil = '<script>alert("x")</script> & <b>bold</b>'
+    route = make_route(PARENTS, STATUS, titles={1: evil, 3: evil, 0: evil})
+    fig = route_figure(route)
+    text = fig.to_json()
+    assert "<script>" not in text and "<b>bold" not in text
+    assert "&lt;script&gt;" in text
+    icicle = manual_figure(route).to_json()
+    assert "<script>" not in icicle and "&lt;script&gt;" in icicle
+
+
+def test_gate_loops_on_selected_nodes():
+    route = make_route(PARENTS, STATUS)
+    answer = Answer(text="", mode="memory", cited=[], gate={4: [1, 0, 2], 6: [0, 0, 0]},
+                    metrics=Metrics(), route=route)
+    fig = route_figure(route, answer)
+    (sel,) = [t for t in fig.data if (t.meta or {}).get("status") == "selected"]
+    idx = [row[0] for row in sel.customdata].index(4)
+    assert "⟳3" in sel.text[idx]
+    assert "L0: 1, L1: 0, L2: 2" in sel.hovertext[idx]
+    assert sel.marker.size[idx] > sel.marker.size[[row[0] for row in sel.customdata].index(1)]
+
+
+def test_manual_icicle_has_every_node_and_a_colorbar():
+    route = make_route(PARENTS, STATUS)
+    fig = manual_figure(route)
+    ice = fig.data[0]
+    assert len(ice.ids) == len(PARENTS)
+    assert any(t.marker.showscale for t in fig.data[1:])
+
+
+def test_route_rows_selected_first():
+    rows = route_rows(make_route(PARENTS, STATUS))
+    statuses = [r[0] for r in rows]
+    assert statuses == ["root"] + ["selected"] * 4 + ["pruned"] * 3
+
+
+def test_large_tree_draws_only_scored_nodes():
+    # 1 root, 20 chapters, 40 leaves under each: 821 nodes; 3 chapters selected, 17 pruned
+    parents: list[int | None] = [None] + [0] * 20
+    for ch in range(1, 21):
+        parents += [ch] * 40
+    status = {0: "root", **{i: "pruned" for i in range(1, 21)}}
+    status.update({1: "selected", 5: "selected", 9: "selected"})
+    route = make_route(parents, status, k=3)
+    s = figure_summary(route_figure(route))
+    assert s["drawn_nodes"] == 21
+    assert s["collapsed_markers"] == 20 and set(s["collapsed_counts"]) == {40}
+    assert s["represented_nodes"] == len(parents) == 821

@@ -1,0 +1,377 @@
+"""Storage: trees and memories round-trip exactly, one transaction per write, fingerprints rule.
+
+Every library test runs on a temporary SQLite file, and also on PostgreSQL when
+H2MT_TEST_PG_URL names a throwaway database (its tables are dropped before and after each test).
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import replace
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy.exc import IntegrityError
+
+import storage.library as library_module
+from engine.document.tree import Tree, TreeAssembler
+from storage import (DocumentMeta, DocumentNotFound, DuplicateDocument, Library, MissingMemories,
+                     StaleMemories)
+from storage.blobs import decode_vector, encode_vector
+from storage.models import Base, DocumentRow, MemoryRow, NodeRow, QueryRow
+
+PG_URL = os.environ.get("H2MT_TEST_PG_URL")
+DIM = 8
+
+
+@pytest.fixture(params=[
+    "sqlite",
+    pytest.param("postgresql", marks=pytest.mark.skipif(
+        not PG_URL, reason="set H2MT_TEST_PG_URL to a throwaway PostgreSQL database to run")),
+])
+def library(request, tmp_path):
+    if request.param == "sqlite":
+        lib = Library(f"sqlite:///{tmp_path / 'nested' / 'library.sqlite3'}")
+        yield lib
+        lib.close()
+        return
+    lib = Library(PG_URL)
+    Base.metadata.drop_all(lib.engine)
+    Base.metadata.create_all(lib.engine)
+    yield lib
+    Base.metadata.drop_all(lib.engine)
+    lib.close()
+
+
+def sample_tree(title: str = "Pump manual") -> Tree:
+    """A small tree with every Node field exercised (pages, refs, kinds, unicode, None values)."""
+    asm = TreeAssembler("outline", title, pages=12, root_text="Front matter.")
+    intro = asm.add(0, title="1 Introduction", text="Read this first.", page_start=1, page_end=2)
+    asm.add(intro, title="", text="Safety: wear gloves — always.", page_start=1, page_end=1,
+            kind="paragraph")
+    asm.add(intro, title="1.1 Scope", text="", page_start=2, page_end=2)
+    ops = asm.add(0, title="2 Opération", text="Überblick ✓", page_start=3, page_end=12)
+    start = asm.add(ops, title="2.1 Start", text="Press the green button.\n\nWait.",
+                    page_start=3, page_end=4, ref="chunk-17")
+    asm.add(start, title="", text="x" * 5000, kind="chunk")
+    asm.add(0, title="Appendix", text="No pages here.", kind="front")
+    tree = asm.finish()
+    for nid in tree.graph.nodes:  # token counts normally come from split_long_nodes
+        node = tree.node(nid)
+        tree.graph.nodes[nid]["node"] = replace(node, tokens=3 * nid + 1)
+    tree.validate()
+    return tree
+
+
+def meta_for(tree: Tree, sha: str = "a" * 64) -> DocumentMeta:
+    return DocumentMeta(title=tree.title, file_name="manual.pdf", sha256=sha, pages=tree.pages,
+                        tree_ms=12.5, memory_ms=40.25)
+
+
+def memories_for(tree: Tree, seed: int = 0, dtype: torch.dtype = torch.float32):
+    gen = torch.Generator().manual_seed(seed)
+    return {nid: torch.randn(DIM, generator=gen).to(dtype) for nid in tree.graph.nodes}
+
+
+def row_counts(lib: Library) -> dict[str, int]:
+    with lib.engine.connect() as conn:
+        return {t.__tablename__: conn.scalar(select(func.count()).select_from(t))
+                for t in (DocumentRow, NodeRow, MemoryRow, QueryRow)}
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's raw bit pattern, so NaNs compare equal to themselves."""
+    return t.view({4: torch.int32, 2: torch.int16, 8: torch.int64}[t.element_size()])
+
+
+def assert_bit_equal(a: torch.Tensor, b: torch.Tensor) -> None:
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert torch.equal(bits(a), bits(b))
+    if not torch.isnan(a.float()).any():
+        assert torch.equal(a, b)
+
+
+# -- trees --------------------------------------------------------------------------------------
+
+def test_tree_round_trip_keeps_every_node_field(library):
+    tree = sample_tree()
+    doc_id = library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+    loaded = library.get_tree(doc_id)
+    assert (loaded.source, loaded.title, loaded.pages) == (tree.source, tree.title, tree.pages)
+    assert list(loaded.preorder()) == list(tree.preorder())  # Node equality: every field
+    assert list(loaded.graph.nodes) == list(tree.graph.nodes)
+    assert list(loaded.graph.edges) == list(tree.graph.edges)
+    assert loaded.outline() == tree.outline()
+
+
+# -- memories -----------------------------------------------------------------------------------
+
+_BIT_DTYPES = [(torch.float32, torch.int32, 32), (torch.float16, torch.int16, 16),
+               (torch.bfloat16, torch.int16, 16), (torch.float64, torch.int64, 64)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), which=st.sampled_from(_BIT_DTYPES), dim=st.integers(1, 300))
+def test_blob_round_trip_is_bit_exact_for_any_bit_pattern(data, which, dim):
+    dtype, int_dtype, width = which
+    patterns = data.draw(st.lists(st.integers(-(2 ** (width - 1)), 2 ** (width - 1) - 1),
+                                  min_size=dim, max_size=dim))
+    vector = torch.tensor(patterns, dtype=int_dtype).view(dtype)  # NaNs, infs, -0.0, subnormals
+    enc = encode_vector(vector)
+    assert enc.dim == dim and len(enc.blob) == dim * vector.element_size()
+    assert_bit_equal(decode_vector(enc.dtype, enc.dim, enc.blob), vector)
+
+
+def test_blob_bytes_are_little_endian():
+    enc = encode_vector(torch.tensor([1.0], dtype=torch.float32))
+    assert enc.blob == b"\x00\x00\x80\x3f" and enc.dtype == "float32"
+    enc = encode_vector(torch.tensor([1.0], dtype=torch.bfloat16))
+    assert enc.blob == b"\x80\x3f" and enc.dtype == "bfloat16"
+
+
+def test_blob_encoding_rejects_what_is_not_a_vector():
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        encode_vector([1.0, 2.0])
+    with pytest.raises(ValueError, match="1-D"):
+        encode_vector(torch.zeros(2, 3))
+    with pytest.raises(TypeError, match="dtype"):
+        encode_vector(torch.zeros(3, dtype=torch.int32))
+
+
+def test_blob_decoding_rejects_wrong_length():
+    with pytest.raises(ValueError, match="bytes"):
+        decode_vector("float32", 4, b"\x00" * 15)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_memories_round_trip_bit_exact(library, dtype):
+    tree = sample_tree()
+    memories = memories_for(tree, seed=3, dtype=dtype)
+    special = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1e-40, -1.5,
+                            3.0e4]).to(dtype)
+    memories[2] = special
+    grad = torch.randn(DIM, requires_grad=True)
+    memories[3] = (grad * 2).to(dtype)  # part of a graph: must be detached, not rejected
+    doc_id = library.add_document(meta_for(tree), tree, memories, "fp-A")
+    loaded = library.get_memories(doc_id, "fp-A")
+    assert sorted(loaded) == sorted(memories)
+    for nid, vector in memories.items():
+        assert_bit_equal(loaded[nid], vector.detach())
+        assert loaded[nid].device.type == "cpu" and not loaded[nid].requires_grad
+
+
+def test_memories_of_another_fingerprint_are_never_returned(library):
+    tree = sample_tree()
+    mem_a, mem_b = memories_for(tree, seed=1), memories_for(tree, seed=2)
+    doc_id = library.add_document(meta_for(tree), tree, mem_a, "fp-A")
+
+    with pytest.raises(StaleMemories) as err:
+        library.get_memories(doc_id, "fp-B")
+    assert "fp-A" in str(err.value) and "fp-B" in str(err.value)
+    assert err.value.stored == ("fp-A",) and err.value.fingerprint == "fp-B"
+
+    library.put_memories(doc_id, mem_b, "fp-B", memory_ms=7.0)
+    assert library.memory_fingerprints(doc_id) == ("fp-A", "fp-B")
+    assert library.get_document(doc_id).memory_ms == 7.0
+    got_a, got_b = library.get_memories(doc_id, "fp-A"), library.get_memories(doc_id, "fp-B")
+    for nid in tree.graph.nodes:
+        assert torch.equal(got_a[nid], mem_a[nid]) and torch.equal(got_b[nid], mem_b[nid])
+
+    # Replacing under the same fingerprint overwrites it.
+    library.put_memories(doc_id, mem_a, "fp-B")
+    assert all(torch.equal(v, mem_a[k]) for k, v in library.get_memories(doc_id, "fp-B").items())
+
+    assert library.prune_memories(doc_id, keep_fingerprint="fp-B") == len(tree)
+    with pytest.raises(StaleMemories, match="fp-B"):
+        library.get_memories(doc_id, "fp-A")
+    library.prune_memories(doc_id, keep_fingerprint="fp-C")
+    with pytest.raises(MissingMemories) as err:
+        library.get_memories(doc_id, "fp-B")
+    assert not isinstance(err.value, StaleMemories) and "fp-B" in str(err.value)
+
+
+def test_incomplete_memory_set_is_refused(library):
+    tree = sample_tree()
+    doc_id = library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+    with library.engine.begin() as conn:
+        conn.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id, MemoryRow.node_id == 4))
+    with pytest.raises(MissingMemories, match=f"{len(tree) - 1} of its {len(tree)}"):
+        library.get_memories(doc_id, "fp-A")
+
+
+# -- documents ----------------------------------------------------------------------------------
+
+def test_sha256_is_recognised(library):
+    tree = sample_tree()
+    assert library.find_by_sha256("a" * 64) is None
+    doc_id = library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+    assert library.find_by_sha256("a" * 64) == doc_id
+    with pytest.raises(DuplicateDocument) as err:
+        library.add_document(meta_for(tree), tree, memories_for(tree), "fp-B")
+    assert err.value.existing_id == doc_id and "already stored" in str(err.value)
+    assert row_counts(library)["documents"] == 1
+    assert library.memory_fingerprints(doc_id) == ("fp-A",)
+
+
+def test_list_and_get_documents(library):
+    tree_a, tree_b = sample_tree("A"), sample_tree("B")
+    id_a = library.add_document(meta_for(tree_a, "a" * 64), tree_a, memories_for(tree_a), "fp-1")
+    id_b = library.add_document(meta_for(tree_b, "b" * 64), tree_b, memories_for(tree_b), "fp-2")
+    docs = library.list_documents()
+    assert [d.id for d in docs] == [id_a, id_b]
+    a = docs[0]
+    assert (a.title, a.file_name, a.sha256, a.pages, a.tree_source) == (
+        "A", "manual.pdf", "a" * 64, 12, "outline")
+    assert (a.n_nodes, a.depth, a.tokens) == (len(tree_a), tree_a.depth,
+                                              sum(n.tokens for n in tree_a.preorder()))
+    assert (a.tree_ms, a.memory_ms, a.status) == (12.5, 40.25, "ready")
+    assert a.created_at.tzinfo is not None and a.created_at.utcoffset().total_seconds() == 0
+    assert a.fingerprints == ("fp-1",) and docs[1].fingerprints == ("fp-2",)
+    assert library.get_document(id_b) == docs[1]
+    with pytest.raises(DocumentNotFound):
+        library.get_document(id_b + 100)
+
+
+def test_delete_document_removes_nodes_and_memories(library):
+    tree = sample_tree()
+    keep = library.add_document(meta_for(tree, "k" * 64), tree, memories_for(tree), "fp-A")
+    gone = library.add_document(meta_for(tree, "g" * 64), tree, memories_for(tree), "fp-A")
+    library.put_memories(gone, memories_for(tree, seed=9), "fp-B")
+    query_id = library.log_query("how?", "tree", "like so", doc_id=gone)
+
+    library.delete_document(gone)
+    assert row_counts(library) == {"documents": 1, "nodes": len(tree), "memories": len(tree),
+                                   "queries": 1}
+    assert [d.id for d in library.list_documents()] == [keep]
+    assert library.list_queries()[0].id == query_id and library.list_queries()[0].doc_id is None
+    for call in (library.get_tree, library.get_document, library.delete_document,
+                 lambda d: library.get_memories(d, "fp-A")):
+        with pytest.raises(DocumentNotFound):
+            call(gone)
+    assert library.find_by_sha256("g" * 64) is None
+    assert len(library.get_memories(keep, "fp-A")) == len(tree)
+
+
+def test_database_cascades_document_deletes(library):
+    """The schema itself cascades (foreign keys are enforced on SQLite too)."""
+    tree = sample_tree()
+    doc_id = library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+    with library.engine.begin() as conn:
+        conn.execute(delete(DocumentRow).where(DocumentRow.id == doc_id))
+    assert row_counts(library) == {"documents": 0, "nodes": 0, "memories": 0, "queries": 0}
+
+
+def test_memory_rows_need_their_node(library):
+    tree = sample_tree()
+    doc_id = library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+    with pytest.raises(IntegrityError):
+        with library.engine.begin() as conn:
+            conn.execute(insert(MemoryRow).values(doc_id=doc_id, node_id=999, fingerprint="fp-A",
+                                                  dtype="float32", dim=1, blob=b"\0\0\0\0"))
+
+
+# -- one transaction per write ------------------------------------------------------------------
+
+def test_failed_memory_write_leaves_nothing(library, monkeypatch):
+    """A failure after the document, its nodes and some memory rows were sent rolls all back."""
+    tree = sample_tree()
+    monkeypatch.setattr(library_module, "MEMORY_INSERT_BATCH", 2)
+    real_encode = library_module.encode_vector
+    calls = []
+
+    def failing_encode(vector):
+        calls.append(1)
+        if len(calls) == 5:  # two batches of memory rows are already inserted by now
+            raise RuntimeError("disk full")
+        return real_encode(vector)
+
+    monkeypatch.setattr(library_module, "encode_vector", failing_encode)
+    with pytest.raises(RuntimeError, match="disk full"):
+        library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+    assert row_counts(library) == {"documents": 0, "nodes": 0, "memories": 0, "queries": 0}
+    assert library.find_by_sha256("a" * 64) is None
+
+
+@pytest.mark.parametrize("bad_value, error", [("not a tensor", TypeError),
+                                              (torch.zeros(2, DIM), ValueError)])
+def test_bad_memory_value_leaves_nothing(library, bad_value, error):
+    tree = sample_tree()
+    memories = memories_for(tree)
+    last = max(memories)
+    memories[last] = bad_value  # encoded last, after the document and nodes rows were sent
+    with pytest.raises(error):
+        library.add_document(meta_for(tree), tree, memories, "fp-A")
+    assert row_counts(library) == {"documents": 0, "nodes": 0, "memories": 0, "queries": 0}
+
+
+def test_memories_must_match_the_tree(library):
+    tree = sample_tree()
+    extra = memories_for(tree) | {999: torch.zeros(DIM)}
+    with pytest.raises(ValueError, match="999"):
+        library.add_document(meta_for(tree), tree, extra, "fp-A")
+    missing = memories_for(tree)
+    del missing[3]
+    with pytest.raises(ValueError, match=r"missing ids \[3\]"):
+        library.add_document(meta_for(tree), tree, missing, "fp-A")
+    assert row_counts(library)["documents"] == 0
+
+
+def test_failed_put_memories_keeps_the_previous_ones(library):
+    tree = sample_tree()
+    old = memories_for(tree, seed=1)
+    doc_id = library.add_document(meta_for(tree), tree, old, "fp-A")
+    new = memories_for(tree, seed=2)
+    new[max(new)] = "not a tensor"
+    with pytest.raises(TypeError):
+        library.put_memories(doc_id, new, "fp-A")  # would replace fp-A's rows
+    got = library.get_memories(doc_id, "fp-A")
+    assert all(torch.equal(got[nid], old[nid]) for nid in tree.graph.nodes)
+    with pytest.raises(DocumentNotFound):
+        library.put_memories(doc_id + 1, old, "fp-A")
+
+
+# -- query log and setup ------------------------------------------------------------------------
+
+def test_query_log(library):
+    tree = sample_tree()
+    doc_id = library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+    q1 = library.log_query("Where is the fuse?", "tree", "Page 4.", doc_id=doc_id,
+                           settings={"aggregation": "mean", "k": 3}, route=[0, 4, 5],
+                           metrics={"latency_ms": 12.0})
+    q2 = library.log_query("Anything?", "flat")
+    records = library.list_queries()
+    assert [r.id for r in records] == [q1, q2]
+    first = records[0]
+    assert (first.doc_id, first.question, first.mode, first.answer) == (
+        doc_id, "Where is the fuse?", "tree", "Page 4.")
+    assert first.settings == {"aggregation": "mean", "k": 3} and first.route == [0, 4, 5]
+    assert first.metrics == {"latency_ms": 12.0}
+    assert first.created_at.tzinfo is not None
+    assert records[1].settings is None and records[1].route is None and records[1].doc_id is None
+    assert [r.id for r in library.list_queries(doc_id)] == [q1]
+
+
+def test_sqlite_file_setup_and_reopen(tmp_path):
+    path = tmp_path / "deep" / "er" / "lib.sqlite3"
+    tree = sample_tree()
+    with Library(f"sqlite:///{path}") as lib:
+        doc_id = lib.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+        with lib.engine.connect() as conn:
+            assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+            assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+            assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 30000
+    assert path.exists()
+    with sqlite3.connect(path) as raw:
+        assert {"documents", "nodes", "memories", "queries"} <= {
+            r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    with Library(f"sqlite:///{path}") as again:
+        assert list(again.get_tree(doc_id).preorder()) == list(tree.preorder())
+
+
+def test_in_memory_sqlite_works():
+    tree = sample_tree()
+    with Library("sqlite://") as lib:
+        doc_id = lib.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+        assert len(lib.get_memories(doc_id, "fp-A")) == len(tree)

@@ -1,0 +1,97 @@
+"""The engine's import graph: no circles between its modules or its packages, and no imports of
+the UI (``app``) or the benches (``bench``). Read from the source with ``ast``, so a lazy import
+inside a function counts as much as one at the top of a module."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+REPO = Path(__file__).resolve().parents[1]
+ENGINE = REPO / "engine"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """Every module ``path`` imports; ``from pkg import sub`` counts as importing ``pkg.sub``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                found.add(sub if sub in known else node.module)
+    return found
+
+
+def engine_graph() -> tuple[nx.DiGraph, dict[str, set[str]]]:
+    files = sorted(ENGINE.rglob("*.py"))
+    known = {module_name(f) for f in files}
+    graph = nx.DiGraph()
+    outside: dict[str, set[str]] = {}
+    for f in files:
+        name = module_name(f)
+        graph.add_node(name)
+        for dep in imported_modules(f, known):
+            if dep in known and dep != name:
+                graph.add_edge(name, dep)
+            elif dep.split(".")[0] != "engine":
+                outside.setdefault(name, set()).add(dep)
+    return graph, outside
+
+
+def package_of(module: str) -> str:
+    """engine.routing.router -> engine.routing; a top-level module is its own unit."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_no_import_circle_between_engine_modules():
+    graph, _ = engine_graph()
+    assert len(graph) > 20  # the walk found the engine
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, f"import circles inside engine/: {cycles}"
+
+
+def test_no_import_circle_between_engine_packages():
+    graph, _ = engine_graph()
+    packages = nx.DiGraph()
+    for a, b in graph.edges:
+        pa, pb = package_of(a), package_of(b)
+        if pa != pb and not (pa == "engine" or pb == "engine"):
+            packages.add_edge(pa, pb)
+    assert {"engine.document", "engine.memory", "engine.routing"} <= set(packages.nodes)
+    cycles = list(nx.simple_cycles(packages))
+    assert not cycles, f"import circles between engine packages: {cycles}"
+
+
+def test_engine_never_imports_app_or_bench():
+    _, outside = engine_graph()
+    bad = {m: sorted(d for d in deps if d.split(".")[0] in {"app", "bench", "gradio", "plotly"})
+           for m, deps in outside.items()}
+    bad = {m: d for m, d in bad.items() if d}
+    assert not bad, f"engine imports the UI or the benches: {bad}"
+
+
+def test_engine_top_level_is_a_handful_of_modules():
+    top = sorted(p.stem for p in ENGINE.glob("*.py") if p.stem not in {"__init__", "__main__"})
+    packages = sorted(p.name for p in ENGINE.iterdir() if (p / "__init__.py").exists())
+    assert len(top) <= 6, top
+    assert len(packages) >= 4, packages
+
+
+def test_the_check_finds_a_circle(tmp_path):
+    """The circle check itself can fail: two modules that import each other are reported."""
+    (tmp_path / "a.py").write_text("from b import x\n")
+    (tmp_path / "b.py").write_text("import a\n")
+    graph = nx.DiGraph()
+    for f in tmp_path.glob("*.py"):
+        for dep in imported_modules(f, {"a", "b"}):
+            graph.add_edge(f.stem, dep)
+    assert list(nx.simple_cycles(graph))
