@@ -7,11 +7,21 @@ app/layout.py. The engine never imports anything from here.
 Node selection: gr.Plot has no click events, so every view that shows nodes also shows them in
 a table (gr.Dataframe); selecting a row opens that node's text and pages.
 
-Model use: indexing and answers of every mode share the one backbone and run side by side. The
-ArcAligner's slot context is thread-local and its attachment reference-counted (engine/aligner.py),
-so an answer that arms memory slots cannot leak them into a concurrent forward of the writer or of
-another answer. Queues: indexing has its own queue (one file at a time), answers theirs (a few at
-a time), so a long ingest never holds questions back.
+Indexing in two phases (engine/ingest.py): an upload runs phase one only (tree and routing
+evidence, stored in one transaction), so the manual can be asked in text and route modes as soon
+as the upload returns. Phase two (the node memories) runs in the background: one MemoryWriter
+thread per app takes documents from a queue, one at a time, so no document ever has two writers
+here. The library shows "memories n/N" while a document waits or is written (a gr.Timer polls
+the library's one-COUNT progress every few seconds) and "ready" once done. At start, documents
+whose memories are incomplete under the runtime's fingerprint are queued again: an interrupted
+write resumes where it stopped. Memory mode (and the memory router) on a document still being
+written says so in a notice and leaves the other outputs as they were.
+
+Model use: indexing, the background memory writer and answers of every mode share the one
+backbone and run side by side. The ArcAligner's slot context is thread-local and its attachment
+reference-counted (engine/aligner.py), so an answer that arms memory slots cannot leak them into
+a concurrent forward of the writer or of another answer. Queues: indexing has its own queue (one
+file at a time), answers theirs (a few at a time), so a long ingest never holds questions back.
 
 Bad input: every file is checked (app/uploads.py, the engine's limits from Settings) and then
 built by the engine; whatever is wrong with it comes back as one line in the indexing status, and
@@ -21,19 +31,24 @@ from __future__ import annotations
 
 import html
 import logging
+import queue
 import re
+import threading
 from pathlib import Path
 
 import gradio as gr
 import plotly.graph_objects as go
 
-from app.figures import (ROUTE_COLUMNS, figure_summary, manual_figure, pages_label,
-                         route_figure, route_rows)
+from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, agreement_rows,
+                         agreement_summary, figure_summary, manual_figure, pages_label,
+                         route_figure, route_rows, router_agreement)
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from engine.memory.aggregate import POLICIES
 from engine.answer.modes import MODES
 from engine.ask import AskError, AskOptions, ask
-from engine.ingest import ingest_file
+from engine.ingest import ingest_file, write_document_memories
+from engine.routing.channels import LABELS
+from engine.routing.fused import ROUTERS
 from engine.routing.router import Route
 from engine.runtime import Runtime
 from engine.document.tree import DocumentError
@@ -42,9 +57,10 @@ from storage.errors import DocumentNotFound, MissingMemories, StaleMemories, Sto
 log = logging.getLogger(__name__)
 
 ANSWER_CONCURRENCY = 2  # answers generated at once (indexing has its own queue of one)
+MEMORY_POLL_S = 3.0  # how often the page asks how far the background memory writer is
 
-LIBRARY_COLUMNS = ["id", "title", "file", "pages", "nodes", "depth", "tree source", "ingest s",
-                   "added (UTC)"]
+LIBRARY_COLUMNS = ["id", "title", "file", "pages", "nodes", "depth", "tree source", "memories",
+                   "ingest s", "added (UTC)"]
 OUTLINE_COLUMNS = ["node", "title", "pages", "tokens", "kind"]
 CITED_COLUMNS = ["#", "title", "pages", "doc", "node"]
 HISTORY_COLUMNS = ["query", "asked (UTC)", "mode", "question", "answer", "TTFT ms", "selected"]
@@ -56,6 +72,12 @@ MODE_HELP = {
     "flat": "baseline: fixed-length segments, one memory each, no tree",
     "route": "routing only: show the tree, generate nothing",
 }
+ROUTER_LABELS = {"fused": "fused (all evidence combined)", "memory": f"{LABELS['memory']} alone",
+                 "lexical": f"{LABELS['lexical']} alone", "dense": f"{LABELS['dense']} alone"}
+ROUTER_CHOICES = [(ROUTER_LABELS.get(r, r), r) for r in ROUTERS]
+READY = "ready"
+# The first words of the engine's AskError when a document's memories are still being written.
+PENDING_PREFIX = "memories are being written"
 
 
 def gpu(fn):
@@ -106,11 +128,141 @@ def _doc_arg(doc) -> int | str:
         raise gr.Error(f"not a manual id: {doc!r}") from None
 
 
+class MemoriesPending(Exception):
+    """The request needs memories that are still being written (the engine's one-line message)."""
+
+
+class _Cancelled(Exception):
+    """Raised inside the memory writer's progress callback to stop writing a deleted document."""
+
+
+class MemoryWriter:
+    """Phase two of ingest in the background: one daemon thread takes document ids from a queue
+    and writes their node memories (``write_document_memories``: resumable, one tree height
+    stored at a time), one document at a time. A document is queued at most once; ``cancel``
+    stops the write of a document that is about to be deleted (checked between batches)."""
+
+    def __init__(self, rt: Runtime, write=write_document_memories):
+        self.rt = rt
+        self._write = write
+        self._queue: queue.Queue[int] = queue.Queue()
+        self._cond = threading.Condition()
+        self._waiting: set[int] = set()  # queued, not started
+        self._current: int | None = None
+        self._live: tuple[int, int] | None = None  # (done, total) of the current document
+        self._cancel: int | None = None
+        self._failed: dict[int, str] = {}
+        self._thread: threading.Thread | None = None
+
+    def submit(self, doc_id: int) -> bool:
+        """Queue ``doc_id`` unless it is already waiting or being written; True if queued."""
+        with self._cond:
+            if doc_id in self._waiting or doc_id == self._current:
+                return False
+            self._waiting.add(doc_id)
+            self._failed.pop(doc_id, None)
+            self._queue.put(doc_id)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="memory-writer",
+                                                daemon=True)
+                self._thread.start()
+            return True
+
+    def resume_incomplete(self) -> list[int]:
+        """Queue every document whose memories are incomplete under the runtime's fingerprint
+        (an upload whose phase two was interrupted by a crash or a restart)."""
+        lib, fp = self.rt.library, self.rt.fingerprint
+        queued = []
+        for d in lib.list_documents():
+            try:
+                incomplete = not lib.memory_progress(d.id, fp).complete
+            except DocumentNotFound:
+                continue
+            if incomplete and self.submit(d.id):
+                queued.append(d.id)
+        if queued:
+            log.info("writing the missing memories of %d document(s) in the background: %s",
+                     len(queued), queued)
+        return queued
+
+    def cancel(self, doc_id: int, wait_s: float = 120.0) -> None:
+        """Forget ``doc_id``; if it is being written, stop at the next batch and wait for that."""
+        with self._cond:
+            self._waiting.discard(doc_id)
+            self._failed.pop(doc_id, None)
+            if self._current != doc_id:
+                return
+            self._cancel = doc_id
+            self._cond.wait_for(lambda: self._current != doc_id, timeout=wait_s)
+
+    def state(self, doc_id: int) -> tuple[str, tuple[int, int] | None]:
+        """("writing", (done, total) so far) | ("queued", None) | ("failed", None) | ("", None)."""
+        with self._cond:
+            if self._current == doc_id:
+                return "writing", self._live
+            if doc_id in self._waiting:
+                return "queued", None
+            if doc_id in self._failed:
+                return "failed", None
+            return "", None
+
+    def failure(self, doc_id: int) -> str | None:
+        with self._cond:
+            return self._failed.get(doc_id)
+
+    def busy(self) -> bool:
+        with self._cond:
+            return self._current is not None or bool(self._waiting)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until nothing is queued or being written (True), or ``timeout`` passes."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._current is None and not self._waiting,
+                                       timeout=timeout)
+
+    def _progress(self, done: int, total: int, *, stage: str = "memories") -> None:
+        with self._cond:
+            if self._cancel is not None and self._cancel == self._current:
+                raise _Cancelled()
+            self._live = (done, total)
+
+    def _run(self) -> None:
+        while True:
+            doc_id = self._queue.get()
+            with self._cond:
+                if doc_id not in self._waiting:  # cancelled (deleted) while it waited
+                    continue
+                self._waiting.discard(doc_id)
+                self._current, self._live, self._cancel = doc_id, None, None
+            try:
+                self._write(doc_id, self.rt, self._progress)
+            except (_Cancelled, DocumentNotFound):
+                pass  # deleted meanwhile: nothing left to write
+            except Exception as e:  # noqa: BLE001 - keep the thread alive; the library says it
+                log.exception("writing the memories of document %s failed", doc_id)
+                with self._cond:
+                    self._failed[doc_id] = f"{type(e).__name__}: {e}"[:200]
+            finally:
+                with self._cond:
+                    self._current, self._live, self._cancel = None, None, None
+                    self._cond.notify_all()
+
+
+def memory_writer(rt: Runtime) -> MemoryWriter:
+    """The runtime's one background memory writer (created on first use): two apps built over
+    the same runtime share it, so a document never gets two writers in one process."""
+    writer = rt.cache.get("memory_writer")
+    if writer is None:
+        writer = rt.cache["memory_writer"] = MemoryWriter(rt)
+    return writer
+
+
 def route_from_log(records: list[dict], settings: dict | None) -> Route:
     """A Route rebuilt from the query log (what ask() logged), for history views."""
     s = settings or {}
     return Route.from_records(records, k=int(s.get("k", 0) or 0), max_depth=s.get("max_depth"),
-                              budget=s.get("budget"), temperature=float(s.get("temperature", 1.0)))
+                              budget=s.get("budget"), temperature=float(s.get("temperature", 1.0)),
+                              router=s.get("router") or "memory")  # older logs: memory-routed
 
 
 # -- the app -------------------------------------------------------------------------------------
@@ -135,12 +287,95 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             for key in [k for k in cache if k[0] == doc_id]:
                 cache.pop(key, None)
 
+    # -- background memories -----------------------------------------------------------------
+    writer = memory_writer(rt)
+    complete: set[tuple[int, str]] = set()  # (doc id, sha256): every memory written
+
+    def memory_state(d) -> tuple[bool, str]:
+        """(ready, label) of a listed document's memories under the runtime's fingerprint."""
+        key = (d.id, d.sha256)
+        if key in complete:
+            return True, READY
+        try:
+            p = rt.library.memory_progress(d.id, rt.fingerprint)  # one COUNT query
+        except DocumentNotFound:
+            return False, "deleted"
+        if p.complete:
+            complete.add(key)
+            return True, READY
+        state, live = writer.state(d.id)
+        done = max(p.done, live[0]) if live and live[1] == p.total else p.done
+        label = f"memories {done}/{p.total}"
+        if state == "queued":
+            label += " (queued)"
+        elif state == "failed":
+            label += " (failed: upload the file again)"
+        elif state != "writing":
+            label += " (not being written)"
+        return False, label
+
+    def memory_lines(docs=None) -> tuple[str, dict[int, str]]:
+        """A one-line library status and {doc id: label} of the documents still pending."""
+        docs = rt.library.list_documents() if docs is None else docs
+        pending = {}
+        for d in docs:
+            ready, label = memory_state(d)
+            if not ready:
+                pending[d.id] = label
+        if not pending:
+            return "", pending
+        parts = ", ".join(f"#{i} {lab}" for i, lab in pending.items())
+        return (f"**Memories are being written in the background** ({parts}). These manuals "
+                "can be asked now in text and route modes; memory mode, the flat baseline and "
+                "the memory router wait for their memories."), pending
+
+    def doc_memory_line(doc) -> str:
+        """The Ask tab's line about the chosen manual's memories (empty when they are ready)."""
+        if doc in (None, ""):
+            return ""
+        try:
+            docs = (rt.library.list_documents() if doc == ALL
+                    else [rt.library.get_document(int(doc))])
+        except (DocumentNotFound, TypeError, ValueError):
+            return ""
+        _, pending = memory_lines(docs)
+        if not pending:
+            return ""
+        what = ", ".join(f"#{i} {lab}" for i, lab in pending.items())
+        return (f"Memories are still being written ({what}): ask in text or route mode now "
+                "(fused routing uses words and meaning until they are done); memory mode and "
+                "the memory router wait for them.")
+
+    def pending_unavailable(doc) -> str:
+        """Why the memory router's selection is missing, for the disagreement view."""
+        try:
+            ids = ([d.id for d in rt.library.list_documents()] if doc == ALL else [int(doc)])
+            done = total = 0
+            for i in ids:
+                p = rt.library.memory_progress(i, rt.fingerprint)
+                done, total = done + p.done, total + p.total
+        except (DocumentNotFound, TypeError, ValueError):
+            return "memory router not available"
+        if done < total:
+            return f"memory router not available yet (memories being written {done}/{total})"
+        return "memory router not available for this route"
+
     # -- library ---------------------------------------------------------------------------
     def library_rows() -> list[list]:
         return [[d.id, d.title, d.file_name, d.pages, d.n_nodes, d.depth, d.tree_source,
-                 round((d.tree_ms + d.memory_ms) / 1e3, 1),
+                 memory_state(d)[1], round((d.tree_ms + d.memory_ms) / 1e3, 1),
                  d.created_at.strftime("%Y-%m-%d %H:%M")]
                 for d in rt.library.list_documents()]
+
+    def poll(prev_key, ask_doc_value):
+        """Timer tick: the library rows and memory lines, or nothing when unchanged."""
+        rows = library_rows()
+        lib_line, _ = memory_lines()
+        ask_line = doc_memory_line(ask_doc_value)
+        key = repr((rows, lib_line, ask_line))
+        if key == prev_key:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return rows, lib_line, ask_line, key
 
     def doc_choices(with_all: bool) -> list[tuple[str, str]]:
         docs = rt.library.list_documents()
@@ -170,13 +405,14 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                 messages.append(f"✗ {e}")
                 continue
 
-            def report(done: int, total: int, i=i, name=name) -> None:
+            def report(done: int, total: int, *, stage: str, i=i, name=name) -> None:
                 progress((i + 0.1 + 0.85 * done / max(total, 1)) / n,
-                         desc=f"{name}: memory {done}/{total} nodes")
+                         desc=f"{name}: {stage} {done}/{total} nodes")
 
             progress(i / n, desc=f"{name}: parsing and building the tree")
             try:
-                r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s)
+                r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s,
+                                memories=False)
             except DocumentError as e:
                 msg = str(e)
                 messages.append(f"✗ {msg if msg.startswith(name) else f'{name}: {msg}'}")
@@ -194,10 +430,17 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                 forget(r.doc_id)
             last = str(r.doc_id)
             verb = "already in the library" if r.reused else "indexed"
-            messages.append(
-                f"✓ {name} {verb} as #{r.doc_id}: {r.nodes} nodes ({r.leaves} leaves), depth "
-                f"{r.depth}, {r.pages} pages, tree from {r.source} "
-                f"(tree {r.tree_ms / 1e3:.1f} s, memories {r.memory_ms / 1e3:.1f} s)")
+            line = (f"✓ {name} {verb} as #{r.doc_id}: {r.nodes} nodes ({r.leaves} leaves), "
+                    f"depth {r.depth}, {r.pages} pages, tree from {r.source}")
+            if not r.reused:
+                line += f" (tree {r.tree_ms / 1e3:.1f} s, evidence {r.evidence_ms / 1e3:.1f} s)"
+            if r.memories == "pending":
+                writer.submit(r.doc_id)
+                line += (". Ask it now in text or route mode; its memories are being written "
+                         "in the background (memory mode and the memory router wait for them).")
+            else:
+                line += ". Memories ready: every mode and router can be used."
+            messages.append(line)
         msg = "\n".join(messages) or "No file chosen."
         return (msg, library_rows(), *pickers(last))
 
@@ -248,6 +491,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
     def delete(doc):
         if doc in (None, "", ALL):
             raise gr.Error("Choose a manual to delete.")
+        writer.cancel(int(doc))  # a document is never deleted under its memory writer
         try:
             rt.library.delete_document(int(doc))
         except DocumentNotFound:
@@ -257,17 +501,23 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                 library_rows(), *pickers(None), [], "", "")
 
     # -- ask -------------------------------------------------------------------------------
-    def options(mode, k, max_depth, budget, gate, hier_pos, max_new_tokens) -> AskOptions:
+    def options(mode, k, max_depth, budget, gate, hier_pos, max_new_tokens,
+                router=None) -> AskOptions:
         return AskOptions(mode=mode or "memory", k=int(k or 3), max_depth=_opt_int(max_depth),
                           budget=_opt_int(budget), gate=bool(gate), hier_pos=bool(hier_pos),
-                          max_new_tokens=int(max_new_tokens or 64))
+                          max_new_tokens=int(max_new_tokens or 64),
+                          router=router or settings.router)
 
     @gpu
     def run_ask(doc, question, opts: AskOptions):
+        """The engine's Answer; MemoriesPending when the request needs memories still being
+        written (a notice, not an error); gr.Error for anything else wrong with the request."""
         target = _doc_arg(doc)
         try:
             return ask(rt, target, question, opts)
         except AskError as e:
+            if str(e).startswith(PENDING_PREFIX):
+                raise MemoriesPending(str(e)) from None
             raise gr.Error(str(e)) from None
         except (StaleMemories, MissingMemories):
             raise gr.Error("This manual's memories were written by another model or "
@@ -282,21 +532,32 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                 ("generated tokens", m.generated_tokens), ("peak memory", f"{m.peak_mem_mb:.0f} MB")]
         if a.route is not None:
             rows.insert(1, ("selected nodes", f"{len(a.route.selected)} (stop: {a.route.stop_reason})"))
+            rows.insert(1, ("router", ROUTER_LABELS.get(a.route.router, a.route.router)))
         return "| metric | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
 
     def cited_rows(a) -> list[list]:
         return [[i + 1, c.title or "(untitled)", pages_label(c.page_start, c.page_end), c.doc_id,
                  c.node_id] for i, c in enumerate(a.cited)]
 
-    def figures(a):
+    def figures(a, doc=None):
+        """Routing tree, icicle, route rows, summary JSON and the disagreement view of ``a``."""
         if a.route is None:
             msg = f"The {a.mode} mode does not route: no tree to show."
-            return empty_figure(msg), empty_figure(msg), [], {"mode": a.mode, "route": None}
+            view = {"agreement": f"The {a.mode} mode does not route: nothing to compare.",
+                    "agreement_rows": []}
+            return (empty_figure(msg), empty_figure(msg), [],
+                    {"mode": a.mode, "route": None, "warning": a.warning}, view)
         fig = route_figure(a.route, a)
+        agreement = router_agreement(a.route)
         summary = figure_summary(fig)
-        summary.update(mode=a.mode, selected=list(a.route.selected),
-                       cited=[c.id for c in a.cited])
-        return fig, manual_figure(a.route), route_rows(a.route, a), summary
+        summary.update(mode=a.mode, router=a.route.router, selected=list(a.route.selected),
+                       cited=[c.id for c in a.cited], warning=a.warning,
+                       alternatives={k: list(v) for k, v in a.route.alternatives.items()},
+                       agreement=agreement.counts() if agreement else None)
+        view = {"agreement": agreement_summary(
+                    agreement, "" if agreement else pending_unavailable(doc)),
+                "agreement_rows": agreement_rows(a.route, agreement)}
+        return fig, manual_figure(a.route), route_rows(a.route, a), summary, view
 
     def history_rows(doc) -> list[list]:
         if doc in (None, "", ALL):
@@ -311,14 +572,29 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                          round(m.get("ttft_ms", 0) or 0), sel])
         return rows
 
-    def do_ask(doc, question, mode, k, max_depth, budget, gate, hier_pos, max_new_tokens):
-        a = run_ask(doc, question, options(mode, k, max_depth, budget, gate, hier_pos,
-                                           max_new_tokens))
-        fig, icicle, rows, summary = figures(a)
+    def do_ask(doc, question, mode, k, max_depth, budget, gate, hier_pos, max_new_tokens,
+               router="fused"):
+        opts = options(mode, k, max_depth, budget, gate, hier_pos, max_new_tokens, router)
+        try:
+            a = run_ask(doc, question, opts)
+        except MemoriesPending as e:  # a notice; the last answer and tree stay as they were
+            gr.Warning(str(e))
+            return (*[gr.skip()] * 8, {"notice": str(e)})
+        fig, icicle, rows, summary, view = figures(a, doc)
         text = a.text if a.text else ("(routing only: no answer generated)" if a.mode == "route"
                                       else "(the model generated nothing)")
+        view["notice"] = a.warning or ""
         return (text, metrics_md(a), cited_rows(a), fig, icicle, rows, summary,
-                history_rows(doc))
+                history_rows(doc), view)
+
+    def show_view(view):
+        """The notice line and the disagreement view of the last answer (a State, so that the
+        /ask API keeps its outputs)."""
+        view = view or {}
+        notice = view.get("notice")
+        return (gr.skip() if notice is None else (f"**Note:** {md_text(notice)}" if notice else ""),
+                gr.skip() if "agreement" not in view else view["agreement"],
+                gr.skip() if "agreement_rows" not in view else view["agreement_rows"])
 
     def history_select(doc, evt: gr.SelectData):
         row = evt.row_value or []
@@ -332,14 +608,18 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                    + "\n".join(f"| {k} | {v} |" for k, v in m.items()))
         if not rec.route:
             msg = "This question was answered without routing."
-            return rec.answer, metrics, [], empty_figure(msg), empty_figure(msg), [], {}, rec.question
+            view = {"notice": "", "agreement": msg, "agreement_rows": []}
+            return (rec.answer, metrics, [], empty_figure(msg), empty_figure(msg), [], {},
+                    rec.question, view)
         route = route_from_log(rec.route, rec.settings)
         fig = route_figure(route, None, title=f"Routing tree of query {rec.id} (from the log)")
         sel = [route.nodes[i] for i in route.selected]
         cited = [[j + 1, n.title, pages_label(n.page_start, n.page_end), n.doc_id, n.node_id]
                  for j, n in enumerate(sel)]
+        view = {"notice": "", "agreement": "The other router's selection is not kept in the "
+                "query log: ask again to compare the routers.", "agreement_rows": []}
         return (rec.answer, metrics, cited, fig, manual_figure(route), route_rows(route),
-                figure_summary(fig), rec.question)
+                figure_summary(fig), rec.question, view)
 
     def row_node(evt: gr.SelectData, doc_col: int, node_col: int):
         row = evt.row_value or []
@@ -353,14 +633,23 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
     def route_select(evt: gr.SelectData):
         return row_node(evt, ROUTE_COLUMNS.index("doc"), ROUTE_COLUMNS.index("node"))
 
+    def agreement_select(evt: gr.SelectData):
+        return row_node(evt, AGREEMENT_COLUMNS.index("doc"), AGREEMENT_COLUMNS.index("node"))
+
     # -- compare ---------------------------------------------------------------------------
     def do_compare(doc, question, mode_a, mode_b, k, max_depth, budget, gate, max_new_tokens):
         out = []
         table = []
         for mode in (mode_a, mode_b):
-            a = run_ask(doc, question, options(mode, k, max_depth, budget, gate, False,
-                                               max_new_tokens))
-            fig, _, _, summary = figures(a)
+            try:
+                a = run_ask(doc, question, options(mode, k, max_depth, budget, gate, False,
+                                                   max_new_tokens))
+            except MemoriesPending as e:  # this side waits for memories; the other still runs
+                gr.Warning(str(e))
+                out += [f"({e})", "", empty_figure(f"{mode} mode waits for the memories")]
+                table.append([mode, None, None, None, None, None, 0, 0])
+                continue
+            fig, _, _, summary, _ = figures(a, doc)
             out += [a.text or "(nothing generated)", metrics_md(a), fig]
             m = a.metrics
             table.append([mode, round(m.ttft_ms), round(m.total_ms), m.prefill_tokens,
@@ -383,8 +672,10 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                                 elem_id="upload-files")
                 status = gr.Textbox(label="Indexing", lines=3, interactive=False,
                                     elem_id="index-status")
+                mem_line = gr.Markdown(memory_lines()[0], elem_id="memory-status")
                 lib_table = gr.Dataframe(headers=LIBRARY_COLUMNS, value=library_rows(),
-                                         label="Library", interactive=False, type="array",
+                                         label="Library (memories: ready, or n/N written so far)",
+                                         interactive=False, type="array",
                                          elem_id="library-table")
                 with gr.Row():
                     lib_doc = gr.Dropdown(label="Manual", choices=doc_choices(False),
@@ -413,11 +704,17 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                                           placeholder="e.g. How do I declare an array parameter?",
                                           elem_id="ask-question")
                     ask_btn = gr.Button("Ask", variant="primary", scale=1, elem_id="ask-button")
+                ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
                 with gr.Accordion("Settings", open=True):
                     with gr.Row():
                         mode = gr.Radio(list(MODES), value="memory", label="Mode",
                                         info="; ".join(f"{m}: {h}" for m, h in MODE_HELP.items()),
                                         elem_id="ask-mode")
+                    with gr.Row():
+                        router = gr.Radio(ROUTER_CHOICES, value=settings.router, label="Router",
+                                          info="How sections are scored: all evidence combined, "
+                                               "or one kind alone (words matched, meaning, "
+                                               "memory).", elem_id="ask-router")
                     with gr.Row():
                         k = gr.Slider(1, 8, value=3, step=1, label="k (children kept per parent)",
                                       elem_id="ask-k")
@@ -437,6 +734,8 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                                     info="Fixed when memories are written: changing it needs "
                                          "re-indexing every manual (set H2MT_AGGREGATION, "
                                          "restart, upload again).")
+                notice = gr.Markdown(elem_id="ask-notice")
+                view = gr.State({})
                 with gr.Row():
                     with gr.Column(scale=3):
                         answer = gr.Textbox(label="Answer", lines=4, interactive=False,
@@ -447,17 +746,29 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                     with gr.Column(scale=2):
                         metrics = gr.Markdown(elem_id="answer-metrics")
                 gr.Markdown(
-                    "**Routing tree.** Colour = routing score (colour bar). Bold solid edges: the "
-                    "selected path. Grey dashed: pruned branches. ▽ +N: N nodes below that the "
-                    "router never scored. ⟳n on a selected node: extra gate loops (per layer in "
-                    "the hover). Hover a node for its title, pages, score and in-parent "
-                    "probability; to read a node, select its row in the table below the tree.")
+                    "**Routing tree.** Colour = the score the router ranked by (colour bar: the "
+                    "fused score, or one kind of evidence alone). Bold solid edges: the selected "
+                    "path. Grey dashed: pruned branches. ▽ +N: N nodes below that the router "
+                    "never scored. ⟳n on a selected node: extra gate loops (per layer in the "
+                    "hover). Hover a node for its title, pages and each kind of evidence "
+                    f"({', '.join(CHANNEL_COLUMNS)}): its own score and the best in its branch; "
+                    "to read a node, select its row in a table below the tree.")
                 route_plot = gr.Plot(label="Routing tree", elem_id="route-plot")
+                with gr.Accordion("Fused router vs memory router: where they disagree",
+                                  open=True):
+                    agree_md = gr.Markdown(elem_id="router-agreement")
+                    agree_table = gr.Dataframe(headers=AGREEMENT_COLUMNS, type="array",
+                                               interactive=False, max_height=260,
+                                               label="Sections selected by only one of the two "
+                                                     "routers (select a row to read it)",
+                                               elem_id="agreement-table")
                 with gr.Row():
                     with gr.Column(scale=3):
                         route_table = gr.Dataframe(headers=ROUTE_COLUMNS, type="array",
                                                    interactive=False, max_height=420,
-                                                   label="Scored nodes (select a row to read it)",
+                                                   label="Scored nodes (select a row to read "
+                                                         "it; evidence columns: best score in "
+                                                         "the node's branch)",
                                                    elem_id="route-table")
                     with gr.Column(scale=2):
                         ask_node_head = gr.Markdown(elem_id="ask-node-head")
@@ -509,9 +820,13 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                         plot_b = gr.Plot(label="Tree B", elem_id="compare-plot-b")
 
         # -- events ----------------------------------------------------------------------------
+        timer = gr.Timer(MEMORY_POLL_S)
+        poll_key = gr.State("")
         pickers_out = [lib_doc, ask_doc, cmp_doc]
         files.upload(upload, files, [status, lib_table, *pickers_out], api_name="ingest",
-                     concurrency_limit=1, concurrency_id="indexing")
+                     concurrency_limit=1, concurrency_id="indexing").then(
+            poll, [poll_key, ask_doc], [lib_table, mem_line, ask_mem_line, poll_key],
+            api_visibility="private", show_progress="hidden")
         lib_doc.change(outline, lib_doc, [outline_table, lib_node_head, lib_node_text],
                        api_name="outline")
         outline_table.select(outline_select, lib_doc, [lib_node_head, lib_node_text],
@@ -521,20 +836,32 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                                            lib_node_head, lib_node_text],
                          api_name="delete_manual")
         demo.load(refresh, None, [lib_table, *pickers_out], api_name="library")
+        timer.tick(poll, [poll_key, ask_doc], [lib_table, mem_line, ask_mem_line, poll_key],
+                   api_visibility="private", show_progress="hidden", concurrency_id="poll",
+                   concurrency_limit=4)
 
-        ask_inputs = [ask_doc, question, mode, k, max_depth, budget, gate, hier_pos, max_new]
+        ask_inputs = [ask_doc, question, mode, k, max_depth, budget, gate, hier_pos, max_new,
+                      router]
         ask_outputs = [answer, metrics, cited, route_plot, manual_plot, route_table, summary,
-                       history]
+                       history, view]
+        view_outputs = [notice, agree_md, agree_table]
         ask_btn.click(do_ask, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
-                      concurrency_id="answer", api_name="ask")
+                      concurrency_id="answer", api_name="ask").then(
+            show_view, view, view_outputs, api_visibility="private", show_progress="hidden")
         question.submit(do_ask, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
-                        concurrency_id="answer", api_visibility="private")
+                        concurrency_id="answer", api_visibility="private").then(
+            show_view, view, view_outputs, api_visibility="private", show_progress="hidden")
         ask_doc.change(history_rows, ask_doc, history, api_visibility="private")
+        ask_doc.change(doc_memory_line, ask_doc, ask_mem_line, api_visibility="private",
+                       show_progress="hidden")
         history.select(history_select, ask_doc, [answer, metrics, cited, route_plot, manual_plot,
-                                                 route_table, summary, question],
-                       api_visibility="private")
+                                                 route_table, summary, question, view],
+                       api_visibility="private").then(
+            show_view, view, view_outputs, api_visibility="private", show_progress="hidden")
         cited.select(cited_select, None, [ask_node_head, ask_node_text], api_visibility="private")
         route_table.select(route_select, None, [ask_node_head, ask_node_text],
+                           api_visibility="private")
+        agree_table.select(agreement_select, None, [ask_node_head, ask_node_text],
                            api_visibility="private")
         gr.api(node_api, api_name="node")
 
@@ -543,6 +870,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                       [ans_a, met_a, plot_a, ans_b, met_b, plot_b, cmp_table],
                       concurrency_limit=ANSWER_CONCURRENCY, concurrency_id="answer",
                       api_name="compare")
+    writer.resume_incomplete()  # memories interrupted by a crash or a restart
     return demo
 
 

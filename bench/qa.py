@@ -5,6 +5,7 @@
                        [--no-ingest] [--baseline-gen] [--gate on|off|both]
                        [--aggregation NAME] [--sweep-k 1,2,3,4,6] [--sweep-modes LIST]
                        [--checkpoints untrained,shipped,PATH...]
+                       [--routers fused,memory,lexical,dense] [--text-only]
 
 Question files are in the format of ../shared/bench: a line with ``reference`` (chunk ids) is an
 ORD-QA question on ``openroad_documentation.json`` (looked up beside the question file, then in
@@ -33,6 +34,12 @@ the nodes whose text actually fitted the context budget (text/bm25/dense).
 gets its own rows (``memory [shipped]``, ``route [untrained]``...), its memories written under its
 own fingerprint (ingested when missing).
 
+--routers compares routers (``bench/routers.py``): one ``route[<router>]`` row per router with
+hit, all gold, ctx_hit (a gold node in the packed text context) and hit3 (in its first three
+nodes), beside flat BM25, flat MiniLM and flat RRF over the same nodes and budgets. With
+--text-only the documents are ingested without memories (phase one only): the memory router is
+then skipped.
+
 --limit N keeps N questions per file, taken round-robin over the file's documents; --gen-limit N
 runs the generating modes on the first N of those only (routing modes run on all of them).
 Outputs in --out: results.jsonl (one row per question and mode), summary.md, and with --sweep-k
@@ -53,7 +60,10 @@ from pathlib import Path
 from bench.baselines import BM25Index, DenseIndex, context_text, node_corpus
 from bench.metrics import (clean_reference, gold_regions, manual_gold, mean, median,
                            ordqa_gold, rouge_l, routing_hit, token_f1)
+from bench.routers import flat_rows, router_row
 from engine.answer.modes import Context, generate_with_text
+from engine.routing.fused import ROUTERS
+from engine.routing.router import RoutingTree
 from engine.ask import AskOptions, ask
 from engine.ingest import file_sha256, ingest_file
 from engine.runtime import Runtime
@@ -122,7 +132,8 @@ def load_questions(files: list[Path], docs_dir: Path, limit: int | None) -> list
     return out
 
 
-def prepare_documents(rt: Runtime, questions: list[Question], no_ingest: bool) -> dict[str, int]:
+def prepare_documents(rt: Runtime, questions: list[Question], no_ingest: bool,
+                      memories: bool = True) -> dict[str, int]:
     """doc file name -> doc id, ingesting (or re-writing memories of) what is missing."""
     ids: dict[str, int] = {}
     for name in sorted({q.doc for q in questions}):
@@ -137,7 +148,7 @@ def prepare_documents(rt: Runtime, questions: list[Question], no_ingest: bool) -
                   flush=True)
             continue
         t0 = time.perf_counter()
-        res = ingest_file(path, rt)
+        res = ingest_file(path, rt, memories=memories)
         print(f"  {name}: doc {res.doc_id}, {res.nodes} nodes, {res.tokens} tokens"
               f"{' (reused)' if ready else f', ingested in {time.perf_counter() - t0:.0f} s'}",
               flush=True)
@@ -256,10 +267,24 @@ class Runner:
         _quality(row, q)
         return row
 
+    def flat_tree(self, doc_id: int, doc) -> RoutingTree:
+        cache = self.rt.cache.setdefault("bench_flat", {})
+        if doc_id not in cache:
+            cache[doc_id] = RoutingTree.from_tree(doc.tree, None, doc_id, doc.evidence)
+        return cache[doc_id]
+
     def question(self, q: Question, modes: list[str], k: int, gates: list[bool]) -> list[dict]:
         """All rows of one question: route first (its size is the baselines' budget)."""
-        rows = [self.engine_mode(q, "route", k)]
-        n = rows[0]["n_selected"] or 1
+        if self.args.routers:
+            rows = [router_row(self, q, r, k) for r in self.args.routers]
+            n = rows[0]["n_selected"] or 1
+            rows += flat_rows(self, q, n)
+            if modes == ["route"]:
+                return rows
+        else:
+            rows = []
+        rows.append(self.engine_mode(q, "route", k))
+        n = rows[-1]["n_selected"] or 1
         for mode in modes:
             if mode in ("bm25", "dense"):
                 rows.append(self.retrieval_mode(q, mode, n, self.args.baseline_gen and q.gen))
@@ -303,6 +328,7 @@ def summarise(rows: list[dict]) -> dict:
             "hit": mean(float(r["hit"]) for r in hits), "full": mean(float(r["full"]) for r in hits),
             "coverage": mean(r["coverage"] for r in hits),
             "ctx_hit": mean(float(r["ctx_hit"]) for r in rs if r["ctx_hit"] is not None),
+            "hit3": mean(float(r["hit3"]) for r in rs if r.get("hit3") is not None),
             "rouge_l": mean(r["rouge_l"] for r in gen), "token_f1": mean(r["token_f1"] for r in gen),
             "ttft_ms": median(r["ttft_ms"] for r in gen), "prefill": median(r["prefill_tokens"] for r in gen),
             "route_ms": median(r["route_ms"] for r in rs),
@@ -312,7 +338,23 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
-MODE_ORDER = ["none", "full", "flat", "text", "memory", "memory-nogate", "route", "bm25", "dense"]
+MODE_ORDER = ["none", "full", "flat", "text", "memory", "memory-nogate", "route", "bm25", "dense",
+              "route[fused]", "route[memory]", "route[lexical]", "route[dense]", "flat-bm25",
+              "flat-dense", "flat-rrf"]
+
+
+def routers_table(summ: dict, set_name: str) -> str:
+    """Routers and flat retrievers: hit among selected, all gold, ctx_hit, hit3, time."""
+    lines = ["| router | questions | hit (selected) | all gold | ctx_hit | hit@3 (context) "
+             "| median nodes | median ms |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for m in MODE_ORDER[MODE_ORDER.index("route[fused]"):]:
+        s = summ.get((set_name, m))
+        if s is None:
+            continue
+        lines.append(f"| {m} | {s['n_hit']} | {_f(s['hit'], 100)} | {_f(s['full'], 100)} "
+                     f"| {_f(s['ctx_hit'], 100)} | {_f(s['hit3'], 100)} "
+                     f"| {_f(s['n_selected'], 1, 0)} | {_f(s['route_ms'], 1, 1)} |")
+    return "\n".join(lines)
 
 
 def summary_table(summ: dict, set_name: str) -> str:
@@ -462,16 +504,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--aggregation", default=None, help="Settings.aggregation (re-writes memories)")
     ap.add_argument("--sweep-k", default=None, help="e.g. 1,2,3,4,6")
     ap.add_argument("--sweep-modes", default="route,memory")
+    ap.add_argument("--routers", default=None,
+                    help="compare routers: comma-separated fused,memory,lexical,dense (plus flat "
+                         "BM25, MiniLM and RRF baselines over the same nodes and budgets)")
+    ap.add_argument("--text-only", action="store_true",
+                    help="ingest without memories (phase one only; no memory router)")
     ap.add_argument("--checkpoints", default=None,
                     help="compare trained parts in one run: comma-separated 'untrained', 'shipped' "
                          "or safetensors paths; each gets its own rows (mode [label])")
     args = ap.parse_args(argv)
+    args.routers = [r for r in (args.routers or "").split(",") if r]
+    bad = [r for r in args.routers if r not in ROUTERS]
+    if bad:
+        raise SystemExit(f"unknown routers {bad}; choose from {', '.join(ROUTERS)}")
+    if args.text_only and "memory" in args.routers:
+        args.routers.remove("memory")
     if args.from_results:
         rows = [json.loads(x) for x in args.from_results.read_text().splitlines() if x.strip()]
         summ = summarise(rows)
         md = [f"(re-summarised from {args.from_results}: {len({(r['set'], r['id']) for r in rows})} questions)", ""]
         for s in sorted({s for s, _ in summ}):
-            md += [f"## {s}", "", summary_table(summ, s), ""]
+            md += [f"## {s}", "", summary_table(summ, s), "", routers_table(summ, s), ""]
         print("\n".join(md))
         print(best_line(summ))
         return
@@ -494,7 +547,7 @@ def main(argv: list[str] | None = None) -> None:
     for label, r in runtimes:
         print(f"{label}: backbone {r.backbone.name} on {r.backbone.device}; aggregation "
               f"{r.parts.aggregation}; fingerprint {r.fingerprint[:12]}", flush=True)
-    doc_ids = prepare_documents(rt, questions, args.no_ingest)
+    doc_ids = prepare_documents(rt, questions, args.no_ingest, memories=not args.text_only)
     for _, other in runtimes[1:]:  # the same documents, memories under each fingerprint
         if prepare_documents(other, questions, args.no_ingest) != doc_ids:
             raise SystemExit("documents differ between checkpoints (use the same --db, no --no-ingest)")
@@ -554,6 +607,8 @@ def main(argv: list[str] | None = None) -> None:
           f"- wall time {time.perf_counter() - t_start:.0f} s", ""]
     for s in sorted({s for s, _ in summ}):
         md += [f"## {s}", "", summary_table(summ, s), ""]
+        if args.routers:
+            md += [routers_table(summ, s), ""]
     if sweep_md:
         md += ["## k sweep", "", sweep_md, "", "![ROUGE-L vs k](rouge_vs_k.png) ![TTFT vs k](ttft_vs_k.png)", ""]
     (args.out / "summary.md").write_text("\n".join(md))

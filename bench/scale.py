@@ -13,7 +13,17 @@ the way down: the explored part), selected nodes, median route ms over the repea
 microseconds per scored node, for ``engine.routing.router.route`` as a whole and for its core (scoring the
 explored children against precomputed keys and keeping the per-parent top-k; see ``core_route``).
 Routing cost should follow the scored nodes, not the tree size.
-The last line is ``routing time 100k/1k nodes: X`` (ratio of median routing ms).
+
+``--fused`` adds the router on evidence (``engine.routing.fused.route_on_evidence``: lexical,
+dense and memory channels over every node, max-propagated, z-scored and fused, then the walk).
+Synthetic evidence: each node gets 40 tokens drawn from a Zipf distribution over a 50k-word
+vocabulary and a random unit 384-d vector; each query 5 Zipf tokens, a unit vector and a memory
+query. Reported: the fused route's median ms (channels given the query's vectors: the cost
+that grows with the library), and the same plus a real MiniLM query encoding and a lexical
+tokenisation, as a user waits for them (``--encoder``; the backbone's query vector for the
+memory channel is another fixed cost, measured by bench.ttft).
+The last lines are ``routing time 100k/1k nodes: X`` (ratio of median routing ms) and, with
+--fused, ``fused routing time 100k/1k nodes: X``.
 """
 from __future__ import annotations
 
@@ -25,7 +35,28 @@ import numpy as np
 import torch
 
 from engine.memory.projections import RouterProjections
+from engine.routing.fused import RouteQuery, route_on_evidence
 from engine.routing.router import RoutingTree, route
+
+VOCAB = 50_000
+DENSE_DIM = 384
+
+
+def synthetic_evidence(tree: RoutingTree, rng: np.random.Generator) -> None:
+    """Zipf-distributed tokens and random unit vectors for every node but the root."""
+    n = len(tree)
+    words = rng.zipf(1.3, size=(n, 40)) % VOCAB
+    tree.tokens = [[] if i == 0 else [f"w{w}" for w in row] for i, row in enumerate(words)]
+    dense = rng.standard_normal((n, DENSE_DIM)).astype(np.float32)
+    dense /= np.linalg.norm(dense, axis=1, keepdims=True)
+    dense[0] = 0
+    tree.dense = dense
+
+
+def random_query(rng: np.random.Generator, d: int) -> RouteQuery:
+    v = rng.standard_normal(DENSE_DIM).astype(np.float32)
+    return RouteQuery(tokens=[f"w{w % VOCAB}" for w in rng.zipf(1.3, size=5)],
+                      dense=v / np.linalg.norm(v), memory=torch.randn(d))
 
 
 def synthetic_tree(n: int, rng: np.random.Generator, max_depth: int, mean_branching: float,
@@ -93,6 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-depth", type=int, default=6)
     ap.add_argument("--mean-branching", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fused", action="store_true", help="also time the router on evidence")
+    ap.add_argument("--encoder", action="store_true",
+                    help="with --fused: add a real MiniLM query encoding to each fused route")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)  # a fair, quiet measurement on a shared machine
@@ -105,6 +139,14 @@ def main(argv: list[str] | None = None) -> None:
           f"{'core ms':>8} {'core us/scored':>14}")
     med: dict[int, float] = {}
     core_med: dict[int, float] = {}
+    fused_med: dict[int, float] = {}
+    e2e_med: dict[int, float] = {}
+    encoder = None
+    if args.fused and args.encoder:
+        from engine.routing import lexical
+        from engine.routing.dense import load_encoder
+
+        encoder = load_encoder("cpu")
     for n in sizes:
         tree = synthetic_tree(n, rng, args.max_depth, args.mean_branching, args.d)
         route(tree, torch.randn(args.d), proj, k=args.k)  # warm-up
@@ -133,10 +175,42 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{n:>8} {max(tree.depth):>5} {sc:>7.0f} {statistics.median(selected):>8.0f} "
               f"{med[n]:>9.2f} {1e3 * med[n] / max(sc, 1):>9.1f} {core_med[n]:>8.2f} "
               f"{1e3 * core_med[n] / max(sc, 1):>14.1f}", flush=True)
+        if args.fused:
+            synthetic_evidence(tree, rng)
+            t_build = time.perf_counter()
+            tree.lexical_index(), tree.levels, tree.memory_keys(proj)  # once per library
+            build_ms = (time.perf_counter() - t_build) * 1e3
+            route_on_evidence(tree, random_query(rng, args.d), proj, k=args.k)  # warm-up
+            fused, e2e = [], []
+            for i in range(args.repeats):
+                q = random_query(rng, args.d)
+                t0 = time.perf_counter()
+                route_on_evidence(tree, q, proj, k=args.k)
+                fused.append((time.perf_counter() - t0) * 1e3)
+                if encoder is not None:
+                    text = f"how do I configure option {i} of the solver?"
+                    t0 = time.perf_counter()
+                    q.tokens = lexical.tokenize(text)
+                    q.dense = encoder.encode_query(text)
+                    route_on_evidence(tree, q, proj, k=args.k)
+                    e2e.append((time.perf_counter() - t0) * 1e3)
+            fused_med[n] = statistics.median(fused)
+            line = (f"{'':>8} fused: {fused_med[n]:.2f} ms per route (index build once: "
+                    f"{build_ms:.0f} ms)")
+            if e2e:
+                e2e_med[n] = statistics.median(e2e)
+                line += f"; with query encoding {e2e_med[n]:.2f} ms"
+            print(line, flush=True)
     lo = 1000 if 1000 in med else min(med)
     hi = 100000 if 100000 in med else max(med)
     print(f"core scoring time {hi // 1000}k/{lo // 1000}k nodes: {core_med[hi] / core_med[lo]:.2f}")
     print(f"routing time {hi // 1000}k/{lo // 1000}k nodes: {med[hi] / med[lo]:.2f}")
+    if fused_med:
+        if e2e_med:
+            print(f"fused routing with query encoding {hi // 1000}k/{lo // 1000}k nodes: "
+                  f"{e2e_med[hi] / e2e_med[lo]:.2f}")
+        print(f"fused routing time {hi // 1000}k/{lo // 1000}k nodes: "
+              f"{fused_med[hi] / fused_med[lo]:.2f}")
 
 
 if __name__ == "__main__":

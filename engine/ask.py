@@ -1,8 +1,10 @@
-"""Ask: question -> query vector -> Route -> Answer -> query log (H2MT 3.3).
+"""Ask: question -> channel queries -> Route -> Answer -> query log (H2MT 3.3).
 
-The one entry point the CLI, the app and the benches call. Trees and memories of a document are
-read from storage once per runtime and kept (they only change when the writer's fingerprint
-does, and the fingerprint is part of the cache key).
+The one entry point the CLI, the app and the benches call. Trees, routing evidence and memories
+of a document are read from storage once per runtime and kept (keyed by the document's sha256
+and the fingerprints of the parts and the evidence), and so is the routed structure of a set of
+documents with its lexical index. A document whose memories are still being written (phase two
+of ingest) routes on its text channels; memory mode waits for its memories.
 """
 from __future__ import annotations
 
@@ -13,10 +15,15 @@ import torch
 
 from engine.answer.modes import (MODES, Answer, Context, Metrics, _PeakMemory, answer_full,
                                  answer_memory, answer_text, citation, generate_with_slots)
-from engine.answer.modes.flat import FlatIndex, build_flat_index, search
-from engine.routing.router import Route, RoutingTree, query_vector, route
-from engine.runtime import Runtime
+from engine.answer.flat import FlatIndex, build_flat_index, search
 from engine.document.tree import Tree
+from engine.ingest import document_evidence
+from engine.routing import lexical
+from engine.routing.evidence import evidence_fingerprint
+from engine.routing.fused import ROUTERS, RouteQuery, RouterUnavailable, route_on_evidence
+from engine.routing.router import Route, RoutingTree, query_vector
+from engine.runtime import Runtime
+from storage import MemoryProgress, NodeEvidence
 
 MAX_QUESTION_CHARS = 2000  # the default of Settings.max_question_chars
 
@@ -38,6 +45,7 @@ class AskOptions:
     text_budget: int = 1024
     query_fraction: float = 0.5  # H2MT 3.3 uses the first half of the question's tokens
     flat_segment_tokens: int = 256
+    router: str = "fused"  # fused | memory | lexical | dense (engine.routing.fused)
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -50,19 +58,62 @@ class AskOptions:
             raise AskError("the node budget must be at least 1")
         if not 0 < self.query_fraction <= 1:
             raise AskError("query_fraction must lie in (0, 1]")
+        if self.router not in ROUTERS:
+            raise AskError(f"unknown router {self.router!r}; choose one of {', '.join(ROUTERS)}")
 
 
-def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, tuple[Tree, dict[int, torch.Tensor]]]:
-    """Trees and memories (under the runtime's fingerprint) of the documents, cached."""
+@dataclass
+class StoredDocument:
+    """What routing and answering read of one stored document."""
+
+    tree: Tree
+    evidence: NodeEvidence
+    memories: dict[int, torch.Tensor] | None  # None until phase two has written every node's
+    progress: MemoryProgress
+
+
+def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, StoredDocument]:
+    """Trees, evidence and (complete) memories of the documents, cached per runtime."""
     cache = rt.cache.setdefault("docs", {})
     out = {}
     for doc_id in doc_ids:
         # The sha256 is part of the key: a database may reuse a deleted document's id.
-        key = (doc_id, rt.library.get_document(doc_id).sha256, rt.fingerprint)
-        if key not in cache:
-            cache[key] = (rt.library.get_tree(doc_id), rt.library.get_memories(doc_id, rt.fingerprint))
-        out[doc_id] = cache[key]
+        key = (doc_id, rt.library.get_document(doc_id).sha256, rt.fingerprint,
+               evidence_fingerprint(rt.encoder))
+        doc = cache.get(key)
+        if doc is None:
+            tree = rt.library.get_tree(doc_id)
+            doc = StoredDocument(tree, document_evidence(doc_id, tree, rt), None,
+                                 MemoryProgress(0, len(tree)))
+            cache[key] = doc
+        if doc.memories is None:  # phase two may have finished since
+            doc.progress = rt.library.memory_progress(doc_id, rt.fingerprint)
+            if doc.progress.complete:
+                doc.memories = rt.library.get_memories(doc_id, rt.fingerprint)
+        out[doc_id] = doc
     return out
+
+
+def routing_tree(rt: Runtime, docs: dict[int, StoredDocument]) -> RoutingTree:
+    """The routed structure of these documents, cached with its lexical index and keys."""
+    cache = rt.cache.setdefault("routing", {})
+    key = tuple((d, id(doc.tree), doc.memories is not None) for d, doc in sorted(docs.items()))
+    if key not in cache:
+        if len(cache) > 8:  # a handful of recent document sets
+            cache.pop(next(iter(cache)))
+        cache[key] = RoutingTree.from_library(
+            {d: (doc.tree, doc.memories, doc.evidence) for d, doc in docs.items()})
+    return cache[key]
+
+
+def memories_pending(docs: dict[int, StoredDocument]) -> str | None:
+    """A user-facing line when some document's memories are not complete yet."""
+    waiting = [(d, doc.progress) for d, doc in docs.items() if doc.memories is None]
+    if not waiting:
+        return None
+    done = sum(p.done for _, p in waiting)
+    total = sum(p.total for _, p in waiting)
+    return f"memories are being written ({done}/{total} nodes)"
 
 
 def flat_index(rt: Runtime, doc_id: int, tree: Tree, segment_tokens: int) -> FlatIndex:
@@ -72,6 +123,22 @@ def flat_index(rt: Runtime, doc_id: int, tree: Tree, segment_tokens: int) -> Fla
         cache[key] = build_flat_index(tree, rt.backbone, rt.parts, segment_tokens,
                                       rt.settings.write_batch_nodes, rt.settings.write_batch_tokens)
     return cache[key]
+
+
+def channel_query(rt: Runtime, routing: RoutingTree, question: str,
+                  opts: AskOptions) -> RouteQuery:
+    """The question as each channel the router will use reads it (only those it uses)."""
+    wanted = set(routing.available_channels())
+    if opts.router != "fused":
+        wanted &= {opts.router}
+    query = RouteQuery()
+    if "lexical" in wanted:
+        query.tokens = lexical.tokenize(question)
+    if "dense" in wanted and rt.encoder is not None:
+        query.dense = rt.encoder.encode_query(question)
+    if "memory" in wanted:
+        query.memory = query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
+    return query
 
 
 def resolve_docs(rt: Runtime, doc: int | str | None) -> list[int]:
@@ -106,9 +173,15 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
         raise AskError(f"the question is {len(question)} characters long; the limit is {limit}")
     doc_ids = resolve_docs(rt, doc)
     docs = load_documents(rt, doc_ids)
-    routing = RoutingTree.from_library(docs)
+    pending = memories_pending(docs)
+    if pending and opts.mode in ("memory", "flat"):
+        raise AskError(f"{pending}; {opts.mode} mode needs them, ask in text or route mode "
+                       "meanwhile")
+    if pending and opts.router == "memory":
+        raise AskError(f"{pending}; the memory router needs them, use the fused router meanwhile")
+    routing = routing_tree(rt, docs)
     ctx = Context(backbone=rt.backbone, parts=rt.parts, routing=routing,
-                  trees={d: t for d, (t, _) in docs.items()},
+                  trees={d: doc.tree for d, doc in docs.items()},
                   aligner=getattr(rt.parts, "aligner", None), gate=opts.gate,
                   hier_pos=opts.hier_pos, max_new_tokens=opts.max_new_tokens,
                   text_budget=opts.text_budget,
@@ -120,10 +193,18 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
         q = None
         if opts.mode != "full":
             tq = time.perf_counter()
-            q = query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
+            query = channel_query(rt, routing, question, opts)
+            q = query.memory
+            if opts.mode == "flat" and q is None:
+                q = query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
             query_ms = (time.perf_counter() - tq) * 1e3
-            rt_route = route(routing, q, rt.parts.router, k=opts.k, max_depth=opts.max_depth,
-                             budget=opts.budget, temperature=opts.temperature)
+            try:
+                rt_route = route_on_evidence(routing, query, rt.parts.router, router=opts.router,
+                                             weights=rt.fusion, k=opts.k,
+                                             max_depth=opts.max_depth, budget=opts.budget,
+                                             temperature=opts.temperature)
+            except RouterUnavailable as e:
+                raise AskError(str(e)) from None
             rt_route.query_ms = query_ms
             metrics.route_ms = query_ms + rt_route.route_ms
         gate: dict[int, list[int]] = {}
@@ -157,8 +238,11 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
             metrics.ttft_ms = metrics.route_ms
         metrics.total_ms = (time.perf_counter() - t0) * 1e3
     metrics.peak_mem_mb = max(0.0, peak.mb)
+    warning = None
+    if pending and opts.router == "fused" and rt_route is not None:
+        warning = f"{pending}: routed on words and meaning only until they are done"
     answer = Answer(text=text, mode=opts.mode, cited=[citation(routing, i) for i in cited],
-                    gate=gate, metrics=metrics, route=rt_route)
+                    gate=gate, metrics=metrics, route=rt_route, warning=warning)
     if log:
         rt.library.log_query(question, opts.mode, text,
                              doc_id=doc_ids[0] if len(doc_ids) == 1 else None,

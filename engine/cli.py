@@ -47,16 +47,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(json.dumps({"file": str(path), "error": "no such file"}), flush=True)
             failures += 1
             continue
-        bar = tqdm(total=0, desc=f"memories {path.name}", unit="node", file=sys.stderr,
+        bar = tqdm(total=0, desc=f"evidence {path.name}", unit="node", file=sys.stderr,
                    disable=args.quiet)
 
-        def progress(done: int, total: int) -> None:
+        def progress(done: int, total: int, *, stage: str) -> None:
+            bar.set_description(f"{stage} {path.name}", refresh=False)
             bar.total = total
             bar.n = done
             bar.refresh()
 
         try:
-            result = ingest_file(path, rt, progress)
+            result = ingest_file(path, rt, progress, memories=not args.text_only)
         except DocumentError as e:
             print(json.dumps({"file": str(path), "error": str(e)}), flush=True)
             failures += 1
@@ -74,7 +75,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     rt = Runtime.load(_settings(args))
     opts = AskOptions(mode=args.mode, k=args.k, max_depth=args.max_depth, budget=args.budget,
                       gate=not args.no_gate, hier_pos=args.hier_pos,
-                      max_new_tokens=args.max_new_tokens)
+                      max_new_tokens=args.max_new_tokens,
+                      router=args.router or rt.settings.router)
     try:
         answer = ask(rt, args.doc, args.question, opts)
     except AskError as e:
@@ -83,6 +85,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer.as_json()))
         return 0
+    if answer.warning:
+        print(f"note: {answer.warning}", file=sys.stderr)
     print(answer.text or "(routing only)")
     if answer.cited:
         print("\ncited:")
@@ -131,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--aggregation", help="Agg policy for internal nodes (H2MT appendix B)")
     p.add_argument("--node-tokens", type=int, help="per-node token limit (default 256)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--text-only", action="store_true",
+                   help="phase one only: tree and routing evidence (askable in text and route "
+                        "modes); a later ingest of the same file writes the memories")
     common(p)
     p.set_defaults(func=cmd_ingest)
 
@@ -144,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-gate", action="store_true", help="ArcAligner gate and LoRA off")
     p.add_argument("--hier-pos", action="store_true", help="add HDT hierarchical position codes")
     p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--router", choices=["fused", "memory", "lexical", "dense"],
+                   help="how nodes are scored: every evidence channel fused (default), or one")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     common(p)
     p.set_defaults(func=cmd_ask)

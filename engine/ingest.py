@@ -1,6 +1,15 @@
-"""Ingest: a file becomes a stored document with a tree and one memory per node.
+"""Ingest: a file becomes a stored document with a tree, routing evidence and node memories.
 
-file -> engine.document.tree.build_tree -> engine.memory.writer.write_memories -> storage (one transaction).
+Two phases, so that a manual is askable within seconds of its upload:
+1. file -> ``document.build_tree`` (with evidence hygiene) -> ``routing.evidence`` (lexical
+   tokens and sentence-encoder vectors per node) -> storage, in ONE transaction: the document
+   is askable in text and route modes (fused router without the memory channel) at once, or
+   not stored at all.
+2. ``memory.writer.write_memories`` bottom-up, each tree height stored in its own transaction
+   as it finishes, so an interrupted write resumes where it stopped (``write_document_memories``
+   picks up the stored heights). Memory mode and the memory channel wait until every node has
+   its memory: a half-written set is never used.
+
 A file already stored (same sha256) is not built again; if its memories were written under
 another fingerprint (other backbone, parts or policy), they are rewritten from the stored tree.
 Two ingests of the same file racing each other (two clients, two processes) end as one document:
@@ -15,6 +24,7 @@ import hashlib
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 from engine.document.builders import PDF_MAGIC
 from engine.runtime import Runtime
@@ -22,7 +32,8 @@ from engine.settings import Settings
 from engine.document.tree import DocumentError, Tree
 from engine.document.build import build_tree
 from engine.memory.writer import ProgressFn, WriteStats, write_memories
-from storage import DocumentMeta, DuplicateDocument
+from engine.routing.evidence import compute_evidence, evidence_fingerprint
+from storage import DocumentMeta, DuplicateDocument, NodeEvidence
 
 
 @dataclass
@@ -39,6 +50,8 @@ class IngestResult:
     tree_ms: float
     memory_ms: float
     reused: bool  # the file was already in the library (nothing rebuilt)
+    evidence_ms: float = 0.0  # lexical tokens and dense vectors of every node
+    memories: str = "complete"  # complete | pending (phase two not run or not finished)
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -53,12 +66,13 @@ def file_sha256(path: Path) -> str:
 
 
 def _result(doc_id: int, tree: Tree, file_name: str, tree_ms: float, memory_ms: float,
-            reused: bool) -> IngestResult:
+            reused: bool, evidence_ms: float = 0.0, memories: str = "complete") -> IngestResult:
     nodes = list(tree.preorder())
     return IngestResult(doc_id=doc_id, title=tree.title, file_name=file_name, source=tree.source,
                         nodes=len(nodes), leaves=len(tree.leaves()), depth=tree.depth,
                         pages=tree.pages, tokens=sum(n.tokens for n in nodes),
-                        tree_ms=round(tree_ms, 1), memory_ms=round(memory_ms, 1), reused=reused)
+                        tree_ms=round(tree_ms, 1), memory_ms=round(memory_ms, 1), reused=reused,
+                        evidence_ms=round(evidence_ms, 1), memories=memories)
 
 
 def preflight(path: Path, settings: Settings) -> None:
@@ -119,30 +133,50 @@ def write_tree_memories(tree: Tree, rt: Runtime, progress: ProgressFn | None = N
                           progress=progress, stats=stats)
 
 
+class IngestProgress(Protocol):
+    """Ingest progress: ``done`` of ``total`` nodes in ``stage`` ("evidence", then "memories")."""
+
+    def __call__(self, done: int, total: int, *, stage: str) -> None: ...
+
+
 class IngestTimeout(DocumentError):
     """Indexing ran past its time limit (nothing was stored)."""
 
 
-def _with_deadline(name: str, progress: ProgressFn | None, timeout_s: float | None
-                   ) -> ProgressFn | None:
+def _with_deadline(name: str, progress: IngestProgress | None, timeout_s: float | None
+                   ) -> IngestProgress | None:
     if timeout_s is None:
         return progress
     deadline = time.monotonic() + timeout_s
 
-    def check(done: int, total: int) -> None:
+    def check(done: int, total: int, stage: str) -> None:
         if time.monotonic() > deadline:
             raise IngestTimeout(f"{name}: indexing took longer than {timeout_s:g} s and was "
-                                "stopped; nothing was stored")
+                                "stopped; what was not finished was not stored")
         if progress is not None:
-            progress(done, total)
+            progress(done, total, stage=stage)
     return check
 
 
-def ingest_file(path: str | Path, rt: Runtime, progress: ProgressFn | None = None, *,
-                timeout_s: float | None = None) -> IngestResult:
-    """Build, write and store one document (or reuse the stored one). DocumentError on bad files.
+def document_evidence(doc_id: int, tree: Tree, rt: Runtime) -> NodeEvidence:
+    """The stored evidence of a document under the runtime's tokenizer and encoder; computed
+    and stored again when it is missing or was made by another version (re-indexing)."""
+    fp = evidence_fingerprint(rt.encoder)
+    ev = rt.library.get_evidence(doc_id, fp)
+    if ev is None:
+        ev = compute_evidence(tree, rt.encoder)
+        rt.library.put_evidence(doc_id, ev)
+    return ev
 
-    ``timeout_s``: stop (IngestTimeout, nothing stored) when writing memories runs past it.
+
+def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None = None, *,
+                timeout_s: float | None = None, memories: bool = True) -> IngestResult:
+    """Phase one (tree + evidence, stored in one transaction) and, with ``memories``, phase two
+    (node memories, stored height by height) of one file; or reuse the stored document (its
+    missing memories are written). DocumentError on bad files.
+
+    ``timeout_s``: stop (IngestTimeout) when writing runs past it; phase one stores nothing
+    then, phase two keeps the heights already stored and resumes on the next ingest.
     """
     path = Path(path)
     preflight(path, rt.settings)
@@ -151,34 +185,68 @@ def ingest_file(path: str | Path, rt: Runtime, progress: ProgressFn | None = Non
     lib = rt.library
     existing = lib.find_by_sha256(sha)
     if existing is not None:
-        return _reuse(existing, rt, progress)
+        return _reuse(existing, rt, progress, memories)
     t0 = time.perf_counter()
     tree = build_document_tree(path, rt)
     tree_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
-    memories = write_tree_memories(tree, rt, progress)
-    memory_ms = (time.perf_counter() - t1) * 1e3
+    evidence = compute_evidence(tree, rt.encoder, _stage(progress, "evidence"))
+    evidence_ms = (time.perf_counter() - t1) * 1e3
     meta = DocumentMeta(title=tree.title or path.stem, file_name=path.name, sha256=sha,
-                        pages=tree.pages, tree_ms=tree_ms, memory_ms=memory_ms)
+                        pages=tree.pages, tree_ms=tree_ms, memory_ms=0.0)
     try:
-        doc_id = lib.add_document(meta, tree, memories, rt.fingerprint)
+        doc_id = lib.add_document(meta, tree, evidence=evidence)
     except DuplicateDocument as e:  # another client stored the same file meanwhile
         existing = e.existing_id if e.existing_id is not None else lib.find_by_sha256(sha)
         if existing is None:
             raise
-        return _reuse(existing, rt, progress)
-    return _result(doc_id, tree, path.name, tree_ms, memory_ms, False)
+        return _reuse(existing, rt, progress, memories)
+    if not memories:
+        return _result(doc_id, tree, path.name, tree_ms, 0.0, False, evidence_ms, "pending")
+    memory_ms = write_document_memories(doc_id, rt, progress, tree=tree)
+    return _result(doc_id, tree, path.name, tree_ms, memory_ms, False, evidence_ms)
 
 
-def _reuse(existing: int, rt: Runtime, progress: ProgressFn | None) -> IngestResult:
-    """The stored document; its memories are rewritten first if the fingerprint lacks them."""
+def write_document_memories(doc_id: int, rt: Runtime, progress: IngestProgress | None = None, *,
+                            tree: Tree | None = None) -> float:
+    """Phase two: write the document's missing node memories under the runtime's fingerprint,
+    storing each tree height as it finishes; resumes an interrupted write. Milliseconds spent."""
+    lib = rt.library
+    tree = tree if tree is not None else lib.get_tree(doc_id)
+    known = lib.get_memories(doc_id, rt.fingerprint, partial=True)
+    if len(known) == len(tree):
+        return 0.0
+    t0 = time.perf_counter()
+    write_memories(tree, rt.backbone, rt.parts, max_batch_nodes=rt.settings.write_batch_nodes,
+                   max_batch_tokens=rt.settings.write_batch_tokens,
+                   progress=_stage(progress, "memories"), known=known,
+                   on_level=lambda new: lib.add_memories(doc_id, new, rt.fingerprint))
+    memory_ms = (time.perf_counter() - t0) * 1e3
+    lib.set_memory_ms(doc_id, memory_ms)
+    return memory_ms
+
+
+def _stage(progress: IngestProgress | None, stage: str):
+    """The writer's (done, total) callback, reporting ``stage`` to the ingest's callback."""
+    if progress is None:
+        return None
+    return lambda done, total: progress(done, total, stage=stage)
+
+
+def _reuse(existing: int, rt: Runtime, progress: IngestProgress | None,
+           memories: bool = True) -> IngestResult:
+    """The stored document; its evidence is re-indexed when made by another tokenizer or
+    encoder, and its memories are written (or completed) when the fingerprint lacks them."""
     lib = rt.library
     tree = lib.get_tree(existing)
     info = lib.get_document(existing)
-    if rt.fingerprint in info.fingerprints:
-        return _result(existing, tree, info.file_name, info.tree_ms, info.memory_ms, True)
     t0 = time.perf_counter()
-    memories = write_tree_memories(tree, rt, progress)
-    lib.put_memories(existing, memories, rt.fingerprint)
-    return _result(existing, tree, info.file_name, info.tree_ms,
-                   (time.perf_counter() - t0) * 1e3, True)
+    document_evidence(existing, tree, rt)
+    evidence_ms = (time.perf_counter() - t0) * 1e3
+    if not lib.memory_progress(existing, rt.fingerprint).complete:
+        if not memories:
+            return _result(existing, tree, info.file_name, info.tree_ms, 0.0, True, evidence_ms,
+                           "pending")
+        memory_ms = write_document_memories(existing, rt, progress, tree=tree)
+        return _result(existing, tree, info.file_name, info.tree_ms, memory_ms, True, evidence_ms)
+    return _result(existing, tree, info.file_name, info.tree_ms, info.memory_ms, True, evidence_ms)

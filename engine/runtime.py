@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from engine.memory.backbone import Backbone, load_backbone
 from engine.memory.parts import H2MTParts, load_or_init_parts
+from engine.routing.fusion import FusionWeights
 from engine.settings import Settings
 from storage import Library
 
@@ -24,8 +25,24 @@ class Runtime:
     # by document and fingerprint; never shared across processes.
     cache: dict = field(default_factory=dict, init=False)
 
+    fusion: FusionWeights = field(init=False)
+    _encoder: object = field(default=None, init=False, repr=False)
+
     def __post_init__(self) -> None:
         self.fingerprint = self.parts.fingerprint(self.backbone.name)
+        path = self.settings.fusion_path
+        self.fusion = FusionWeights.from_json(path) if path is not None else FusionWeights()
+
+    @property
+    def encoder(self):
+        """The dense channel's sentence encoder (loaded on first use), or None when disabled."""
+        if self.settings.dense_encoder == "none":
+            return None
+        if self._encoder is None:
+            from engine.routing.dense import load_encoder
+
+            self._encoder = load_encoder(self.settings.device)
+        return self._encoder
 
     @classmethod
     def load(cls, settings: Settings) -> "Runtime":

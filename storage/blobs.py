@@ -57,3 +57,21 @@ def decode_vector(dtype: str, dim: int, blob: bytes) -> torch.Tensor:
         raise CorruptBlob(f"memory blob has {len(blob)} bytes, expected {dim} x {dtype}")
     raw = np.frombuffer(blob, dtype=np_dtype).astype(np_dtype.newbyteorder("="))  # a writable copy
     return torch.from_numpy(raw).view(torch_dtype)
+
+
+def encode_array(vector: np.ndarray, dtype: str = "float16") -> EncodedVector:
+    """A 1-D numpy vector (routing evidence) as raw little-endian bytes of ``dtype``."""
+    _, np_dtype, _ = _CODECS[dtype]
+    arr = np.asarray(vector).reshape(-1).astype(np_dtype)
+    return EncodedVector(dtype, int(arr.shape[0]), arr.tobytes())
+
+
+def decode_array(dtype: str, dim: int, blob: bytes) -> np.ndarray:
+    """The float32 numpy vector of an ``encode_array`` blob."""
+    if dtype == "bfloat16":
+        return decode_vector(dtype, dim, blob).float().numpy()
+    _, np_dtype, _ = _CODECS[dtype]
+    arr = np.frombuffer(blob, dtype=np_dtype)
+    if arr.shape[0] != dim:
+        raise CorruptBlob(f"evidence vector of {arr.shape[0]} values, expected {dim}")
+    return arr.astype(np.float32)

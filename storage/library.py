@@ -20,17 +20,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import networkx as nx
-from sqlalchemy import Engine, create_engine, delete, event, insert, select, update
+import numpy as np
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from engine.document.tree import Node, Tree
-from storage.blobs import decode_vector, encode_vector
+from storage.blobs import decode_array, decode_vector, encode_array, encode_vector
 from storage.errors import DocumentNotFound, DuplicateDocument, MissingMemories, StaleMemories
-from storage.models import Base, DocumentRow, MemoryRow, NodeRow, QueryRow
-from storage.records import DocumentInfo, DocumentMeta, QueryRecord
+from storage.models import Base, DocumentRow, EvidenceRow, MemoryRow, NodeRow, QueryRow
+from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
+                             QueryRecord)
 
 if TYPE_CHECKING:
     import torch
@@ -69,6 +71,8 @@ class Library:
             counts = {
                 "memories": s.execute(delete(MemoryRow).where(
                     MemoryRow.doc_id.in_(bad) | MemoryRow.doc_id.not_in(docs))).rowcount,
+                "evidence": s.execute(delete(EvidenceRow).where(
+                    EvidenceRow.doc_id.in_(bad) | EvidenceRow.doc_id.not_in(docs))).rowcount,
                 "nodes": s.execute(delete(NodeRow).where(
                     NodeRow.doc_id.in_(bad) | NodeRow.doc_id.not_in(docs))).rowcount,
             }
@@ -100,15 +104,23 @@ class Library:
         with self._sessions() as s:
             return s.scalar(select(DocumentRow.id).where(DocumentRow.sha256 == sha256))
 
-    def add_document(self, meta: DocumentMeta, tree: Tree, memories: Mapping[int, torch.Tensor],
-                     fingerprint: str) -> int:
-        """Store a document, its tree and one memory per node in one transaction; its new id.
+    def add_document(self, meta: DocumentMeta, tree: Tree,
+                     memories: Mapping[int, torch.Tensor] | None = None,
+                     fingerprint: str | None = None, *,
+                     evidence: NodeEvidence | None = None) -> int:
+        """Store a document, its tree, its routing evidence and (optionally) one memory per node
+        in one transaction; its new id.
 
-        ``memories`` maps every node id of ``tree`` to a 1-D tensor. Raises DuplicateDocument if
-        a file with ``meta.sha256`` is already stored (call ``find_by_sha256`` first to reuse it).
-        A failure anywhere leaves nothing written.
+        Phase one of ingest passes ``evidence`` and no memories (the document is askable in text
+        and route modes at once; ``add_memories`` writes the memories later). When ``memories``
+        is given it maps every node id of ``tree`` to a 1-D tensor. Raises DuplicateDocument if
+        a file with ``meta.sha256`` is already stored (call ``find_by_sha256`` first to reuse
+        it). A failure anywhere leaves nothing written.
         """
-        _check_covers(memories, set(tree.graph.nodes))
+        if memories is not None:
+            _check_covers(memories, set(tree.graph.nodes))
+        if evidence is not None and len(evidence.tokens) != len(tree):
+            raise ValueError(f"evidence has {len(evidence.tokens)} rows for {len(tree)} nodes")
         nodes = list(tree.preorder())
         with self._writing(), self._sessions() as s, s.begin():
             existing = s.scalar(select(DocumentRow.id).where(DocumentRow.sha256 == meta.sha256))
@@ -125,8 +137,47 @@ class Library:
             except IntegrityError as e:  # another writer stored the same file meanwhile
                 raise DuplicateDocument(meta.sha256, None) from e
             s.execute(insert(NodeRow), [_node_row(doc.id, n) for n in nodes])
-            _insert_memories(s, doc.id, memories, fingerprint)
+            if evidence is not None:
+                _insert_evidence(s, doc.id, evidence)
+            if memories is not None:
+                if fingerprint is None:
+                    raise ValueError("memories need the fingerprint of the parts that wrote them")
+                _insert_memories(s, doc.id, memories, fingerprint)
             return doc.id
+
+    # -- routing evidence (phase one) ---------------------------------------------------------
+    def put_evidence(self, doc_id: int, evidence: NodeEvidence) -> None:
+        """Store (or replace) the document's routing evidence, one row per node; one transaction.
+        Evidence under other fingerprints is deleted (it is cheap to recompute)."""
+        with self._writing(), self._sessions() as s, s.begin():
+            doc = s.get(DocumentRow, doc_id)
+            if doc is None:
+                raise DocumentNotFound(doc_id)
+            if len(evidence.tokens) != doc.n_nodes:
+                raise ValueError(f"evidence has {len(evidence.tokens)} rows for {doc.n_nodes} nodes")
+            s.execute(delete(EvidenceRow).where(EvidenceRow.doc_id == doc_id))
+            _insert_evidence(s, doc_id, evidence)
+
+    def get_evidence(self, doc_id: int, fingerprint: str) -> NodeEvidence | None:
+        """The document's evidence under exactly ``fingerprint``; None when it has none (or an
+        incomplete set) under it, so the caller recomputes it."""
+        with self._sessions() as s:
+            doc = s.get(DocumentRow, doc_id)
+            if doc is None:
+                raise DocumentNotFound(doc_id)
+            rows = s.execute(
+                select(EvidenceRow.node_id, EvidenceRow.tokens, EvidenceRow.dtype,
+                       EvidenceRow.dim, EvidenceRow.blob)
+                .where(EvidenceRow.doc_id == doc_id, EvidenceRow.fingerprint == fingerprint)
+                .order_by(EvidenceRow.node_id)).all()
+        if len(rows) != doc.n_nodes or doc.n_nodes == 0:
+            return None
+        tokens = [r.tokens.split() for r in rows]
+        dim = rows[0].dim
+        dense = None
+        if dim:
+            dense = np.stack([decode_array(r.dtype, r.dim, r.blob) for r in rows])
+        return NodeEvidence(tokens=tokens, dense=dense, fingerprint=fingerprint)
 
     def get_document(self, doc_id: int) -> DocumentInfo:
         with self._sessions() as s:
@@ -197,11 +248,46 @@ class Library:
             if memory_ms is not None:
                 doc.memory_ms = memory_ms
 
-    def get_memories(self, doc_id: int, fingerprint: str) -> dict[int, torch.Tensor]:
+    def add_memories(self, doc_id: int, memories: Mapping[int, torch.Tensor],
+                     fingerprint: str) -> None:
+        """Store some of the document's memories under ``fingerprint`` (replacing those nodes'
+        rows) in one transaction: phase two of ingest commits one tree level at a time, so an
+        interrupted write resumes where it stopped. Memories are only *used* once every node
+        has one (``get_memories``), so a half-written set is never read as an answer's input."""
+        with self._writing(), self._sessions() as s, s.begin():
+            doc = s.get(DocumentRow, doc_id)
+            if doc is None:
+                raise DocumentNotFound(doc_id)
+            ids = list(memories)
+            for i in range(0, len(ids), 500):
+                s.execute(delete(MemoryRow).where(
+                    MemoryRow.doc_id == doc_id, MemoryRow.fingerprint == fingerprint,
+                    MemoryRow.node_id.in_(ids[i:i + 500])))
+            _insert_memories(s, doc_id, memories, fingerprint)
+
+    def set_memory_ms(self, doc_id: int, memory_ms: float) -> None:
+        """Record how long writing the document's memories took (shown in the library)."""
+        with self._writing(), self._sessions() as s, s.begin():
+            s.execute(update(DocumentRow).where(DocumentRow.id == doc_id)
+                      .values(memory_ms=memory_ms))
+
+    def memory_progress(self, doc_id: int, fingerprint: str) -> MemoryProgress:
+        """How many of the document's nodes have a memory under ``fingerprint``."""
+        with self._sessions() as s:
+            doc = s.get(DocumentRow, doc_id)
+            if doc is None:
+                raise DocumentNotFound(doc_id)
+            done = s.scalar(select(func.count()).select_from(MemoryRow).where(
+                MemoryRow.doc_id == doc_id, MemoryRow.fingerprint == fingerprint))
+            return MemoryProgress(done=int(done or 0), total=doc.n_nodes)
+
+    def get_memories(self, doc_id: int, fingerprint: str, *,
+                     partial: bool = False) -> dict[int, torch.Tensor]:
         """node id -> memory tensor (CPU), only memories written under exactly ``fingerprint``.
 
         Raises StaleMemories when the document only has memories under other fingerprints,
-        MissingMemories when it has none (or an incomplete set) under this one.
+        MissingMemories when it has none (or an incomplete set) under this one. ``partial``:
+        return whatever is stored under it, complete or not (to resume writing them).
         """
         with self._sessions() as s:
             doc = s.get(DocumentRow, doc_id)
@@ -210,12 +296,12 @@ class Library:
             rows = s.execute(
                 select(MemoryRow.node_id, MemoryRow.dtype, MemoryRow.dim, MemoryRow.blob)
                 .where(MemoryRow.doc_id == doc_id, MemoryRow.fingerprint == fingerprint)).all()
-            if not rows:
+            if not partial and not rows:
                 stored = self._fingerprints(s, doc_id)
                 if stored:
                     raise StaleMemories(doc_id, fingerprint, stored)
                 raise MissingMemories(doc_id, fingerprint)
-            if len(rows) != doc.n_nodes:
+            if not partial and len(rows) != doc.n_nodes:
                 raise MissingMemories(
                     doc_id, fingerprint, detail=(
                         f"document {doc_id} has {len(rows)} of its {doc.n_nodes} node memories "
@@ -317,6 +403,21 @@ def _insert_memories(s: Session, doc_id: int, memories: Mapping[int, Any],
             batch = []
     if batch:
         s.execute(insert(MemoryRow), batch)
+
+
+def _insert_evidence(s: Session, doc_id: int, evidence: NodeEvidence) -> None:
+    """Insert one evidence row per node (tokens + dense vector as float16), in batches."""
+    batch: list[dict[str, Any]] = []
+    empty = encode_array(np.zeros(0))
+    for node_id, toks in enumerate(evidence.tokens):
+        enc = empty if evidence.dense is None else encode_array(evidence.dense[node_id])
+        batch.append(dict(doc_id=doc_id, node_id=node_id, fingerprint=evidence.fingerprint,
+                          tokens=" ".join(toks), dtype=enc.dtype, dim=enc.dim, blob=enc.blob))
+        if len(batch) >= MEMORY_INSERT_BATCH * 4:
+            s.execute(insert(EvidenceRow), batch)
+            batch = []
+    if batch:
+        s.execute(insert(EvidenceRow), batch)
 
 
 def _node_row(doc_id: int, n: Node) -> dict[str, Any]:

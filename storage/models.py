@@ -82,6 +82,27 @@ class MemoryRow(Base):
     # The primary key (doc_id, node_id, fingerprint) is the unique constraint on those columns.
 
 
+class EvidenceRow(Base):
+    """One node's routing evidence (phase one of ingest): its lexical tokens and its sentence-
+    encoder vector, computed by the channels whose versions make ``fingerprint``."""
+
+    __tablename__ = "evidence"
+    __table_args__ = (
+        ForeignKeyConstraint(["doc_id", "node_id"], ["nodes.doc_id", "nodes.node_id"],
+                             ondelete="CASCADE"),
+        Index("ix_evidence_doc_fingerprint", "doc_id", "fingerprint"),
+    )
+
+    doc_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    node_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    fingerprint: Mapped[str] = mapped_column(String(128), primary_key=True)
+    tokens: Mapped[str] = mapped_column(Text)  # lexical tokens joined by single spaces
+    dtype: Mapped[str] = mapped_column(String(16))
+    dim: Mapped[int] = mapped_column(Integer)
+    blob: Mapped[bytes] = mapped_column(LargeBinary)  # dense vector (dim 0 when none)
+
+
 class QueryRow(Base):
     """One question asked, how it was answered, and what it cost (the query log)."""
 

@@ -51,3 +51,29 @@ class QueryRecord:
     answer: str
     metrics: dict[str, Any] | None
     created_at: datetime  # timezone-aware, UTC
+
+
+@dataclass(frozen=True)
+class NodeEvidence:
+    """Routing evidence of a document's nodes, row i = node id i (phase one of ingest).
+
+    ``tokens[i]``: the node's lexical tokens (empty for nodes kept out of evidence);
+    ``dense``: float32 array [n_nodes, dim] of unit vectors (zero rows for nodes without
+    evidence), or None when no sentence encoder was used; ``fingerprint``: the versions of the
+    tokenizer and encoder that made them (evidence under another fingerprint is never used)."""
+
+    tokens: list[list[str]]
+    dense: Any  # numpy.ndarray [n, dim] float32, or None
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class MemoryProgress:
+    """How many of a document's node memories exist under one fingerprint (phase two)."""
+
+    done: int
+    total: int
+
+    @property
+    def complete(self) -> bool:
+        return self.done >= self.total

@@ -123,3 +123,25 @@ def test_every_mode_with_the_real_backbone_on_a_corpus_manual(real_backbone, sha
             assert ans.cited and all(c.doc_id == doc for c in ans.cited)
             assert any(c.page_start for c in ans.cited)
     assert len(rt.library.list_queries(doc)) == len(MODES)
+
+
+@pytest.mark.real_model
+def test_fused_router_beats_the_memory_router_on_a_real_question(real_backbone, shared_dir,
+                                                                 tmp_path):
+    """camlidl's manual: "null pointer" is answered in 3.2 Pointers ([unique] pointers map a null
+    C pointer to None). Routed on evidence the walk reaches it; the memory score alone (the
+    shipped parts) does not, which is why routing now fuses the channels."""
+    rt = make_runtime(real_backbone, tmp_path)
+    doc = ingest_file(shared_dir / "corpus" / "camlidl-manual_no-outline.pdf", rt).doc_id
+    tree = rt.library.get_tree(doc)
+    q = "How do I declare that a pointer parameter may be null?"
+
+    def reaches(router: str) -> bool:
+        ans = ask(rt, doc, q, AskOptions(mode="route", k=2, router=router), log=False)
+        assert ans.route.router == router
+        paths = [{n.title for n in tree.path(ans.route.nodes[i].node_id)} for i in ans.route.selected]
+        return any("3.2 Pointers" in p for p in paths)
+
+    assert reaches("fused")
+    assert not reaches("memory")
+    assert reaches("lexical")

@@ -138,7 +138,7 @@ def test_same_file_at_once_is_one_document(db_url, tiny_backbone, tiny_parts, tm
     seen = [False, False]
 
     def client(i):
-        def progress(done, total, i=i):
+        def progress(done, total, *, stage="memories", i=i):
             if not seen[i]:  # both are past the "already stored?" check: force the race
                 seen[i] = True
                 both_built.wait(timeout=60)

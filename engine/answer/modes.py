@@ -33,6 +33,8 @@ from engine.routing.router import Route
 
 MODES = ("memory", "text", "full", "flat", "route")
 SLOT_MARKER = "\u2063MEMORY\u2063"  # invisible separators: never in user text, split on it
+# Node kinds never put into an answer's context (document.hygiene marks them at build time).
+CONTEXT_EXCLUDED_KINDS = frozenset({"toc", "index"})
 SYSTEM_PROMPT = ("You answer questions about a technical manual. Use the provided context; "
                  "answer briefly and precisely.")
 
@@ -65,6 +67,7 @@ class Answer:
     gate: dict[int, list[int]]  # routed node id -> extra loops per gated layer
     metrics: Metrics
     route: Route | None = None
+    warning: str | None = None  # shown to the user beside the answer (e.g. a left-out channel)
 
     def as_json(self) -> dict:
         """The CLI's --json object."""
@@ -72,9 +75,12 @@ class Answer:
         if self.route is not None:
             route = [{k: r[k] for k in ("id", "parent", "doc_id", "node_id", "title", "depth",
                                         "page_start", "page_end", "score", "prob", "status",
-                                        "visit")}
+                                        "visit", "channels")}
                      for r in self.route.as_records()]
         return {"answer": self.text, "mode": self.mode, "route": route,
+                "router": self.route.router if self.route is not None else None,
+                "alternatives": dict(self.route.alternatives) if self.route is not None else {},
+                "warning": self.warning,
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},
                 "metrics": {k: round(v, 2) if isinstance(v, float) else v
@@ -228,8 +234,12 @@ def _embed_text(backbone: Backbone, text: str) -> torch.Tensor:
 
 
 def _node_text(ctx: Context, rid: int) -> str:
+    """A routed node's text for the answer context; "" for tables of contents and indexes."""
     doc_id, node_id = ctx.routing.origin[rid]
-    return ctx.trees[doc_id].node(node_id).local_text if doc_id in ctx.trees else ""
+    if doc_id not in ctx.trees:
+        return ""
+    node = ctx.trees[doc_id].node(node_id)
+    return "" if node.kind in CONTEXT_EXCLUDED_KINDS else node.local_text
 
 
 def _citation(ctx: Context, rid: int) -> Citation:
@@ -301,9 +311,16 @@ def answer_memory(ctx: Context, question: str, route: Route) -> tuple[Generation
     return res, ids
 
 
-def answer_text(ctx: Context, question: str, route: Route) -> tuple[GenerationResult, list[int]]:
-    """Selected nodes' raw text, deepest first, within ctx.text_budget tokens, numbered."""
-    order = sorted(route.selected, key=lambda i: (-ctx.routing.depth[i], i))
+def pack_context(ctx: Context, route: Route) -> tuple[str, list[int]]:
+    """The text mode's context: selected nodes' raw text within ctx.text_budget tokens,
+    numbered, with their titles and pages. Order: by the fused score of each node's own
+    evidence when the route has one (best first), else deepest first. Tables of contents and
+    indexes never go in. Returns (context text, routed ids cited in that order)."""
+    if route.pack_scores is not None:
+        order = sorted(route.selected, key=lambda i: (-float(route.pack_scores[i]),
+                                                      -ctx.routing.depth[i], i))
+    else:
+        order = sorted(route.selected, key=lambda i: (-ctx.routing.depth[i], i))
     blocks, used, cited = [], 0, []
     for rid in order:
         text = _node_text(ctx, rid)
@@ -317,7 +334,13 @@ def answer_text(ctx: Context, question: str, route: Route) -> tuple[GenerationRe
         c = _citation(ctx, rid)
         pages = f" (p. {c.page_start})" if c.page_start else ""
         blocks.append(f"[{len(cited)}] {c.title}{pages}:\n{text}")
-    return generate_with_text(ctx, question, "\n\n".join(blocks)), cited
+    return "\n\n".join(blocks), cited
+
+
+def answer_text(ctx: Context, question: str, route: Route) -> tuple[GenerationResult, list[int]]:
+    """Text mode: the packed context (``pack_context``) and the question."""
+    context, cited = pack_context(ctx, route)
+    return generate_with_text(ctx, question, context), cited
 
 
 def context_window(backbone: Backbone) -> int:

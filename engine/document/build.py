@@ -1,10 +1,12 @@
-"""File -> semantic tree: the raw builder chosen by content, then token-limit splitting."""
+"""File -> semantic tree: the raw builder chosen by content, token-limit splitting, then evidence
+hygiene (tables of contents and indexes marked, so routing and answers leave them out)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable
 
 from engine.document.builders import build_raw_tree
+from engine.document.hygiene import mark_evidence_hygiene
 from engine.document.split import split_long_nodes
 from engine.document.tree import TokenCounter, Tree
 
@@ -17,4 +19,4 @@ def build_tree(path: str | Path, encode: TokenCounter, decode: Callable[[list[in
     text, and the ORD-QA documentation JSON. Raises DocumentError for files users can get wrong.
     """
     raw = build_raw_tree(Path(path))
-    return split_long_nodes(raw, encode, decode, limit)
+    return mark_evidence_hygiene(split_long_nodes(raw, encode, decode, limit))

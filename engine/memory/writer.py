@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 
@@ -112,14 +112,25 @@ read_out = torch.no_grad()(read_out_differentiable)
 def write_memories(tree: Tree, backbone: Backbone, parts: H2MTParts, *,
                    max_batch_nodes: int = 32, max_batch_tokens: int = 8192,
                    progress: ProgressFn | None = None,
-                   stats: WriteStats | None = None) -> dict[int, torch.Tensor]:
-    """All node memories of ``tree`` (H2MT 3.2), as float32 CPU tensors [d] keyed by node id."""
+                   stats: WriteStats | None = None,
+                   known: Mapping[int, torch.Tensor] | None = None,
+                   on_level: Callable[[dict[int, torch.Tensor]], None] | None = None
+                   ) -> dict[int, torch.Tensor]:
+    """All node memories of ``tree`` (H2MT 3.2), as float32 CPU tensors [d] keyed by node id.
+
+    Bottom-up by height. ``known``: memories already written (an interrupted run being
+    resumed); those nodes are not written again. ``on_level`` receives each height's new
+    memories once the height is done (ingest stores them, one transaction per height)."""
     stats = stats if stats is not None else WriteStats()
     t0 = time.perf_counter()
     total = len(tree)
-    memories: dict[int, torch.Tensor] = {}
+    memories: dict[int, torch.Tensor] = {i: m.float().cpu() for i, m in (known or {}).items()}
     device = backbone.device
     for level in tree.levels_bottom_up():
+        level = [n for n in level if n.id not in memories]
+        if not level:
+            continue
+        before = set(memories)
         # 1) Agg over children for the internal nodes of this height, batched (appendix B).
         internal = [n for n in level if not tree.is_leaf(n.id)]
         aggregated: dict[int, torch.Tensor] = {}
@@ -152,6 +163,8 @@ def write_memories(tree: Tree, backbone: Backbone, parts: H2MTParts, *,
                 progress(len(memories), total)
         if progress is not None:
             progress(len(memories), total)
+        if on_level is not None:
+            on_level({i: m for i, m in memories.items() if i not in before})
     stats.nodes = len(memories)
     stats.seconds += time.perf_counter() - t0
     assert len(memories) == total, "every node must get a memory"

@@ -24,20 +24,26 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
+import numpy as np
 import torch
 
 from engine.document.tree import Tree, preview
 from engine.memory.projections import RouterProjections, centre, normalise
 from engine.memory.writer import _Item, read_out
+from engine.routing.channels import ChannelScores, TreeLevels
+from engine.routing.lexical import LexicalIndex
+from storage.records import NodeEvidence
 
 SELECTED, PRUNED, UNVISITED, ROOT_STATUS = "selected", "pruned", "unvisited", "root"
 
 
 @dataclass
 class RoutingTree:
-    """The routed structure: one tree (or a library of trees under a virtual root) with its
-    memories stacked in id order. ``origin[i]`` = (doc_id, node_id in that document)."""
+    """The routed structure: one tree (or a library of trees under a virtual root) with, per
+    routed node in id order, its memory (when written) and its routing evidence (when stored).
+    ``origin[i]`` = (doc_id, node_id in that document)."""
 
     parent: list[int | None]
     children: list[list[int]]
@@ -45,8 +51,11 @@ class RoutingTree:
     title: list[str]
     pages: list[tuple[int | None, int | None]]
     origin: list[tuple[int | None, int]]
-    memories: torch.Tensor  # [N, d]; row 0 of a library tree is unused (virtual root)
+    memories: torch.Tensor | None  # [N, d]; row 0 of a library tree is unused (virtual root)
+    tokens: list[list[str]] | None = None  # lexical evidence tokens per node
+    dense: np.ndarray | None = None  # [N, dim] unit sentence-encoder vectors
     _centre: torch.Tensor | None = field(default=None, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -59,8 +68,37 @@ class RoutingTree:
             self._centre = centre(self.memories[1:] if virtual else self.memories)
         return self._centre
 
+    @property
+    def has_evidence(self) -> np.ndarray:
+        """[N] bool: nodes with lexical evidence (not a root, table of contents or index)."""
+        if "has_evidence" not in self._cache:
+            self._cache["has_evidence"] = np.array([bool(t) for t in (self.tokens or [])]
+                                                   or [False] * len(self), dtype=bool)
+        return self._cache["has_evidence"]
+
+    @property
+    def levels(self) -> TreeLevels:
+        if "levels" not in self._cache:
+            self._cache["levels"] = TreeLevels(self.parent, self.depth)
+        return self._cache["levels"]
+
+    def lexical_index(self):
+        """BM25 over the routed nodes' evidence tokens, built on first use and kept."""
+        if "lexical" not in self._cache:
+            self._cache["lexical"] = LexicalIndex(self.tokens or [[] for _ in range(len(self))])
+        return self._cache["lexical"]
+
+    def memory_keys(self, proj: RouterProjections) -> torch.Tensor:
+        """W_k of every centred, normalised memory [N, d_h], kept per projection object."""
+        key = ("keys", id(proj))
+        if key not in self._cache:
+            with torch.no_grad():
+                self._cache[key] = proj.float().w_k(normalise(self.memories, self.centre))
+        return self._cache[key]
+
     @classmethod
-    def from_tree(cls, tree: Tree, memories: dict[int, torch.Tensor], doc_id: int | None = None):
+    def from_tree(cls, tree: Tree, memories: dict[int, torch.Tensor] | None,
+                  doc_id: int | None = None, evidence: NodeEvidence | None = None):
         """One document: routed ids are the tree's own node ids."""
         ids = sorted(tree.graph.nodes)
         assert ids == list(range(len(ids))), "tree ids must be 0..n-1"
@@ -71,21 +109,33 @@ class RoutingTree:
                    title=[n.title or preview(n.text) for n in nodes],
                    pages=[(n.page_start, n.page_end) for n in nodes],
                    origin=[(doc_id, i) for i in ids],
-                   memories=torch.stack([memories[i] for i in ids]).float())
+                   memories=(torch.stack([memories[i] for i in ids]).float()
+                             if memories else None),
+                   tokens=evidence.tokens if evidence is not None else None,
+                   dense=evidence.dense if evidence is not None else None)
 
     @classmethod
-    def from_library(cls, docs: dict[int, tuple[Tree, dict[int, torch.Tensor]]]):
-        """A virtual root (id 0) over each document's root: H2MT's library-wide hierarchy."""
+    def from_library(cls, docs: dict):
+        """A virtual root (id 0) over each document's root: H2MT's library-wide hierarchy.
+
+        ``docs``: doc_id -> (tree, memories or None[, evidence or None]). A channel is kept
+        only when every document has it (memories, tokens, dense vectors)."""
+        docs = {d: (v + (None,))[:3] for d, v in docs.items()}
         if len(docs) == 1:
-            (doc_id, (tree, mem)), = docs.items()
-            return cls.from_tree(tree, mem, doc_id)
-        d = next(iter(docs.values()))[1][0].shape[0]
+            (doc_id, (tree, mem, ev)), = docs.items()
+            return cls.from_tree(tree, mem, doc_id, ev)
+        with_mem = all(m for _, m, _ in docs.values())
+        with_ev = all(e is not None for _, _, e in docs.values())
+        with_dense = with_ev and all(e.dense is not None for _, _, e in docs.values())
+        d = next(iter(docs.values()))[1][0].shape[0] if with_mem else 0
         parent: list[int | None] = [None]
         children: list[list[int]] = [[]]
         depth, title, pages = [0], ["Library"], [(None, None)]
         origin: list[tuple[int | None, int]] = [(None, -1)]
         rows = [torch.zeros(d)]
-        for doc_id, (tree, mem) in docs.items():
+        tokens: list[list[str]] = [[]]
+        dense_rows: list[np.ndarray] = []
+        for doc_id, (tree, mem, ev) in docs.items():
             offset = len(parent)
             children[0].append(offset)
             for i in sorted(tree.graph.nodes):
@@ -96,8 +146,30 @@ class RoutingTree:
                 title.append(n.title or preview(n.text))
                 pages.append((n.page_start, n.page_end))
                 origin.append((doc_id, i))
-                rows.append(mem[i].float())
-        return cls(parent, children, depth, title, pages, origin, torch.stack(rows))
+                if with_mem:
+                    rows.append(mem[i].float())
+            if with_ev:
+                tokens.extend(ev.tokens)
+            if with_dense:
+                dense_rows.append(ev.dense)
+        dense = None
+        if with_dense:
+            dense = np.concatenate([np.zeros((1, dense_rows[0].shape[1]), np.float32),
+                                    *dense_rows])
+        return cls(parent, children, depth, title, pages, origin,
+                   torch.stack(rows) if with_mem else None,
+                   tokens=tokens if with_ev else None, dense=dense)
+
+    def available_channels(self) -> tuple[str, ...]:
+        """The evidence channels this tree can score (missing ones are left out of fusion)."""
+        have = []
+        if self.tokens is not None:
+            have.append("lexical")
+        if self.dense is not None:
+            have.append("dense")
+        if self.memories is not None:
+            have.append("memory")
+        return tuple(have)
 
 
 @dataclass
@@ -116,6 +188,9 @@ class RouteNode:
     prob: float | None = None  # softmax(s/temperature) among its siblings
     status: str = UNVISITED  # root | selected | pruned | unvisited
     visit: int | None = None  # order in which it was scored
+    # Per evidence channel, {"own": score, "subtree": score} (None values where the node has no
+    # evidence); None when the node was never scored or the router used no channels.
+    channels: dict[str, dict[str, float | None]] | None = None
 
 
 class Route:
@@ -128,8 +203,17 @@ class Route:
 
     def __init__(self, tree: "RoutingTree", scores: dict[int, float], probs: dict[int, float],
                  visits: dict[int, int], selected: list[int], *, k: int, max_depth: int | None,
-                 budget: int | None, temperature: float, stop_reason: str, route_ms: float = 0.0):
+                 budget: int | None, temperature: float, stop_reason: str, route_ms: float = 0.0,
+                 router: str = "memory", channels: dict[str, ChannelScores] | None = None,
+                 pack_scores: np.ndarray | None = None,
+                 node_channels: dict[int, dict] | None = None):
         self.tree = tree
+        self.router = router  # fused | memory | lexical | dense
+        self.channels = channels or {}  # channel -> scores of every routed node
+        self.pack_scores = pack_scores  # fused own-evidence score per node (text packing)
+        self._node_channels = node_channels  # restored from the query log
+        # Other routers' selections over the same channels (for the disagreement view).
+        self.alternatives: dict[str, list[int]] = {}
         self.scores, self.probs, self.visits = scores, probs, visits
         self.selected = selected  # selected ids in the order they were selected (depth by depth)
         self.k, self.max_depth, self.budget = k, max_depth, budget
@@ -160,9 +244,19 @@ class Route:
                                      node_id=t.origin[i][1], title=t.title[i], depth=t.depth[i],
                                      page_start=t.pages[i][0], page_end=t.pages[i][1],
                                      score=self.scores.get(i), prob=self.probs.get(i),
-                                     status=self.status(i), visit=self.visits.get(i))
+                                     status=self.status(i), visit=self.visits.get(i),
+                                     channels=self.node_channels(i))
                            for i in range(len(t))]
         return self._nodes
+
+    def node_channels(self, node_id: int) -> dict[str, dict[str, float | None]] | None:
+        """{channel: {"own", "subtree"}} of a scored node; None when unscored or no channels."""
+        if self._node_channels is not None:
+            return self._node_channels.get(node_id)
+        if node_id not in self.scores or not self.channels:
+            return None
+        return {name: {"own": _finite(ch.own[node_id]), "subtree": _finite(ch.subtree[node_id])}
+                for name, ch in self.channels.items()}
 
     def as_records(self) -> list[dict]:
         return [asdict(n) for n in self.nodes]
@@ -170,7 +264,7 @@ class Route:
     @classmethod
     def from_records(cls, records: list[dict], *, k: int = 0, max_depth: int | None = None,
                      budget: int | None = None, temperature: float = 1.0,
-                     stop_reason: str = "from the query log") -> "Route":
+                     stop_reason: str = "from the query log", router: str = "memory") -> "Route":
         """Rebuild a Route from ``as_records()`` output (the query log), without memories."""
         recs = sorted(records, key=lambda r: r["id"])
         n = len(recs)
@@ -190,25 +284,29 @@ class Route:
                    {r["id"]: r["prob"] for r in scored if r.get("prob") is not None},
                    {r["id"]: r["visit"] for r in scored if r.get("visit") is not None}, selected,
                    k=k, max_depth=max_depth, budget=budget, temperature=temperature,
-                   stop_reason=stop_reason)
+                   stop_reason=stop_reason, router=router,
+                   node_channels={r["id"]: r["channels"] for r in scored if r.get("channels")})
 
     def selected_nodes(self) -> list[RouteNode]:
         return [self.nodes[i] for i in self.selected]
 
 
-@torch.no_grad()
-def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int = 3,
-          max_depth: int | None = None, budget: int | None = None,
-          temperature: float = 1.0) -> Route:
-    """Per-parent top-k routing from the root (H2MT 3.3): S_0 = {r}, S_{l+1} = U_p TopK(C(p))."""
+def _finite(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def walk(tree: RoutingTree, score_level: Callable[[list[int]], list[float]], *, k: int = 3,
+         max_depth: int | None = None, budget: int | None = None, temperature: float = 1.0):
+    """Per-parent top-k from the root (H2MT 3.3): S_0 = {r}, S_{l+1} = U_p TopK(C(p)).
+
+    ``score_level(kids)`` scores the children of one level's parents (one call per level, so a
+    lazy scorer touches only the explored part). Returns (scores, probs, visits, selected,
+    stop reason)."""
     if k < 1:
         raise ValueError("k must be at least 1")
     if budget is not None and budget < 1:
         raise ValueError("the node budget must be at least 1")
-    t0 = time.perf_counter()
-    proj = proj.float()
-    mu = tree.centre
-    qn = normalise(q.float().cpu(), mu)
     scores: dict[int, float] = {}
     probs: dict[int, float] = {}
     visits: dict[int, int] = {}
@@ -224,17 +322,17 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
         if not parents:
             break
         kids = [c for p in parents for c in tree.children[p]]
-        s = proj.score(qn, normalise(tree.memories[kids], mu)).tolist()  # one matmul per level
-        level = dict(zip(kids, s))
+        level = dict(zip(kids, score_level(kids)))
         winners: list[int] = []
         for p in parents:
             ch = tree.children[p]
-            sc = torch.tensor([level[c] for c in ch])
-            for c, pr in zip(ch, torch.softmax(sc / temperature, 0).tolist()):
+            sc = np.array([level[c] for c in ch], dtype=np.float64)
+            e = np.exp((sc - sc.max()) / temperature)
+            for c, pr in zip(ch, (e / e.sum()).tolist()):
                 probs[c] = pr
                 visits[c] = len(visits)
-            order = sorted(range(len(ch)), key=lambda j: -sc[j].item())
-            winners.extend(ch[j] for j in order[:k])
+            order = np.argsort(-sc, kind="stable")[:k]
+            winners.extend(ch[j] for j in order.tolist())
         scores.update(level)
         if budget is not None and len(selected) + len(winners) > budget:
             winners = sorted(winners, key=lambda c: -level[c])[: budget - len(selected)]
@@ -244,6 +342,26 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
         if stop == "budget":
             break
         frontier = winners
+    return scores, probs, visits, selected, stop
+
+
+@torch.no_grad()
+def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int = 3,
+          max_depth: int | None = None, budget: int | None = None,
+          temperature: float = 1.0) -> Route:
+    """The memory router (H2MT 3.3): s(u|q) on the explored children only, level by level."""
+    if tree.memories is None:
+        raise ValueError("the memory router needs the routed nodes' memories")
+    t0 = time.perf_counter()
+    proj = proj.float()
+    mu = tree.centre
+    qn = normalise(q.float().cpu(), mu)
+
+    def score_level(kids: list[int]) -> list[float]:
+        return proj.score(qn, normalise(tree.memories[kids], mu)).tolist()  # one matmul a level
+
+    scores, probs, visits, selected, stop = walk(tree, score_level, k=k, max_depth=max_depth,
+                                                 budget=budget, temperature=temperature)
     route_ms = (time.perf_counter() - t0) * 1e3
     return Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth, budget=budget,
                  temperature=temperature, stop_reason=stop, route_ms=route_ms)

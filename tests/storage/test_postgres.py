@@ -54,6 +54,13 @@ def test_ingest_and_ask_on_postgresql(pg_runtime, tmp_path):
         a = ask(rt, r.doc_id, "What does E1 mean?", AskOptions(mode=mode, max_new_tokens=4))
         assert a.route is not None or mode == "full"
     assert len(rt.library.list_queries(r.doc_id)) == 3
+    # Routing evidence stored on PostgreSQL: the words-matched router finds the faults section.
+    for router in ("lexical", "fused"):
+        a = ask(rt, r.doc_id, "What does the E1 fault mean?",
+                AskOptions(mode="route", router=router, k=1))
+        assert "Faults" in [rt.library.get_tree(r.doc_id).node(a.route.tree.origin[i][1]).title
+                            for i in a.route.selected], router
+        assert a.route.node_channels(a.route.selected[-1])["lexical"]["own"] > 0
     rt.library.delete_document(r.doc_id)
     assert rt.library.list_documents() == []
 
@@ -61,4 +68,4 @@ def test_ingest_and_ask_on_postgresql(pg_runtime, tmp_path):
 def test_recover_on_postgresql(pg_runtime):
     from storage import Library
 
-    assert Library(PG_URL).recovered == {"memories": 0, "nodes": 0, "documents": 0}
+    assert Library(PG_URL).recovered == {"memories": 0, "evidence": 0, "nodes": 0, "documents": 0}

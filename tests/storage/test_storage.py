@@ -375,3 +375,59 @@ def test_in_memory_sqlite_works():
     with Library("sqlite://") as lib:
         doc_id = lib.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
         assert len(lib.get_memories(doc_id, "fp-A")) == len(tree)
+
+
+# -- routing evidence and phase-two memories ------------------------------------------------------
+
+def _evidence(tree: Tree, fingerprint: str = "lex:1|dense:test", dim: int = 4):
+    import numpy as np
+
+    from storage import NodeEvidence
+
+    rng = np.random.default_rng(0)
+    tokens = [[] if i == 0 else [f"w{i}", "pump", "\\patchcmd"] for i in range(len(tree))]
+    dense = rng.standard_normal((len(tree), dim)).astype(np.float32)
+    dense[0] = 0
+    return NodeEvidence(tokens=tokens, dense=dense, fingerprint=fingerprint)
+
+
+def test_evidence_round_trip_and_fingerprint(library):
+    import numpy as np
+
+    tree = sample_tree()
+    ev = _evidence(tree)
+    doc = library.add_document(meta_for(tree), tree, evidence=ev)
+    back = library.get_evidence(doc, ev.fingerprint)
+    assert back.tokens == ev.tokens
+    # stored as float16: close, not bit-exact (unit vectors need no more)
+    np.testing.assert_allclose(back.dense, ev.dense, atol=2e-3)
+    assert library.get_evidence(doc, "lex:1|dense:other") is None  # another encoder: re-index
+    other = _evidence(tree, "lex:1|dense:other")
+    library.put_evidence(doc, other)
+    assert library.get_evidence(doc, ev.fingerprint) is None
+    assert library.get_evidence(doc, other.fingerprint).tokens == ev.tokens
+    with pytest.raises(ValueError):
+        library.put_evidence(doc, replace(other, tokens=other.tokens[:-1]))
+    library.delete_document(doc)
+    with library._sessions() as s:
+        from storage.models import EvidenceRow
+        assert s.scalar(select(func.count()).select_from(EvidenceRow)) == 0
+
+
+def test_phase_one_document_has_no_memories_and_phase_two_adds_them_by_parts(library):
+    tree = sample_tree()
+    doc = library.add_document(meta_for(tree), tree, evidence=_evidence(tree))
+    p = library.memory_progress(doc, "fp")
+    assert (p.done, p.total, p.complete) == (0, len(tree), False)
+    with pytest.raises(MissingMemories):
+        library.get_memories(doc, "fp")
+    mems = memories_for(tree)
+    first = {i: mems[i] for i in list(mems)[:3]}
+    library.add_memories(doc, first, "fp")
+    assert library.memory_progress(doc, "fp").done == 3
+    with pytest.raises(MissingMemories, match="3 of its"):
+        library.get_memories(doc, "fp")  # never used half-written
+    assert set(library.get_memories(doc, "fp", partial=True)) == set(first)
+    library.add_memories(doc, mems, "fp")  # the rest, re-adding the first three is harmless
+    assert library.memory_progress(doc, "fp").complete
+    assert set(library.get_memories(doc, "fp")) == set(tree.graph.nodes)
