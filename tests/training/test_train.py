@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from engine.memory.parts import H2MTParts
-from engine.training.train import (StageConfig, TrainConfig, gold_sets, routing_hit, routing_pairs,
-                                   train, trainable)
+from engine.training.config import StageConfig, TrainConfig
+from engine.training.stages import trainable
+from engine.training.supervision import gold_sets, routing_hit, routing_pairs
+from engine.training.train import train
 from engine.training.data import Query, check_not_evaluation, heading_queries, sentences
 from engine.document.build import build_tree
 
