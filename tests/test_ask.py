@@ -50,7 +50,8 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     ans = ask(rt, doc, "How do I power a large widget?", AskOptions(mode=mode, k=2, max_new_tokens=4))
     out = ans.as_json()
     json.dumps(out)  # the CLI's --json object is serialisable
-    assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics"}
+    assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
+                        "alternatives", "warning"}
     assert set(out["metrics"]) == {"ttft_ms", "total_ms", "route_ms", "prefill_tokens",
                                    "generated_tokens", "peak_mem_mb"}
     if mode == "full":
@@ -58,6 +59,12 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     else:
         statuses = {r["status"] for r in out["route"]}
         assert "selected" in statuses and out["metrics"]["route_ms"] > 0
+        # every scored node carries each channel's own and subtree score
+        assert out["router"] == "fused"
+        scored = [r for r in out["route"] if r["score"] is not None]
+        assert scored and all(set(r["channels"]) == {"lexical", "dense", "memory"}
+                              for r in scored)
+        assert set(out["alternatives"]) == {"memory"}
     if mode == "route":
         assert out["answer"] == "" and out["metrics"]["generated_tokens"] == 0
     else:

@@ -28,15 +28,16 @@ leaders) and titled ones for nothing (they look like a table). Lines without two
 letters or digits (index letter heads "A", "! >") are not counted. The verdict: "toc" / "index"
 when the entries of that kind are at least ``MIN_FRACTION`` of the counted lines and at least
 ``MIN_LINES`` in number. Over every page and raw-tree node of the nine corpus manuals, the
-highest entry share of a text not flagged is 0.33 (a three-line note) and about 0.28 for larger
-texts (parameter tables); the lowest of a real contents or index page is 0.54.
+highest entry share of a text not flagged is 0.33 (three-line texts) and 0.25 for larger ones
+(ngspice's parameter tables); the lowest of a real contents or index page is 0.54 (etoolbox's
+page 1: title block, contents and the first section on one page).
 """
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
 from dataclasses import replace
-from typing import Iterator
+from typing import Callable, Iterator
 
 from engine.document.tree import ROOT, Node, Tree
 
@@ -51,9 +52,9 @@ _PAGE_RANGE = rf"{_PAGE}(?:\s*[–—-]\s*{_PAGE})?"
 # Fragments of a split entry: a bare section/page number, or a bare dot leader (+ page).
 _BARE_NUMBER = re.compile(r"\d{1,4}(?:\.\d{1,3})*|[A-Z](?:\.\d{1,3})*|[IVXLC]{1,7}|[ivxlc]{1,7}")
 _BARE_LEADER = re.compile(rf"(?:[.·…]\s*){{3,}}{_PAGE}?")
-_ENDS_WITH_PAGE = re.compile(rf"(?:^|[\s.·…]){_PAGE}$")
+_TAIL_PAGE = re.compile(rf"[\s.·…]{_PAGE}$")  # applied to the last 9 characters only
 _LEADER = re.compile(rf"(?:[.·…]\s*){{3,}}({_PAGE})(?:\s|$)")
-_TITLED = re.compile(rf"(\S+)\s+({_PAGE})$")
+_PAGE_ONLY = re.compile(_PAGE)
 _TITLE_WORD = re.compile(r"[A-Za-z]{3}")
 _NOT_TITLE_END = frozenset("0123456789.,;:([=+*/–—-")
 _INDEX = re.compile(rf"[^\d\s].*?(?:,\s*{_PAGE_RANGE}(?:\s*,\s*{_PAGE_RANGE})*"
@@ -72,7 +73,10 @@ _INDEX_TITLE = re.compile(rf"{_NUMBERING}(?:(?:[\w-]+\s+){{0,4}}index(?:es)?|ind
 
 def page_kind(text: str) -> str | None:
     """"toc", "index" or None for a page or node body (rules and thresholds: module docstring)."""
-    toc, index, counted = entry_counts(text)
+    return _verdict(*entry_counts(text))
+
+
+def _verdict(toc: int, index: int, counted: int) -> str | None:
     need = max(MIN_LINES, MIN_FRACTION * counted)
     if toc >= need and toc >= index:
         return "toc"
@@ -90,13 +94,15 @@ def entry_counts(text: str) -> tuple[int, int, int]:
     for i, ln in enumerate(lines):
         if len(ln) > MAX_ENTRY_CHARS:
             continue
-        if m := _LEADER.search(ln):
+        # cheap character tests first: most lines of a manual are prose
+        if (ln.count(".") + ln.count("·") + 3 * ln.count("…") >= 3
+                and (m := _LEADER.search(ln))):
             leader_pages.append(_page_value(m.group(1)))
             toc_pages.append(leader_pages[-1])
-        elif _INDEX.fullmatch(ln):
+        elif "," in ln and _INDEX.fullmatch(ln):
             is_index[i] = True
-        elif (m := _TITLED.search(ln)) and _is_title_end(m.group(1)) and _TITLE_WORD.search(ln):
-            toc_pages.append(_page_value(m.group(2)))
+        elif (page := _titled_page(ln)) is not None:
+            toc_pages.append(page)
     heads = sum(1 for i in range(len(lines) - 1)
                 if is_index[i + 1] and not is_index[i] and _is_index_head(lines[i]))
     index = sum(is_index) + heads
@@ -124,11 +130,18 @@ def mark_evidence_hygiene(tree: Tree) -> Tree:
       title names (R's indexes are set with dot leaders, like a contents page);
     - any other node is marked when its own body text is one;
     - an untitled piece of a split body (too short to judge alone, e.g. one contents line) is
-      marked when it, read with its untitled neighbour pieces, is one and at least
-      ``MIN_FRACTION`` of its own lines are entries of that kind.
+      marked when the entry counts of it and its untitled neighbour pieces together make one,
+      and at least ``MIN_FRACTION`` of its own lines are entries of that kind.
     Ids, order, titles, texts and pages are unchanged; the root keeps kind "root". The input
     tree is not modified. Works on raw and on token-split trees.
     """
+    counts: dict[int, tuple[int, int, int]] = {}
+
+    def counts_of(node: Node) -> tuple[int, int, int]:
+        if node.id not in counts:
+            counts[node.id] = entry_counts(node.text)
+        return counts[node.id]
+
     kinds: dict[int, str] = {}
     for node in tree.preorder():
         if node.id == ROOT or node.id in kinds:
@@ -139,9 +152,10 @@ def mark_evidence_hygiene(tree: Tree) -> Tree:
             if page_kind("\n".join(n.text for n in sub if n.text)) is not None:
                 kinds.update((n.id, by_title) for n in sub)
                 continue
-        found = page_kind(node.text)
-        if found is None and not node.title and node.text:
-            found = _kind_in_context(tree, node)
+        own = counts_of(node)
+        found = _verdict(*own)
+        if found is None and not node.title and node.text and node.parent is not None:
+            found = _kind_in_context(tree, node, own, counts_of)
         if found is not None:
             kinds[node.id] = by_title or found
     graph = tree.graph.copy()
@@ -160,18 +174,20 @@ def _subtree(tree: Tree, node_id: int) -> Iterator[Node]:
         stack.extend(c.id for c in reversed(tree.children(nid)))
 
 
-def _kind_in_context(tree: Tree, node: Node) -> str | None:
-    if node.parent is None:
-        return None
+def _kind_in_context(tree: Tree, node: Node, own: tuple[int, int, int],
+                     counts_of: Callable[[Node], tuple[int, int, int]]) -> str | None:
+    """The kind of a short untitled piece judged with its untitled neighbour pieces: their entry
+    counts together give the verdict, and the piece's own lines must agree with it."""
+    toc, index, counted = own
+    if not counted or max(toc, index) < MIN_FRACTION * counted:
+        return None  # cheap exit: the piece itself is mostly not entries
     siblings = tree.children(node.parent)
-    i = node.order
-    window = [s for s in siblings[max(0, i - 1): i + 2] if not s.title and s.text]
-    kind = page_kind("\n".join(s.text for s in window))
+    window = [s for s in siblings[max(0, node.order - 1): node.order + 2]
+              if not s.title and s.text]
+    kind = _verdict(*(sum(c) for c in zip(*(counts_of(s) for s in window))))
     if kind is None:
         return None
-    toc, index, counted = entry_counts(node.text)
-    own = toc if kind == "toc" else index
-    return kind if counted and own >= MIN_FRACTION * counted else None
+    return kind if (toc if kind == "toc" else index) >= MIN_FRACTION * counted else None
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -185,7 +201,7 @@ def _logical_lines(text: str) -> list[str]:
             continue
         if out and _BARE_LEADER.fullmatch(line):
             out[-1] += " " + line
-            closed = _ENDS_WITH_PAGE.search(line) is not None
+            closed = _ends_with_page(line)
         elif _BARE_NUMBER.fullmatch(line):
             if out and has_words and not closed:
                 out[-1] += " " + line  # the entry's page number
@@ -203,12 +219,23 @@ def _logical_lines(text: str) -> list[str]:
     return out
 
 
+def _ends_with_page(line: str) -> bool:
+    return _TAIL_PAGE.search((" " + line)[-9:]) is not None
+
+
 def _ends_entry(line: str) -> bool:
-    return " " in line and _ENDS_WITH_PAGE.search(line) is not None
+    return " " in line and _ends_with_page(line)
 
 
-def _is_title_end(word: str) -> bool:
-    return len(word) >= 2 and word[-1] not in _NOT_TITLE_END
+def _titled_page(line: str) -> int | None:
+    """The page number of a titled entry ("Canvas size 32"), else None."""
+    words = line.rsplit(None, 2)
+    if len(words) < 2 or not _PAGE_ONLY.fullmatch(words[-1]):
+        return None
+    last = words[-2]
+    if len(last) < 2 or last[-1] in _NOT_TITLE_END or not _TITLE_WORD.search(line):
+        return None
+    return _page_value(words[-1])
 
 
 def _is_index_head(line: str) -> bool:
