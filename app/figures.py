@@ -8,6 +8,14 @@ bold on the selected path, pruned ones greyed with dashed edges) and, for every 
 whose children were never scored, ONE collapsed marker "+N" standing for the N unvisited nodes
 below it. A manual of 800+ nodes therefore draws only the nodes the router actually scored.
 
+Hover text: every scored node lists its evidence channels in plain words ("words matched",
+"meaning", "memory"), each with the node's own score and its subtree's best ("best in branch",
+what the router compares), then the score the router ranked by (the fused score, unless one
+channel routed alone). It is built once per figure, one string per drawn node.
+
+The disagreement view (``router_agreement``) compares what the fused and the memory router
+selected for the same question (``Route.alternatives``: the other router's selection).
+
 Every title is HTML-escaped before it reaches Plotly: its hover and label text is HTML-like
 (``<b>``, ``<br>``, links), so a heading such as ``<script>`` must arrive as ``&lt;script&gt;``.
 """
@@ -22,6 +30,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from app.layout import tidy_layout
+from engine.routing.channels import CHANNELS, LABELS
 
 COLORSCALE = "Viridis"
 SELECTED_EDGE = "#111827"
@@ -106,13 +115,46 @@ def _loops(answer, rid: int) -> list[int]:
     return list(answer.gate.get(rid, []))
 
 
-def _hover(n, loops: list[int]) -> str:
+def score_label(router: str | None) -> str:
+    """What a route's node score is, in plain words (the colour bar's and the hover's name)."""
+    if router in (None, "fused"):
+        return "fused score"
+    return f"score ({LABELS.get(router, router)} alone)"
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def channel_lines(channels: dict | None) -> list[str]:
+    """One hover line per evidence channel: own score and best in branch (subtree) score."""
+    if not channels:
+        return []
+    out = []
+    for name in CHANNELS:
+        ch = channels.get(name)
+        if ch is None:
+            continue
+        own, sub = ch.get("own"), ch.get("subtree")
+        label = LABELS[name]
+        if own is None and sub is None:
+            out.append(f"{label}: no evidence")
+        else:
+            out.append(f"{label}: own {_num(own)}, best in branch {_num(sub)}")
+    return out
+
+
+def _hover(n, loops: list[int], score_name: str = "score") -> str:
     lines = [f"<b>{esc(n.title, 90) or '(untitled)'}</b>",
              f"status: {n.status}",
              f"pages: {pages_label(n.page_start, n.page_end)}",
              f"depth: {n.depth}"]
-    if n.score is not None:
-        lines.append(f"score: {n.score:.3f}")
+    if n.score is None:
+        lines.append("the root: not scored" if n.status == "root"
+                     else "not scored (the router never reached it)")
+    else:
+        lines.append(f"{score_name}: {n.score:.3f}")
+        lines.extend(channel_lines(getattr(n, "channels", None)))
     if n.prob is not None:
         lines.append(f"probability in parent: {n.prob:.3f}")
     if n.visit is not None:
@@ -148,6 +190,7 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
     nodes = route.nodes
     pos = tidy_layout(vt.children, root=0)
     lo, hi = score_range(route)
+    sname = score_label(getattr(route, "router", None))
 
     sel_seg, pr_seg, col_seg = [], [], []
     for parent, ch in vt.children.items():
@@ -178,7 +221,7 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
         x=[pos[i][0] for i in root_ids], y=[pos[i][1] for i in root_ids], mode="markers+text",
         marker=dict(symbol="square", size=16, color=ROOT_FILL),
         text=[esc(nodes[i].title, 40) for i in root_ids], textposition="top center",
-        hovertext=[_hover(nodes[i], []) for i in root_ids], hoverinfo="text", name="root",
+        hovertext=[_hover(nodes[i], [], sname) for i in root_ids], hoverinfo="text", name="root",
         customdata=[[i, "root", nodes[i].doc_id, nodes[i].node_id] for i in root_ids],
         meta={"status": "root"}, showlegend=False))
 
@@ -187,7 +230,7 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
         x=[pos[i][0] for i in pr], y=[pos[i][1] for i in pr], mode="markers", name="pruned",
         marker=dict(size=9, color=[nodes[i].score for i in pr], coloraxis="coloraxis",
                     opacity=0.45, line=dict(color=PRUNED_EDGE, width=1)),
-        hovertext=[_hover(nodes[i], []) for i in pr], hoverinfo="text",
+        hovertext=[_hover(nodes[i], [], sname) for i in pr], hoverinfo="text",
         customdata=[[i, "pruned", nodes[i].doc_id, nodes[i].node_id] for i in pr],
         meta={"status": "pruned"}))
 
@@ -209,7 +252,7 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
                     color=[nodes[i].score for i in sel], coloraxis="coloraxis",
                     line=dict(color=SELECTED_EDGE, width=2.5)),
         text=labels, textposition="bottom center", textfont=dict(size=10),
-        hovertext=[_hover(nodes[i], loops[i]) for i in sel], hoverinfo="text",
+        hovertext=[_hover(nodes[i], loops[i], sname) for i in sel], hoverinfo="text",
         customdata=[[i, "selected", nodes[i].doc_id, nodes[i].node_id, sum(loops[i])]
                     for i in sel],
         meta={"status": "selected"}))
@@ -222,25 +265,28 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
                     line=dict(color="#9ca3af", width=1)),
         text=[f"+{vt.collapsed[m][1]}" for m in cm], textposition="bottom center",
         textfont=dict(size=9, color="#6b7280"),
-        hovertext=[f"{vt.collapsed[m][1]} unvisited node(s) below<br>"
-                   f"<b>{esc(nodes[vt.collapsed[m][0]].title, 70)}</b>" for m in cm],
+        hovertext=[f"{vt.collapsed[m][1]} node(s) below, not scored (the router never reached "
+                   f"them)<br>under <b>{esc(nodes[vt.collapsed[m][0]].title, 70)}</b>"
+                   for m in cm],
         hoverinfo="text",
         customdata=[[m, "collapsed", vt.collapsed[m][0], vt.collapsed[m][1]] for m in cm],
         meta={"status": "collapsed"}))
 
     depth = max((-p[1] for p in pos.values()), default=0)
-    head = title or (f"Routing tree — k={route.k}, {len(route.selected)} selected, "
-                     f"stop: {route.stop_reason}")
+    router = getattr(route, "router", None)
+    head = title or (f"Routing tree — {router or 'memory'} router, k={route.k}, "
+                     f"{len(route.selected)} selected, stop: {route.stop_reason}")
     fig = go.Figure(traces)
     fig.update_layout(
         title=dict(text=esc(head), x=0.01, font=dict(size=14)),
         coloraxis=dict(colorscale=COLORSCALE, cmin=lo, cmax=hi,
-                       colorbar=dict(title=dict(text="routing score"), thickness=12, len=0.8)),
+                       colorbar=dict(title=dict(text=sname), thickness=12, len=0.8)),
         height=int(170 + 95 * (depth + 1)), margin=dict(l=10, r=10, t=40, b=10),
         xaxis=dict(visible=False), yaxis=dict(visible=False),
         plot_bgcolor="white", paper_bgcolor="white", hovermode="closest",
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
-        meta={"total_nodes": len(nodes), "selected_ids": list(route.selected)})
+        meta={"total_nodes": len(nodes), "selected_ids": list(route.selected),
+              "router": router})
     return fig
 
 
@@ -279,6 +325,7 @@ def manual_figure(route, max_depth: int = 4) -> go.Figure:
     """Icicle of every node of the routed tree, coloured by routing score (grey: never scored)."""
     nodes = route.nodes
     lo, hi = score_range(route)
+    sname = score_label(getattr(route, "router", None))
     scores = [n.score for n in nodes]
     norm = [(s - lo) / (hi - lo) if s is not None else None for s in scores]
     sampled = sample_colorscale(COLORSCALE, [v for v in norm if v is not None]) if any(
@@ -293,20 +340,22 @@ def manual_figure(route, max_depth: int = 4) -> go.Figure:
         else:
             colors.append(next(it))
     line_w = [3 if n.status == "selected" else 0.5 for n in nodes]
-    fig = go.Figure(go.Icicle(
-        ids=[str(n.id) for n in nodes],
+    # One entry per node of the manual (thousands): the arrays are built here, so plotly's
+    # per-element validation (most of the time of a large icicle) is skipped.
+    fig = go.Figure([dict(
+        type="icicle", ids=[str(n.id) for n in nodes],
         parents=["" if n.parent is None else str(n.parent) for n in nodes],
         labels=[esc(n.title, 40) or f"#{n.id}" for n in nodes],
         marker=dict(colors=colors, line=dict(color=["#111827" if n.status == "selected"
                                                    else "white" for n in nodes], width=line_w)),
-        hovertext=[_hover(n, []) for n in nodes], hoverinfo="text", maxdepth=max_depth,
+        hovertext=[_hover(n, [], sname) for n in nodes], hoverinfo="text", maxdepth=max_depth,
         tiling=dict(orientation="v"), root=dict(color=ROOT_FILL), sort=False,
-        meta={"kind": "manual"}))
+        meta={"kind": "manual"})], _validate=False)
     # an empty scatter carries the colour bar (icicle colours are given per node)
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
                              showlegend=False, marker=dict(
                                  colorscale=COLORSCALE, cmin=lo, cmax=hi, color=[lo],
-                                 showscale=True, colorbar=dict(title=dict(text="routing score"),
+                                 showscale=True, colorbar=dict(title=dict(text=sname),
                                                                thickness=12))))
     fig.update_layout(title=dict(text="The whole manual (click a box to zoom; grey: not scored, "
                                       "outlined: selected)", x=0.01, font=dict(size=13)),
@@ -318,8 +367,16 @@ def manual_figure(route, max_depth: int = 4) -> go.Figure:
 
 # -- tables ---------------------------------------------------------------------------------------
 
-ROUTE_COLUMNS = ["status", "title", "pages", "depth", "score", "prob", "gate loops", "doc",
-                 "node", "id"]
+# The channel columns hold each channel's best score in the node's branch (what routing compares).
+CHANNEL_COLUMNS = [LABELS[c] for c in CHANNELS]
+ROUTE_COLUMNS = ["status", "title", "pages", "depth", "score", *CHANNEL_COLUMNS, "prob",
+                 "gate loops", "doc", "node", "id"]
+
+
+def _branch(channels: dict | None, name: str) -> float | None:
+    ch = (channels or {}).get(name)
+    v = None if ch is None else ch.get("subtree")
+    return None if v is None else round(v, 4)
 
 
 def route_rows(route, answer=None) -> list[list]:
@@ -330,9 +387,84 @@ def route_rows(route, answer=None) -> list[list]:
     rows = []
     for n in [nodes[0], *sel, *pr]:
         lp = _loops(answer, n.id)
+        chans = getattr(n, "channels", None)
         rows.append([n.status, ("\u00a0\u00a0\u00a0" * n.depth) + (n.title or "(untitled)"),
                      pages_label(n.page_start, n.page_end), n.depth,
                      None if n.score is None else round(n.score, 4),
+                     *(_branch(chans, c) for c in CHANNELS),
                      None if n.prob is None else round(n.prob, 4),
                      " ".join(map(str, lp)) if lp else "", n.doc_id, n.node_id, n.id])
     return rows
+
+
+# -- where the fused and the memory router disagree ----------------------------------------------
+
+AGREEMENT_COLUMNS = ["title", "pages", "depth", "fused router", "memory router", "doc", "node",
+                     "id"]
+
+
+@dataclass
+class Agreement:
+    """The selections of the fused and the memory router for one question, compared."""
+
+    both: list[int]
+    fused_only: list[int]
+    memory_only: list[int]
+
+    def counts(self) -> dict[str, int]:
+        return {"both": len(self.both), "fused_only": len(self.fused_only),
+                "memory_only": len(self.memory_only)}
+
+
+def single_channel(route) -> bool:
+    """A one-channel router's route that carries only its own channel: its "fused" alternative
+    is that channel again, not a fusion, so there is nothing to compare."""
+    router = getattr(route, "router", None)
+    return router not in (None, "fused") and len(getattr(route, "channels", None) or {}) < 2
+
+
+def single_channel_reason(route) -> str:
+    label = LABELS.get(route.router, route.router)
+    return (f"The {label} router scored only its own evidence, so there is no fused or memory "
+            "router selection to compare with: choose the fused router to see where the fused "
+            "and the memory router disagree.")
+
+
+def router_agreement(route) -> Agreement | None:
+    """Compare the two routers' selections (the route's own and ``route.alternatives``); None
+    when one of them is not known (memories not written yet, or a route from the log)."""
+    router = getattr(route, "router", None)
+    if single_channel(route):
+        return None
+    alts = getattr(route, "alternatives", None) or {}
+    fused = list(route.selected) if router == "fused" else alts.get("fused")
+    memory = list(route.selected) if router == "memory" else alts.get("memory")
+    if fused is None or memory is None:
+        return None
+    f, m = set(fused), set(memory)
+    return Agreement(both=sorted(f & m), fused_only=sorted(f - m), memory_only=sorted(m - f))
+
+
+def agreement_summary(agreement: Agreement | None, unavailable: str = "") -> str:
+    """One line for the UI: the counts, or why the comparison is not available."""
+    if agreement is None:
+        return unavailable or "memory router not available for this route"
+    c = agreement.counts()
+    line = (f"both: {c['both']}, fused only: {c['fused_only']}, "
+            f"memory only: {c['memory_only']}")
+    if not agreement.fused_only and not agreement.memory_only:
+        return line + " — the two routers selected the same sections."
+    return line
+
+
+def agreement_rows(route, agreement: Agreement | None) -> list[list]:
+    """The nodes selected by exactly one of the two routers, in document order."""
+    if agreement is None:
+        return []
+    nodes = route.nodes
+    only = sorted([(i, "selected", "—") for i in agreement.fused_only]
+                  + [(i, "—", "selected") for i in agreement.memory_only])
+    return [[("\u00a0\u00a0\u00a0" * nodes[i].depth) + (nodes[i].title or "(untitled)"),
+             pages_label(nodes[i].page_start, nodes[i].page_end), nodes[i].depth, f, m,
+             nodes[i].doc_id, nodes[i].node_id, i]
+            for i, f, m in only]

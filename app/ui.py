@@ -41,11 +41,13 @@ import plotly.graph_objects as go
 
 from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, agreement_rows,
                          agreement_summary, figure_summary, manual_figure, pages_label,
-                         route_figure, route_rows, router_agreement)
+                         route_figure, route_rows, router_agreement, single_channel,
+                         single_channel_reason)
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from engine.memory.aggregate import POLICIES
 from engine.answer.modes import MODES
 from engine.ask import AskError, AskOptions, ask
+from engine.ask import MemoriesPending as MemoriesNotWritten
 from engine.ingest import ingest_file, write_document_memories
 from engine.routing.channels import LABELS
 from engine.routing.fused import ROUTERS
@@ -58,6 +60,9 @@ log = logging.getLogger(__name__)
 
 ANSWER_CONCURRENCY = 2  # answers generated at once (indexing has its own queue of one)
 MEMORY_POLL_S = 3.0  # how often the page asks how far the background memory writer is
+# route table columns (ROUTE_COLUMNS): status, title, pages, depth, score, three channels, prob,
+# gate loops, doc, node, id
+ROUTE_WIDTHS = ["7%", "23%", "7%", "5%", "7%", "10%", "7%", "7%", "6%", "7%", "4%", "5%", "5%"]
 
 LIBRARY_COLUMNS = ["id", "title", "file", "pages", "nodes", "depth", "tree source", "memories",
                    "ingest s", "added (UTC)"]
@@ -76,8 +81,6 @@ ROUTER_LABELS = {"fused": "fused (all evidence combined)", "memory": f"{LABELS['
                  "lexical": f"{LABELS['lexical']} alone", "dense": f"{LABELS['dense']} alone"}
 ROUTER_CHOICES = [(ROUTER_LABELS.get(r, r), r) for r in ROUTERS]
 READY = "ready"
-# The first words of the engine's AskError when a document's memories are still being written.
-PENDING_PREFIX = "memories are being written"
 
 
 def gpu(fn):
@@ -291,18 +294,19 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
     writer = memory_writer(rt)
     complete: set[tuple[int, str]] = set()  # (doc id, sha256): every memory written
 
-    def memory_state(d) -> tuple[bool, str]:
-        """(ready, label) of a listed document's memories under the runtime's fingerprint."""
+    def memory_label(d) -> str:
+        """"ready", or "memories n/N" (and why it waits) of a listed document's memories under
+        the runtime's fingerprint: one COUNT query until it is ready, none after."""
         key = (d.id, d.sha256)
         if key in complete:
-            return True, READY
+            return READY
         try:
-            p = rt.library.memory_progress(d.id, rt.fingerprint)  # one COUNT query
+            p = rt.library.memory_progress(d.id, rt.fingerprint)
         except DocumentNotFound:
-            return False, "deleted"
+            return "deleted"
         if p.complete:
             complete.add(key)
-            return True, READY
+            return READY
         state, live = writer.state(d.id)
         done = max(p.done, live[0]) if live and live[1] == p.total else p.done
         label = f"memories {done}/{p.total}"
@@ -312,36 +316,38 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             label += " (failed: upload the file again)"
         elif state != "writing":
             label += " (not being written)"
-        return False, label
+        return label
 
-    def memory_lines(docs=None) -> tuple[str, dict[int, str]]:
-        """A one-line library status and {doc id: label} of the documents still pending."""
-        docs = rt.library.list_documents() if docs is None else docs
-        pending = {}
-        for d in docs:
-            ready, label = memory_state(d)
-            if not ready:
-                pending[d.id] = label
-        if not pending:
-            return "", pending
-        parts = ", ".join(f"#{i} {lab}" for i, lab in pending.items())
-        return (f"**Memories are being written in the background** ({parts}). These manuals "
+    def pending_list(labels: dict[int, str]) -> str:
+        """"#3: 40/120, #4: 0/80 (queued)" of the documents whose memories are not ready."""
+        return ", ".join(f"#{i}: {lab.removeprefix('memories ')}"
+                         for i, lab in labels.items() if lab != READY)
+
+    def library_line(labels: dict[int, str]) -> str:
+        """The Library tab's line about memories still being written (empty when none)."""
+        what = pending_list(labels)
+        if not what:
+            return ""
+        return (f"**Memories are being written in the background** ({what}). These manuals "
                 "can be asked now in text and route modes; memory mode, the flat baseline and "
-                "the memory router wait for their memories."), pending
+                "the memory router wait for their memories.")
 
-    def doc_memory_line(doc) -> str:
+    def doc_memory_line(doc, labels: dict[int, str] | None = None) -> str:
         """The Ask tab's line about the chosen manual's memories (empty when they are ready)."""
         if doc in (None, ""):
             return ""
         try:
-            docs = (rt.library.list_documents() if doc == ALL
-                    else [rt.library.get_document(int(doc))])
+            if labels is None:
+                docs = (rt.library.list_documents() if doc == ALL
+                        else [rt.library.get_document(int(doc))])
+                labels = {d.id: memory_label(d) for d in docs}
+            elif doc != ALL:
+                labels = {int(doc): labels.get(int(doc), READY)}
         except (DocumentNotFound, TypeError, ValueError):
             return ""
-        _, pending = memory_lines(docs)
-        if not pending:
+        what = pending_list(labels)
+        if not what:
             return ""
-        what = ", ".join(f"#{i} {lab}" for i, lab in pending.items())
         return (f"Memories are still being written ({what}): ask in text or route mode now "
                 "(fused routing uses words and meaning until they are done); memory mode and "
                 "the memory router wait for them.")
@@ -361,17 +367,21 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         return "memory router not available for this route"
 
     # -- library ---------------------------------------------------------------------------
-    def library_rows() -> list[list]:
+    def library_rows(docs=None, labels: dict[int, str] | None = None) -> list[list]:
+        docs = rt.library.list_documents() if docs is None else docs
+        labels = {d.id: memory_label(d) for d in docs} if labels is None else labels
         return [[d.id, d.title, d.file_name, d.pages, d.n_nodes, d.depth, d.tree_source,
-                 memory_state(d)[1], round((d.tree_ms + d.memory_ms) / 1e3, 1),
+                 labels[d.id], round((d.tree_ms + d.memory_ms) / 1e3, 1),
                  d.created_at.strftime("%Y-%m-%d %H:%M")]
-                for d in rt.library.list_documents()]
+                for d in docs]
 
     def poll(prev_key, ask_doc_value):
-        """Timer tick: the library rows and memory lines, or nothing when unchanged."""
-        rows = library_rows()
-        lib_line, _ = memory_lines()
-        ask_line = doc_memory_line(ask_doc_value)
+        """Timer tick: the library rows and memory lines, or nothing when unchanged (one
+        listing and one COUNT per document still being written)."""
+        docs = rt.library.list_documents()
+        labels = {d.id: memory_label(d) for d in docs}
+        rows = library_rows(docs, labels)
+        lib_line, ask_line = library_line(labels), doc_memory_line(ask_doc_value, labels)
         key = repr((rows, lib_line, ask_line))
         if key == prev_key:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
@@ -516,7 +526,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         try:
             return ask(rt, target, question, opts)
         except AskError as e:
-            if str(e).startswith(PENDING_PREFIX):
+            if isinstance(e, MemoriesNotWritten):
                 raise MemoriesPending(str(e)) from None
             raise gr.Error(str(e)) from None
         except (StaleMemories, MissingMemories):
@@ -554,8 +564,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                        cited=[c.id for c in a.cited], warning=a.warning,
                        alternatives={k: list(v) for k, v in a.route.alternatives.items()},
                        agreement=agreement.counts() if agreement else None)
-        view = {"agreement": agreement_summary(
-                    agreement, "" if agreement else pending_unavailable(doc)),
+        why = ("" if agreement else single_channel_reason(a.route) if single_channel(a.route)
+               else pending_unavailable(doc))
+        view = {"agreement": agreement_summary(agreement, why),
                 "agreement_rows": agreement_rows(a.route, agreement)}
         return fig, manual_figure(a.route), route_rows(a.route, a), summary, view
 
@@ -586,6 +597,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         view["notice"] = a.warning or ""
         return (text, metrics_md(a), cited_rows(a), fig, icicle, rows, summary,
                 history_rows(doc), view)
+
+    def clear_view():
+        return "", "", []
 
     def show_view(view):
         """The notice line and the disagreement view of the last answer (a State, so that the
@@ -672,7 +686,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                                 elem_id="upload-files")
                 status = gr.Textbox(label="Indexing", lines=3, interactive=False,
                                     elem_id="index-status")
-                mem_line = gr.Markdown(memory_lines()[0], elem_id="memory-status")
+                mem_line = gr.Markdown(elem_id="memory-status")
                 lib_table = gr.Dataframe(headers=LIBRARY_COLUMNS, value=library_rows(),
                                          label="Library (memories: ready, or n/N written so far)",
                                          interactive=False, type="array",
@@ -762,18 +776,16 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                                                label="Sections selected by only one of the two "
                                                      "routers (select a row to read it)",
                                                elem_id="agreement-table")
-                with gr.Row():
-                    with gr.Column(scale=3):
-                        route_table = gr.Dataframe(headers=ROUTE_COLUMNS, type="array",
-                                                   interactive=False, max_height=420,
-                                                   label="Scored nodes (select a row to read "
-                                                         "it; evidence columns: best score in "
-                                                         "the node's branch)",
-                                                   elem_id="route-table")
-                    with gr.Column(scale=2):
-                        ask_node_head = gr.Markdown(elem_id="ask-node-head")
-                        ask_node_text = gr.Textbox(label="Node text", lines=14, interactive=False,
-                                                   elem_id="ask-node-text")
+                # full width: thirteen columns (three of them evidence channels)
+                route_table = gr.Dataframe(headers=ROUTE_COLUMNS, type="array",
+                                           interactive=False, max_height=420,
+                                           label="Scored nodes (select a row to read it; "
+                                                 "evidence columns: best score in the node's "
+                                                 "branch)",
+                                           column_widths=ROUTE_WIDTHS, elem_id="route-table")
+                ask_node_head = gr.Markdown(elem_id="ask-node-head")
+                ask_node_text = gr.Textbox(label="Node text", lines=8, max_lines=20,
+                                           interactive=False, elem_id="ask-node-text")
                 with gr.Accordion("The whole manual (icicle coloured by score)", open=False):
                     manual_plot = gr.Plot(label="Manual", elem_id="manual-plot")
                 with gr.Accordion("Figure data (JSON)", open=False):
@@ -836,6 +848,8 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                                            lib_node_head, lib_node_text],
                          api_name="delete_manual")
         demo.load(refresh, None, [lib_table, *pickers_out], api_name="library")
+        demo.load(poll, [poll_key, ask_doc], [lib_table, mem_line, ask_mem_line, poll_key],
+                  api_visibility="private", show_progress="hidden")
         timer.tick(poll, [poll_key, ask_doc], [lib_table, mem_line, ask_mem_line, poll_key],
                    api_visibility="private", show_progress="hidden", concurrency_id="poll",
                    concurrency_limit=4)
@@ -845,6 +859,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         ask_outputs = [answer, metrics, cited, route_plot, manual_plot, route_table, summary,
                        history, view]
         view_outputs = [notice, agree_md, agree_table]
+        for trigger in (ask_btn.click, question.submit):  # no stale comparison while asking
+            trigger(clear_view, None, view_outputs, queue=False, api_visibility="private",
+                    show_progress="hidden")
         ask_btn.click(do_ask, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
                       concurrency_id="answer", api_name="ask").then(
             show_view, view, view_outputs, api_visibility="private", show_progress="hidden")

@@ -32,6 +32,14 @@ class AskError(ValueError):
     """A problem with the user's request (empty question, unknown document, bad setting)."""
 
 
+class MemoriesPending(AskError):
+    """The request needs memories that phase two of ingest is still writing."""
+
+    def __init__(self, message: str, done: int, total: int):
+        super().__init__(message)
+        self.done, self.total = done, total
+
+
 @dataclass
 class AskOptions:
     mode: str = "memory"
@@ -106,14 +114,16 @@ def routing_tree(rt: Runtime, docs: dict[int, StoredDocument]) -> RoutingTree:
     return cache[key]
 
 
-def memories_pending(docs: dict[int, StoredDocument]) -> str | None:
-    """A user-facing line when some document's memories are not complete yet."""
-    waiting = [(d, doc.progress) for d, doc in docs.items() if doc.memories is None]
+def memories_pending(docs: dict[int, StoredDocument]) -> MemoryProgress | None:
+    """The progress of the documents whose memories are not complete yet (None when all are)."""
+    waiting = [doc.progress for doc in docs.values() if doc.memories is None]
     if not waiting:
         return None
-    done = sum(p.done for _, p in waiting)
-    total = sum(p.total for _, p in waiting)
-    return f"memories are being written ({done}/{total} nodes)"
+    return MemoryProgress(done=sum(p.done for p in waiting), total=sum(p.total for p in waiting))
+
+
+def _pending_line(p: MemoryProgress) -> str:
+    return f"memories are being written ({p.done}/{p.total} nodes)"
 
 
 def flat_index(rt: Runtime, doc_id: int, tree: Tree, segment_tokens: int) -> FlatIndex:
@@ -127,10 +137,10 @@ def flat_index(rt: Runtime, doc_id: int, tree: Tree, segment_tokens: int) -> Fla
 
 def channel_query(rt: Runtime, routing: RoutingTree, question: str,
                   opts: AskOptions) -> RouteQuery:
-    """The question as each channel the router will use reads it (only those it uses)."""
+    """The question as every available channel reads it. Every channel is scored whatever the
+    router (the router only chooses the fusion weights), so the trace shows all the evidence and
+    the fused and memory routers' selections can be compared."""
     wanted = set(routing.available_channels())
-    if opts.router != "fused":
-        wanted &= {opts.router}
     query = RouteQuery()
     if "lexical" in wanted:
         query.tokens = lexical.tokenize(question)
@@ -175,10 +185,11 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
     docs = load_documents(rt, doc_ids)
     pending = memories_pending(docs)
     if pending and opts.mode in ("memory", "flat"):
-        raise AskError(f"{pending}; {opts.mode} mode needs them, ask in text or route mode "
-                       "meanwhile")
+        raise MemoriesPending(f"{_pending_line(pending)}; {opts.mode} mode needs them, ask in "
+                              "text or route mode meanwhile", pending.done, pending.total)
     if pending and opts.router == "memory":
-        raise AskError(f"{pending}; the memory router needs them, use the fused router meanwhile")
+        raise MemoriesPending(f"{_pending_line(pending)}; the memory router needs them, use the "
+                              "fused router meanwhile", pending.done, pending.total)
     routing = routing_tree(rt, docs)
     ctx = Context(backbone=rt.backbone, parts=rt.parts, routing=routing,
                   trees={d: doc.tree for d, doc in docs.items()},
@@ -240,7 +251,7 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
     metrics.peak_mem_mb = max(0.0, peak.mb)
     warning = None
     if pending and opts.router == "fused" and rt_route is not None:
-        warning = f"{pending}: routed on words and meaning only until they are done"
+        warning = f"{_pending_line(pending)}: routed on words and meaning only until they are done"
     answer = Answer(text=text, mode=opts.mode, cited=[citation(routing, i) for i in cited],
                     gate=gate, metrics=metrics, route=rt_route, warning=warning)
     if log:

@@ -1,21 +1,29 @@
-"""The explorer's flow through its HTTP API (gradio_client): ingest, library, ask, node, compare.
+"""The explorer's flow through its HTTP API (gradio_client): ingest (phase one, memories in the
+background), library, ask (with a router), node, compare.
 
 Runs the real backbone on CPU; the app and its library are shared with the browser test.
 """
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 
 import pytest
 
-from app.figures import figure_summary, visible_tree
-from app.ui import route_from_log
+from app.figures import CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary, visible_tree
+from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
 
 pytestmark = pytest.mark.real_model
 
 CORPUS_PDF = "camlidl-manual_no-outline.pdf"
 QUESTION = "How are arrays passed between C and OCaml?"
+MEMORIES_S = 600  # the background writer on a 2-core CPU
+
+
+def _memories_cell(table: dict, doc_id: int) -> str:
+    row = next(r for r in table["data"] if r[0] == doc_id)
+    return row[LIBRARY_COLUMNS.index("memories")]
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +45,19 @@ def test_api_flow(client, explorer_server, shared_dir):
     doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
     assert doc.n_nodes > 10 and doc.pages == 26
     assert any(row[0] == doc.id for row in table["data"])
+    # phase one only: the upload returns before the memories are written (in the background)
+    if "being written in the background" in status:
+        cell = _memories_cell(table, doc.id)
+        assert cell == "ready" or cell.startswith("memories "), cell
+    else:
+        assert "Memories ready" in status, status
 
     n_docs = len(rt.library.list_documents())
 
     lib = client.predict(api_name="/library")
     assert any(row[0] == doc.id for row in lib[0]["data"])
 
+    # the nine parameters of before the router still work (the router defaults to fused)
     outputs = client.predict(str(doc.id), QUESTION, "text", 3, 0, 0, True, False, 32,
                              api_name="/ask")
     answer, metrics, cited, plot, icicle, route_rows, summary, history = outputs
@@ -61,7 +76,54 @@ def test_api_flow(client, explorer_server, shared_dir):
     assert s["represented_nodes"] == doc.n_nodes
     assert s["colorbar"]
     assert history["data"][0][3] == QUESTION
+    assert summary["router"] == "fused" and rec.settings["router"] == "fused"
     assert len(rt.library.list_documents()) == n_docs
+
+    # a router chosen by name: the route and its log record carry that channel's scores
+    outputs = client.predict(str(doc.id), QUESTION, "route", 3, 0, 0, True, False, 8, "lexical",
+                             api_name="/ask")
+    rows, summary = outputs[5], outputs[6]
+    assert summary["router"] == "lexical" and summary["nodes"]["selected"] >= 1
+    assert rows["headers"] == ROUTE_COLUMNS
+    lex = ROUTE_COLUMNS.index(CHANNEL_COLUMNS[0])
+    selected = [r for r in rows["data"] if r[0] == "selected"]
+    assert selected and all(isinstance(r[lex], (int, float)) for r in selected), selected
+    rec = rt.library.list_queries(doc.id)[-1]
+    assert rec.mode == "route" and rec.settings["router"] == "lexical"
+    scored = [r for r in rec.route if r["status"] in ("selected", "pruned")]
+    assert scored and all(set(r["channels"]) == {"lexical"} for r in scored)
+    assert all(set(r["channels"]["lexical"]) == {"own", "subtree"} for r in scored)
+    assert route_from_log(rec.route, rec.settings).router == "lexical"
+    with pytest.raises(Exception):  # not a router: refused
+        client.predict(str(doc.id), QUESTION, "route", 3, 0, 0, True, False, 8, "oracle",
+                       api_name="/ask")
+
+    # the memories come in the background; once written the library says "ready" and the
+    # memory router and memory mode answer
+    assert memory_writer(rt).wait_idle(MEMORIES_S), "the memories were not written in time"
+    assert rt.library.memory_progress(doc.id, rt.fingerprint).complete
+    lib = client.predict(api_name="/library")
+    assert _memories_cell(lib[0], doc.id) == "ready"
+    outputs = client.predict(str(doc.id), QUESTION, "route", 3, 0, 0, True, False, 8, "memory",
+                             api_name="/ask")
+    summary = outputs[6]
+    assert summary["router"] == "memory" and set(summary["alternatives"]) == {"fused"}
+    rec = rt.library.list_queries(doc.id)[-1]
+    scored = [r for r in rec.route if r["status"] in ("selected", "pruned")]
+    assert all("memory" in r["channels"] for r in scored)
+    # the fused alternative means something only when the route carries the other channels
+    if len(scored[0]["channels"]) >= 2:
+        assert summary["agreement"] is not None
+    else:
+        assert summary["agreement"] is None
+    # the fused router with every memory written: both routers' selections are compared
+    outputs = client.predict(str(doc.id), QUESTION, "route", 3, 0, 0, True, False, 8, "fused",
+                             api_name="/ask")
+    summary = outputs[6]
+    assert summary["warning"] is None and set(summary["alternatives"]) == {"memory"}
+    counts = summary["agreement"]
+    assert set(counts) == {"both", "fused_only", "memory_only"}
+    assert counts["both"] + counts["fused_only"] == summary["nodes"]["selected"]
 
     head, text = client.predict(cited["data"][0][3], cited["data"][0][4], api_name="/node")
     assert "p." in head and text
@@ -101,3 +163,94 @@ def test_api_escapes_markup_titles_and_deletes(client, explorer_server, tmp_path
     assert summary["represented_nodes"] == doc.n_nodes
     client.predict(str(doc.id), api_name="/delete_manual")
     assert all(d.id != doc.id for d in rt.library.list_documents())
+
+
+def test_api_memory_mode_waits_for_memories_with_a_notice(client, explorer_server, tmp_path,
+                                                         monkeypatch):
+    """Memory mode on a manual whose memories are still being written: no error, the engine's
+    one-line message as a notice, nothing logged; once written, memory mode answers."""
+    from gradio_client import handle_file
+
+    _, rt = explorer_server
+    writer = memory_writer(rt)
+    assert writer.wait_idle(MEMORIES_S)
+    gate = threading.Event()
+    write = writer._write
+
+    def held(doc_id, rt_, progress):  # the background writer waits until the test lets it go
+        gate.wait(MEMORIES_S)
+        return write(doc_id, rt_, progress)
+
+    monkeypatch.setattr(writer, "_write", held)
+    md = tmp_path / "pending.md"
+    md.write_text("# Pump manual\n\n## Priming\n\nOpen the bleed valve and fill the housing "
+                  "with water before the first start.\n\n## Storage\n\nDrain the pump before "
+                  "frost.\n")
+    try:
+        status, table, *_ = client.predict([handle_file(str(md))], api_name="/ingest")
+        assert "✓" in status and "being written in the background" in status, status
+        doc = next(d for d in rt.library.list_documents() if d.file_name == "pending.md")
+        assert _memories_cell(table, doc.id).startswith(f"memories 0/{doc.n_nodes}")
+        n_logged = len(rt.library.list_queries(doc.id))
+        # text and route modes answer at once
+        out = client.predict(str(doc.id), "How do I prime the pump?", "route", 3, 0, 0, True,
+                             False, 8, api_name="/ask")
+        assert out[6]["router"] == "fused" and "memories are being written" in out[6]["warning"]
+        assert out[6]["agreement"] is None
+        # memory mode, and the memory router, wait: a notice, not an error
+        for mode, router in (("memory", "fused"), ("route", "memory")):
+            client.predict(str(doc.id), "How do I prime the pump?", mode, 3, 0, 0, True, False,
+                           8, router, api_name="/ask")
+        assert len(rt.library.list_queries(doc.id)) == n_logged + 1  # only the route answer
+    finally:
+        gate.set()
+    assert writer.wait_idle(MEMORIES_S)
+    assert rt.library.memory_progress(doc.id, rt.fingerprint).complete
+    out = client.predict(str(doc.id), "How do I prime the pump?", "memory", 3, 0, 0, True, False,
+                         8, "fused", api_name="/ask")
+    assert out[6]["mode"] == "memory" and out[6]["warning"] is None
+    assert out[6]["agreement"] is not None
+    client.predict(str(doc.id), api_name="/delete_manual")
+
+
+def test_memory_writer_one_document_at_a_time_resumes_and_cancels():
+    """The background writer with a stand-in write function: queued once, one at a time, a
+    failure kept for the library, a cancelled document skipped."""
+    from types import SimpleNamespace
+
+    from app.ui import MemoryWriter
+    from storage.records import MemoryProgress
+
+    running, seen, lock = [], [], threading.Lock()
+    release = threading.Event()
+
+    def write(doc_id, rt, progress):
+        with lock:
+            running.append(doc_id)
+            assert len(running) == 1, "two documents written at once"
+        try:
+            release.wait(10)
+            progress(1, 2, stage="memories")
+            if doc_id == 3:
+                raise RuntimeError("disk full")
+            seen.append(doc_id)
+        finally:
+            with lock:
+                running.remove(doc_id)
+
+    stored = {1: MemoryProgress(0, 2), 2: MemoryProgress(2, 2), 3: MemoryProgress(1, 2),
+              4: MemoryProgress(0, 2)}
+    library = SimpleNamespace(
+        list_documents=lambda: [SimpleNamespace(id=i) for i in stored],
+        memory_progress=lambda doc_id, fp: stored[doc_id])
+    w = MemoryWriter(SimpleNamespace(library=library, fingerprint="fp"), write=write)
+    assert w.resume_incomplete() == [1, 3, 4]  # 2 is complete
+    assert not w.submit(1) and not w.submit(3)  # already queued or being written
+    w.cancel(4)  # deleted while it waited: never written
+    assert w.state(4) == ("", None)
+    release.set()
+    assert w.wait_idle(10)
+    assert seen == [1]
+    assert w.state(3)[0] == "failed" and "disk full" in w.failure(3)
+    assert w.submit(3)  # an upload of the same file queues it again
+    assert w.wait_idle(10) and w.state(3)[0] == "failed"

@@ -1,13 +1,18 @@
 """The explorer in a real browser (headless Chromium driven by Playwright's sync API).
 
-Upload a corpus PDF, wait for indexing, read a node of its outline, ask a question in text mode,
-check the answer, the cited nodes and the routing tree the browser drew (against the route the
-engine logged), open a cited node, then compare two modes. Screenshots go to the test's output
-folder and are copied to docs/screenshots/. Nothing may load from outside the app's own server.
+Upload a corpus PDF, wait for indexing (phase one; the library shows its memories as "memories
+n/N" until the background writer is done, then "ready"), read a node of its outline, route with
+the "words matched" (lexical) router, ask a question in text mode, check the answer, the cited
+nodes, the routing tree the browser drew (against the route the engine logged) with each
+channel in its hover, and the fused-vs-memory disagreement view, open a cited node, compare two
+modes, and see memory mode on a manual still being written give a notice, not an error.
+Screenshots go to the test's output folder and are copied to docs/screenshots/. Nothing may load
+from outside the app's own server, and no red error badge may appear.
 """
 from __future__ import annotations
 
 import shutil
+import threading
 from collections import Counter
 from pathlib import Path
 from urllib.parse import urlparse
@@ -15,7 +20,7 @@ from urllib.parse import urlparse
 import pytest
 
 from app.figures import visible_tree
-from app.ui import route_from_log
+from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
 
 pytestmark = pytest.mark.real_model
 
@@ -26,6 +31,18 @@ CORPUS_PDF = "camlidl-manual_no-outline.pdf"
 QUESTION = "How do I declare an array parameter in an IDL file?"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 TIMEOUT_MS = 240_000
+MEMORIES_S = 600
+
+# Red error badges: an error toast, or a component's status tracker showing "Error".
+ERRORS_JS = """() => Array.from(document.querySelectorAll(
+  "[data-testid='toast-body'].error, [data-testid='status-tracker'] .error"))
+  .map(e => (e.closest("[data-testid='toast-body']") || e).innerText.trim())"""
+
+HOVER_JS = """(sel) => {
+  const gd = document.querySelector(sel + ' .js-plotly-plot');
+  const t = gd && gd.data.find(t => t.meta && t.meta.status === 'selected');
+  return t ? Array.from(t.hovertext || []) : [];
+}"""
 
 PLOT_SUMMARY_JS = """(sel) => {
   const gd = document.querySelector(sel + ' .js-plotly-plot');
@@ -76,6 +93,33 @@ def _value(page, selector: str) -> str:
     return page.locator(selector).input_value()
 
 
+def _no_error_badge(page) -> None:
+    errors = page.evaluate(ERRORS_JS)
+    assert not errors, f"red error badge(s) on the page: {errors}"
+
+
+LIBRARY_CELL_JS = """([docId, col]) => {
+  const byRow = {};
+  for (const c of document.querySelectorAll("#library-table [data-testid^='cell-']")) {
+    const [, r, k] = c.dataset.testid.split('-');
+    (byRow[r] = byRow[r] || {})[k] = c.innerText.trim();
+  }
+  const row = Object.values(byRow).find(r => r['0'] === String(docId));
+  return row ? row[String(col)] : null;
+}"""
+
+
+def _library_cell(page, doc_id: int) -> str:
+    """The "memories" cell of a manual's row in the library table, as the browser shows it."""
+    return page.evaluate(LIBRARY_CELL_JS, [doc_id, LIBRARY_COLUMNS.index("memories")])
+
+
+def _wait_ready(page, doc_id: int, timeout_ms: int = 30_000) -> None:
+    """Until the library table (refreshed by its timer) shows the manual's memories "ready"."""
+    page.wait_for_function(f"(a) => ({LIBRARY_CELL_JS})(a) === 'ready'",
+                           arg=[doc_id, LIBRARY_COLUMNS.index("memories")], timeout=timeout_ms)
+
+
 def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path):
     url, rt = explorer_server
     origin = urlparse(url).netloc
@@ -87,7 +131,7 @@ def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path)
     page.set_default_timeout(60_000)
     page.goto(url)
 
-    # -- upload and index -------------------------------------------------------------------
+    # -- upload and index (phase one; the memories follow in the background) ---------------
     pdf = shared_dir / "corpus" / CORPUS_PDF
     page.locator("#upload-files input[type=file]").set_input_files(str(pdf))
     page.wait_for_function(
@@ -95,31 +139,77 @@ def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path)
         timeout=TIMEOUT_MS)
     status = _value(page, "#index-status textarea")
     assert CORPUS_PDF in status, status
+    assert "being written in the background" in status or "Memories ready" in status, status
     doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
+    cell = _library_cell(page, doc.id)
+    assert cell == "ready" or cell.startswith("memories "), cell
     # the new manual is picked, its outline listed; selecting a row opens the node
     page.wait_for_function(f"(n) => {_rows_js('#outline-table')} >= n", arg=min(doc.n_nodes, 5))
     _cell(page, "#outline-table", 2, 1).click()
     page.wait_for_function(
         "() => (document.querySelector('#library-node-text textarea')?.value || '').length > 0")
     assert "manual #" in page.locator("#library-node-head").inner_text()
+    _no_error_badge(page)
     _shot(page, tmp_path, "upload")
 
-    # -- ask in text mode ------------------------------------------------------------------
+    # -- route with one router chosen by name ----------------------------------------------
     page.get_by_role("tab", name="Ask").click()
-    page.locator("#ask-mode input[value='text']").check()
-    page.locator("#ask-max-new input").fill("32")
-    page.locator("#ask-max-new input").press("Tab")
+    routers = page.locator("#ask-router input[type=radio]")
+    assert [routers.nth(i).get_attribute("value") for i in range(routers.count())] == [
+        "fused", "memory", "lexical", "dense"]
+    assert page.locator("#ask-router input[value='fused']").is_checked()
+    assert "How sections are scored" in page.locator("#ask-router").inner_text()
+    page.locator("#ask-router input[value='lexical']").check()
+    page.locator("#ask-mode input[value='route']").check()
     page.locator("#ask-question textarea").fill(QUESTION)
     n_before = len(rt.library.list_queries(doc.id))
     page.locator("#ask-button").click()
     page.wait_for_function(
-        "() => (document.querySelector('#answer-text textarea')?.value || '').trim().length > 0"
-        " && document.querySelector('#route-plot .js-plotly-plot')?.data",
+        "() => (document.querySelector('#answer-text textarea')?.value || '').includes('routing"
+        " only') && document.querySelector('#route-plot .js-plotly-plot')?.data",
+        timeout=TIMEOUT_MS)
+    rec = rt.library.list_queries(doc.id)[-1]
+    assert len(rt.library.list_queries(doc.id)) == n_before + 1
+    assert rec.mode == "route" and rec.settings["router"] == "lexical"
+    drawn = page.evaluate(PLOT_SUMMARY_JS, "#route-plot")
+    assert drawn["counts"]["root"] == 1 and drawn["counts"]["selected"] >= 1, drawn
+    hovers = page.evaluate(HOVER_JS, "#route-plot")
+    assert hovers and all("score (words matched alone)" in h and "words matched: own" in h
+                          for h in hovers), hovers[:2]
+    page.wait_for_function(
+        "() => (document.querySelector('#router-agreement')?.innerText || '').includes('memory')")
+    agreement = page.locator("#router-agreement").inner_text()
+    assert any(m in agreement for m in ("both:", "memory router not available yet",
+                                        "only its own evidence")), agreement
+    _no_error_badge(page)
+    page.locator("#route-plot").scroll_into_view_if_needed()
+    _shot(page, tmp_path, "router")
+
+    # -- the memories arrive: the library says "ready" -------------------------------------
+    assert memory_writer(rt).wait_idle(MEMORIES_S), "the memories were not written in time"
+    page.get_by_role("tab", name="Library").click()
+    _wait_ready(page, doc.id)
+    page.get_by_role("tab", name="Ask").click()
+    page.wait_for_function(
+        "() => !(document.querySelector('#ask-memory-status')?.innerText || '').trim()")
+
+    # -- ask in text mode with the fused router: the tree, its hover, the two routers ------
+    page.locator("#ask-router input[value='fused']").check()
+    page.locator("#ask-mode input[value='text']").check()
+    page.locator("#ask-max-new input").fill("32")
+    page.locator("#ask-max-new input").press("Tab")
+    n_before = len(rt.library.list_queries(doc.id))
+    page.locator("#ask-button").click()
+    page.wait_for_function(
+        "() => { const v = (document.querySelector('#answer-text textarea')?.value || '').trim();"
+        " return v.length > 0 && !v.includes('routing only')"
+        " && document.querySelector('#route-plot .js-plotly-plot')?.data; }",
         timeout=TIMEOUT_MS)
     queries = rt.library.list_queries(doc.id)
     assert len(queries) == n_before + 1
     rec = queries[-1]
     assert rec.mode == "text" and rec.settings["max_new_tokens"] == 32
+    assert rec.settings["router"] == "fused"
     assert _value(page, "#answer-text textarea").strip() == rec.answer.strip()
 
     # the tree the browser drew matches the route the engine logged
@@ -134,6 +224,18 @@ def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path)
     assert drawn["colorbar"], "the routing tree has a colour bar"
     assert (1 + status_counts["selected"] + status_counts["pruned"]
             + sum(c for _, c in vt.collapsed.values())) == doc.n_nodes
+    # each scored node's hover names every channel in plain words, own and best in branch
+    hovers = page.evaluate(HOVER_JS, "#route-plot")
+    assert hovers and all("fused score:" in h and "words matched: own" in h
+                          and "best in branch" in h for h in hovers), hovers[:2]
+    assert "lexical" not in " ".join(hovers)
+    assert all("memory: own" in h for h in hovers), hovers[:2]
+    # where the fused and the memory router disagree (the view is cleared when asking)
+    page.wait_for_function(
+        "() => (document.querySelector('#router-agreement')?.innerText || '').includes('both:')",
+        timeout=TIMEOUT_MS)
+    agreement = page.locator("#router-agreement").inner_text()
+    assert "fused only: " in agreement and "memory only: " in agreement, agreement
 
     # cited nodes are listed; selecting one opens its text and pages
     n_cited = page.evaluate(f"() => {_rows_js('#cited-table')}")
@@ -145,6 +247,7 @@ def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path)
     assert "p." in head, head
     # the history lists the question
     assert QUESTION in page.locator("#history-table").inner_text()
+    _no_error_badge(page)
     page.locator("#route-plot").scroll_into_view_if_needed()
     _shot(page, tmp_path, "tree")
 
@@ -166,7 +269,77 @@ def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path)
     for sel in ("#compare-plot-a", "#compare-plot-b"):
         d = page.evaluate(PLOT_SUMMARY_JS, sel)
         assert d["counts"]["root"] == 1 and d["counts"]["selected"] >= 1
+    _no_error_badge(page)
     _shot(page, tmp_path, "compare")
 
     assert not outside, f"requests left the app's server: {outside[:5]}"
+    page.close()
+
+
+def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_server, tmp_path,
+                                                            monkeypatch):
+    """A manual just uploaded: its memories are still being written (the writer is held here),
+    the library shows "memories n/N", memory mode gives the engine's one-line notice, no red
+    error badge, and the last answer stays; once written the library shows "ready"."""
+    url, rt = explorer_server
+    writer = memory_writer(rt)
+    assert writer.wait_idle(MEMORIES_S)
+    gate = threading.Event()
+    write = writer._write
+
+    def held(doc_id, rt_, progress):  # the background writer waits until the test lets it go
+        gate.wait(MEMORIES_S)
+        return write(doc_id, rt_, progress)
+
+    monkeypatch.setattr(writer, "_write", held)
+    md = tmp_path / "valve-guide.md"
+    md.write_text("# Valve guide\n\n## Bleeding the valve\n\nTurn the bleed screw a quarter "
+                  "turn until water comes out, then close it.\n\n## Replacing the seal\n\n"
+                  "Shut the supply, unscrew the cap and fit the new seal.\n")
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.locator("#upload-files input[type=file]").set_input_files(str(md))
+        page.wait_for_function(
+            "() => (document.querySelector('#index-status textarea')?.value || '')"
+            ".includes('valve-guide.md')", timeout=TIMEOUT_MS)
+        assert "being written in the background" in _value(page, "#index-status textarea")
+        doc = next(d for d in rt.library.list_documents() if d.file_name == "valve-guide.md")
+        assert _library_cell(page, doc.id).startswith(f"memories 0/{doc.n_nodes}")
+        page.wait_for_function(
+            "() => (document.querySelector('#memory-status')?.innerText || '')"
+            ".includes('Memories are being written')")
+
+        page.get_by_role("tab", name="Ask").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#ask-memory-status')?.innerText || '')"
+            ".includes('still being written')")
+        # text works at once
+        page.locator("#ask-mode input[value='route']").check()
+        page.locator("#ask-question textarea").fill("How do I bleed the valve?")
+        page.locator("#ask-button").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#answer-text textarea')?.value || '').includes("
+            "'routing only') && (document.querySelector('#router-agreement')?.innerText || '')"
+            ".includes('not available yet')", timeout=TIMEOUT_MS)
+        assert "memories being written 0/" in page.locator("#router-agreement").inner_text()
+        assert "routed on words and meaning only" in page.locator("#ask-notice").inner_text()
+        answer_before = _value(page, "#answer-text textarea")
+        # memory mode waits: a notice, not an error; the last answer stays
+        page.locator("#ask-mode input[value='memory']").check()
+        page.locator("#ask-button").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#ask-notice')?.innerText || '')"
+            ".includes('memory mode needs them')", timeout=TIMEOUT_MS)
+        _no_error_badge(page)
+        assert _value(page, "#answer-text textarea") == answer_before
+        page.locator("#ask-notice").scroll_into_view_if_needed()
+        _shot(page, tmp_path, "pending")
+    finally:
+        gate.set()
+    assert writer.wait_idle(MEMORIES_S)
+    page.get_by_role("tab", name="Library").click()
+    _wait_ready(page, doc.id)
+    _no_error_badge(page)
     page.close()

@@ -143,3 +143,158 @@ def test_large_tree_draws_only_scored_nodes():
     assert s["drawn_nodes"] == 21
     assert s["collapsed_markers"] == 20 and set(s["collapsed_counts"]) == {40}
     assert s["represented_nodes"] == len(parents) == 821
+
+
+# -- evidence channels in the hover, and the fused/memory disagreement view --------------------
+
+def make_channel_route(parents, status, router="fused", with_memory=True, alternatives=None,
+                       k: int = 2) -> Route:
+    """make_route with per-channel scores: lexical own = id, dense own = id / 100, memory own =
+    -id; the root (no evidence) has NaN own scores; subtree = max over the subtree."""
+    import numpy as np
+
+    from engine.routing.channels import ChannelScores, TreeLevels
+
+    base = make_route(parents, status, k=k)
+    n = len(parents)
+    levels = TreeLevels(list(parents), base.tree.depth)
+    ids = np.arange(n, dtype=np.float32)
+    owns = {"lexical": ids.copy(), "dense": ids / 100, "memory": -ids}
+    if not with_memory:
+        owns.pop("memory")
+    chans = {}
+    for name, own in owns.items():
+        own[0] = np.nan
+        chans[name] = ChannelScores(own=own, subtree=(own.copy() if name == "memory"
+                                                     else levels.propagate_max(own)))
+    route = Route(base.tree, base.scores, base.probs, base.visits, base.selected, k=k,
+                  max_depth=None, budget=None, temperature=1.0, stop_reason="leaves",
+                  router=router, channels=chans)
+    route.alternatives.update(alternatives or {})
+    return route
+
+
+def _hover_of(fig, rid: int) -> str:
+    for t in fig.data:
+        if (t.meta or {}).get("status") in ("root", "selected", "pruned"):
+            ids = [row[0] for row in t.customdata]
+            if rid in ids:
+                return t.hovertext[ids.index(rid)]
+    raise KeyError(rid)
+
+
+def test_hover_lists_each_channel_in_plain_words_with_own_and_branch_scores():
+    route = make_channel_route(PARENTS, STATUS)
+    fig = route_figure(route)
+    h = _hover_of(fig, 1)  # node 1: lexical own 1, best in its branch (4, 5, 9, 10) = 10
+    assert "fused score: 0.100" in h
+    assert "words matched: own 1.000, best in branch 10.000" in h
+    assert "meaning: own 0.010, best in branch 0.100" in h
+    assert "memory: own -1.000, best in branch -1.000" in h
+    assert "lexical" not in h and "dense" not in h  # plain words only
+    root = _hover_of(fig, 0)
+    assert "not scored" in root
+    assert fig.layout.coloraxis.colorbar.title.text == "fused score"
+    # the whole-manual icicle says which nodes were never scored
+    ice = manual_figure(route).data[0]
+    assert "not scored (the router never reached it)" in ice.hovertext[13]
+    assert "words matched: own 4.000" in ice.hovertext[4]
+
+
+def test_hover_of_a_single_channel_router_names_the_channel():
+    route = make_channel_route(PARENTS, STATUS, router="lexical")
+    fig = route_figure(route)
+    assert "score (words matched alone): 0.100" in _hover_of(fig, 1)
+    assert fig.layout.coloraxis.colorbar.title.text == "score (words matched alone)"
+
+
+def test_missing_channel_and_no_evidence_are_said_so():
+    route = make_channel_route(PARENTS, STATUS, with_memory=False)
+    route.channels["lexical"].own[1] = float("nan")
+    route.channels["lexical"].subtree[1] = float("nan")
+    h = _hover_of(route_figure(route), 1)
+    assert "memory:" not in h
+    assert "words matched: no evidence" in h
+
+
+def test_route_rows_carry_each_channel_branch_score():
+    from app.figures import ROUTE_COLUMNS
+
+    rows = route_rows(make_channel_route(PARENTS, STATUS))
+    by_id = {r[ROUTE_COLUMNS.index("id")]: r for r in rows}
+    assert by_id[1][ROUTE_COLUMNS.index("words matched")] == 10.0
+    assert by_id[1][ROUTE_COLUMNS.index("memory")] == -1.0
+    assert by_id[0][ROUTE_COLUMNS.index("meaning")] is None  # the root is not scored
+
+
+def test_router_agreement_counts_and_rows():
+    from app.figures import (AGREEMENT_COLUMNS, agreement_rows, agreement_summary,
+                             router_agreement)
+
+    # fused selected 1, 2, 4, 6; the memory router would have selected 1, 3, 4, 8
+    route = make_channel_route(PARENTS, STATUS, alternatives={"memory": [1, 3, 4, 8]})
+    ag = router_agreement(route)
+    assert ag.counts() == {"both": 2, "fused_only": 2, "memory_only": 2}
+    assert agreement_summary(ag).startswith("both: 2, fused only: 2, memory only: 2")
+    rows = agreement_rows(route, ag)
+    col = {c: AGREEMENT_COLUMNS.index(c) for c in AGREEMENT_COLUMNS}
+    assert [r[col["id"]] for r in rows] == [2, 3, 6, 8]
+    assert [(r[col["fused router"]], r[col["memory router"]]) for r in rows] == [
+        ("selected", "—"), ("—", "selected"), ("selected", "—"), ("—", "selected")]
+    assert rows[1][col["title"]].endswith("Section 3") and rows[1][col["pages"]] == "pp. 4–5"
+    # routed by memory: the fused selection is the alternative
+    mem = make_channel_route(PARENTS, STATUS, router="memory", alternatives={"fused": [1, 2]})
+    assert router_agreement(mem).counts() == {"both": 2, "fused_only": 0, "memory_only": 2}
+    # a lexical route knows both alternatives
+    lex = make_channel_route(PARENTS, STATUS, router="lexical",
+                             alternatives={"fused": [1, 2], "memory": [1, 2]})
+    ag = router_agreement(lex)
+    assert ag.counts() == {"both": 2, "fused_only": 0, "memory_only": 0}
+    assert "same sections" in agreement_summary(ag)
+
+
+def test_router_agreement_without_memories_says_why():
+    from app.figures import agreement_rows, agreement_summary, router_agreement
+
+    route = make_channel_route(PARENTS, STATUS, with_memory=False)  # no memory alternative
+    assert router_agreement(route) is None
+    assert agreement_rows(route, None) == []
+    msg = "memory router not available yet (memories being written 3/14)"
+    assert agreement_summary(None, msg) == msg
+
+
+def test_hover_text_is_fast_on_thousands_of_nodes():
+    import time
+
+    # 1 root, 50 chapters, 80 leaves each: 4051 nodes; every chapter and every leaf of three
+    # chapters scored
+    parents: list[int | None] = [None] + [0] * 50
+    for ch in range(1, 51):
+        parents += [ch] * 80
+    status = {0: "root", **{i: "pruned" for i in range(1, 51)}}
+    for ch in (1, 2, 3):
+        status[ch] = "selected"
+        first = 51 + (ch - 1) * 80
+        status.update({i: "pruned" for i in range(first, first + 80)})
+        status[first] = "selected"
+    route = make_channel_route(parents, status, alternatives={"memory": [1, 2, 4]}, k=3)
+    t0 = time.perf_counter()
+    fig = route_figure(route)
+    ice = manual_figure(route)
+    rows = route_rows(route)
+    took = time.perf_counter() - t0
+    assert len(ice.data[0].hovertext) == len(parents) == 4051
+    assert len(rows) == 1 + 50 + 240
+    assert figure_summary(fig)["represented_nodes"] == 4051
+    assert took < 1.0, f"figures of a 4051-node route took {took:.2f} s"
+
+
+def test_single_channel_route_has_nothing_to_compare():
+    from app.figures import router_agreement, single_channel, single_channel_reason
+
+    # a lexical route that carries only its own channel: its "fused" alternative is lexical
+    route = make_channel_route(PARENTS, STATUS, router="lexical", alternatives={"fused": [1, 2]})
+    for name in ("dense", "memory"):
+        route.channels.pop(name)
+    assert single_channel(route) and router_agreement(route) is None
+    assert "words matched router scored only its own evidence" in single_channel_reason(route)
