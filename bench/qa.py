@@ -37,8 +37,9 @@ own fingerprint (ingested when missing).
 --routers compares routers (``bench/routers.py``): one ``route[<router>]`` row per router with
 hit, all gold, ctx_hit (a gold node in the packed text context) and hit3 (in its first three
 nodes), beside flat BM25, flat MiniLM and flat RRF over the same nodes and budgets. With
---text-only the documents are ingested without memories (phase one only): the memory router is
-then skipped.
+--text-only the documents are ingested without memories (phase one only); a router that needs
+memories a document lacks is skipped on its questions (the row says why; the table counts
+the questions each router answered), and the fused router leaves the memory channel out there.
 
 --limit N keeps N questions per file, taken round-robin over the file's documents; --gen-limit N
 runs the generating modes on the first N of those only (routing modes run on all of them).
@@ -277,7 +278,7 @@ class Runner:
         """All rows of one question: route first (its size is the baselines' budget)."""
         if self.args.routers:
             rows = [router_row(self, q, r, k) for r in self.args.routers]
-            n = rows[0]["n_selected"] or 1
+            n = next((r["n_selected"] for r in rows if r["n_selected"]), 1)
             rows += flat_rows(self, q, n)
             if modes == ["route"]:
                 return rows
@@ -517,8 +518,6 @@ def main(argv: list[str] | None = None) -> None:
     bad = [r for r in args.routers if r not in ROUTERS]
     if bad:
         raise SystemExit(f"unknown routers {bad}; choose from {', '.join(ROUTERS)}")
-    if args.text_only and "memory" in args.routers:
-        args.routers.remove("memory")
     if args.from_results:
         rows = [json.loads(x) for x in args.from_results.read_text().splitlines() if x.strip()]
         summ = summarise(rows)

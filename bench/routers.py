@@ -23,7 +23,7 @@ import numpy as np
 
 from bench.metrics import routing_hit
 from engine.answer.modes import Context, pack_context
-from engine.ask import AskOptions, ask, load_documents
+from engine.ask import AskError, AskOptions, ask, load_documents
 from engine.routing import lexical
 from engine.routing.router import RoutingTree
 
@@ -42,7 +42,13 @@ def _hits(row: dict, regions: list[set[int]], selected: list[int], used: list[in
 def router_row(runner, q, router: str, k: int) -> dict:
     """The engine's route with ``router`` and the text context packed from it."""
     rt = runner.rt
-    ans = ask(rt, q.doc_id, q.question, AskOptions(mode="route", router=router, k=k), log=False)
+    try:
+        ans = ask(rt, q.doc_id, q.question, AskOptions(mode="route", router=router, k=k),
+                  log=False)
+    except AskError as e:  # e.g. the memory router while memories are being written
+        row = runner._base(q, f"route[{router}]", k)
+        row["skipped"] = str(e)
+        return row
     route = ans.route
     ctx = Context(backbone=rt.backbone, parts=rt.parts, routing=route.tree,
                   trees={q.doc_id: runner.tree(q.doc_id)}, text_budget=runner.args.text_budget)
