@@ -41,8 +41,9 @@ def _counts(db: Path) -> dict[str, int]:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
-def _ingest_and_kill(pdf: Path, db: Path, stage: str, delay: float) -> str:
-    """Start the CLI, wait for its first ``stage`` progress line past 0, sleep, kill -9."""
+def _ingest_and_kill(pdf: Path, db: Path, stage: str, delay: float, min_done: int = 1) -> str:
+    """Start the CLI, wait for its first ``stage`` progress line with at least ``min_done``
+    nodes done, sleep ``delay`` seconds, kill -9."""
     env = dict(os.environ, H2MT_WRITE_BATCH_NODES="2", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine", "ingest", str(pdf), "--db", f"sqlite:///{db}"],
@@ -54,7 +55,7 @@ def _ingest_and_kill(pdf: Path, db: Path, stage: str, delay: float) -> str:
     def read():
         while chunk := os.read(proc.stderr.fileno(), 4096):
             err.extend(chunk)
-            if any(int(x.group(1)) > 0 for x in pattern.finditer(err)):
+            if any(int(x.group(1)) >= min_done for x in pattern.finditer(err)):
                 seen.set()
 
     reader = threading.Thread(target=read, daemon=True)
@@ -102,12 +103,15 @@ def test_kill_in_phase_one_leaves_all_or_nothing(shared_dir, tmp_path):
     db = tmp_path / "library.sqlite3"
     Library(f"sqlite:///{db}").close()  # the schema exists, so the counts below can be read
     rng = random.Random(0)
+    # The first kill lands as phase one starts encoding; the others anywhere up to its commit
+    # and after it.
+    delays = [0.0] + [rng.uniform(0.0, 1.5) for _ in range(RUNS_PER_PHASE - 1)]
     outcomes = []
-    for run in range(RUNS_PER_PHASE):
+    for run, delay in enumerate(delays):
         if db.exists():
             db.unlink()
         Library(f"sqlite:///{db}").close()
-        _ingest_and_kill(pdf, db, "evidence", rng.uniform(0.0, 1.5))
+        _ingest_and_kill(pdf, db, "evidence", delay, min_done=0)
         Library(f"sqlite:///{db}").close()  # the startup sweep of a new process
         c = _counts(db)
         if c["documents"] == 0:

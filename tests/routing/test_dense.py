@@ -1,0 +1,149 @@
+"""The dense channel's sentence encoder (engine.routing.dense), on the real all-MiniLM-L6-v2 model
+from its PyPI package: a few dozen texts, seconds on a CPU."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from engine.routing import dense
+from engine.routing.dense import DIM, SentenceEncoder, load_encoder
+
+# Real paragraphs of etoolbox-manual.pdf (../shared/corpus), as evidence texts: heading path,
+# newline, body.
+ETOOLBOX = {
+    "patchcmd": (
+        "Author Commands > Patching > \\patchcmd\n"
+        "\\patchcmd[<prefix>]{<command>}{<search>}{<replace>}{<success>}{<failure>}\n"
+        "This command extracts the replacement text of a <command>, replaces <search> with "
+        "<replace>, and reassembles the <command>. The pattern match is category code agnostic "
+        "and matches the first occurence of the <search> pattern in the replacement text of the "
+        "<command> to be patched."),
+    "newrobustcmd": (
+        "User Commands > Definitions > \\newrobustcmd\n"
+        "\\newrobustcmd{<command>}[<arguments>][<optarg default>]{<replacement text>}\n"
+        "The syntax and behavior of this command is similar to \\newcommand except that the "
+        "newly defined <command> will be robust."),
+    "AtEndPreamble": (
+        "User Commands > Document Hooks > \\AtEndPreamble\n"
+        "\\AtEndPreamble{<code>}\n"
+        "This hook differs from \\AtBeginDocument in that the <code> is executed right at the end "
+        "of the preamble, before the main aux file (as written on the previous LaTeX pass) is "
+        "read and prior to any \\AtBeginDocument code."),
+    "ifdef": (
+        "Author Commands > Generic Tests > Macro Tests > \\ifdef\n"
+        "\\ifdef{<control sequence>}{<true>}{<false>}\n"
+        "Expands to <true> if the <control sequence> is defined, and to <false> otherwise. Note "
+        "that control sequences will be considered as defined even if their meaning is \\relax."),
+    "ifnumcomp": (
+        "Author Commands > Generic Tests > Arithmetic Tests > \\ifnumcomp\n"
+        "\\ifnumcomp{<integer expression>}{<relation>}{<integer expression>}{<true>}{<false>}\n"
+        "Compares two integer expressions according to <relation> and expands to <true> or "
+        "<false> depending on the result. The <relation> may be <, >, or =."),
+    "listadd": (
+        "Author Commands > List Processing > Internal Lists > \\listadd\n"
+        "\\listadd{<listmacro>}{<item>}\n"
+        "This command appends an <item> to a <listmacro>. A blank <item> is not added to the "
+        "list."),
+}
+
+
+@pytest.fixture(scope="module")
+def encoder() -> SentenceEncoder:
+    return load_encoder("cpu")
+
+
+def test_shape_dtype_and_unit_rows(encoder):
+    texts = list(ETOOLBOX.values()) + ["short", "x " * 600]  # the last one is truncated
+    v = encoder.encode(texts)
+    assert v.shape == (len(texts), DIM) and v.dtype == np.float32
+    assert encoder.dim == DIM
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert np.isfinite(v).all()
+
+
+def test_empty_texts_give_zero_rows(encoder):
+    v = encoder.encode(["", ETOOLBOX["ifdef"], "   ", ""])
+    assert v.shape == (4, DIM)
+    assert not v[[0, 2, 3]].any()
+    assert abs(float(np.linalg.norm(v[1])) - 1.0) < 1e-5
+    assert encoder.encode([]).shape == (0, DIM)
+    assert not encoder.encode_query("").any()
+
+
+def test_question_ranks_the_right_paragraph_first(encoder):
+    names = list(ETOOLBOX)
+    vectors = encoder.encode([ETOOLBOX[k] for k in names])
+    cases = {"How do I patch a command?": "patchcmd",
+             "How can I run code at the end of the preamble?": "AtEndPreamble",
+             "How do I test whether a macro is defined?": "ifdef",
+             "How do I compare two integer expressions?": "ifnumcomp"}
+    for question, want in cases.items():
+        scores = vectors @ encoder.encode_query(question)
+        assert names[int(np.argmax(scores))] == want, (question, dict(zip(names, scores)))
+
+
+def test_query_equals_the_same_text_in_a_batch(encoder):
+    texts = list(ETOOLBOX.values())
+    batch = encoder.encode(texts)
+    for i, text in enumerate(texts):
+        alone = encoder.encode_query(text)
+        assert alone.shape == (DIM,) and alone.dtype == np.float32
+        # int8 dynamic quantisation scales activations per batch, so a row depends on its
+        # neighbours (0.967-0.981 seen); in float32 this is exact up to rounding. A known cost
+        # of the fast setting (engine/routing/dense.py), bounded here.
+        assert float(alone @ batch[i]) > 0.95
+
+
+def test_progress_reports_every_chunk(encoder, monkeypatch):
+    monkeypatch.setattr(dense, "CHUNK", 4)
+    calls = []
+    texts = [f"paragraph {i} about \\patchcmd" for i in range(9)] + [""]
+    encoder.encode(texts, batch_size=4, progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (10, 10)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) == 3
+    assert all(t == 10 for _, t in calls)
+
+
+def test_fingerprint_names_what_changes_vectors(encoder):
+    fp = encoder.fingerprint
+    assert dense.MODEL_NAME in fp and dense.package_version() in fp
+    assert f"seq{dense.DEFAULT_MAX_SEQ_LENGTH}" in fp and encoder.precision in fp
+    other_q = "none" if dense.DEFAULT_QUANTIZE == "int8" else "int8"
+    requant = SentenceEncoder("cpu", quantize=other_q)
+    longer = SentenceEncoder("cpu", max_seq_length=dense.DEFAULT_MAX_SEQ_LENGTH * 2)
+    assert len({fp, requant.fingerprint, longer.fingerprint}) == 3
+    assert f"seq{dense.DEFAULT_MAX_SEQ_LENGTH * 2}" in longer.fingerprint
+    assert {"int8", "fp32"} == {encoder.precision, requant.precision}
+    # Either way the vectors stay close to each other.
+    texts = list(ETOOLBOX.values())
+    cos = np.sum(requant.encode(texts) * encoder.encode(texts), axis=1)
+    assert cos.min() > 0.9, cos
+
+
+def test_loader_is_cached_and_thread_safe(encoder):
+    assert load_encoder("cpu") is encoder
+    texts = list(ETOOLBOX.values())
+    want = encoder.encode(texts)
+    results, errors = [], []
+
+    def work():
+        try:
+            results.append(encoder.encode(texts))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for r in results:
+        np.testing.assert_allclose(r, want, atol=1e-5)
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError):
+        SentenceEncoder("cpu", quantize="int4")
