@@ -104,7 +104,11 @@ def _build_pdf(path: Path, data: bytes) -> Tree:
 
 
 def _build_pdf_tree(doc, path: Path) -> Tree:
-    title = (doc.metadata or {}).get("title", "").strip() or path.stem
+    from engine.document.builders.pdf_pages import title_page_title
+
+    # The PDF's own title, else the one printed on its title page, else the file's name.
+    title = ((doc.metadata or {}).get("title", "").strip() or title_page_title(doc)
+             or path.stem)
     if doc.get_toc(simple=True):
         from engine.document.builders.pdf_outline import build_outline_tree
         return build_outline_tree(doc, path, title)

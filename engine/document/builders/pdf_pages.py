@@ -55,10 +55,36 @@ def is_bold(font: str, flags: int) -> bool:
     return bool(flags & _SPAN_BOLD_FLAG) or bool(_BOLD_NAME.search(font))
 
 
-def read_lines(doc: pymupdf.Document) -> list[list[TextLine]]:
-    """Every page's text lines in reading order (blocks sorted top-to-bottom, left-to-right)."""
-    pages: list[list[TextLine]] = []
-    for page in doc:
+# A title-page line counts as the title when its size is this many times the page's body size.
+TITLE_SIZE_RATIO = 1.4
+TITLE_MAX_CHARS = 160
+
+
+def title_page_title(doc: pymupdf.Document) -> str:
+    """The document's title as printed on its first page with text: the lines set in that
+    page's largest size, when it stands well above the page's common size (one heading-like
+    run, at most TITLE_MAX_CHARS). Empty when the first page has no such line, so callers fall
+    back (for PDFs whose metadata has no title)."""
+    for lines in read_lines(doc, pages=range(min(3, doc.page_count))):
+        if not lines:
+            continue
+        sizes = Counter()
+        for ln in lines:
+            sizes[ln.size] += ln.chars
+        common = sizes.most_common(1)[0][0]
+        top = max(ln.size for ln in lines)
+        if top < common * TITLE_SIZE_RATIO:
+            return ""
+        title = " ".join(" ".join(ln.text for ln in lines if ln.size == top).split())
+        return title if 0 < len(title) <= TITLE_MAX_CHARS and re.search(r"[^\W\d_]", title) else ""
+    return ""
+
+
+def read_lines(doc: pymupdf.Document, pages=None) -> list[list[TextLine]]:
+    """Every page's text lines in reading order (blocks sorted top-to-bottom, left-to-right);
+    ``pages`` limits it to those page indices."""
+    pages_out: list[list[TextLine]] = []
+    for page in (doc if pages is None else (doc[i] for i in pages)):
         out: list[TextLine] = []
         data = page.get_text("dict", flags=TEXT_FLAGS, sort=True)
         for block in data["blocks"]:
@@ -73,8 +99,8 @@ def read_lines(doc: pymupdf.Document) -> list[list[TextLine]]:
                                     size=round(first["size"], 1), font=first["font"],
                                     bold=is_bold(first["font"], first["flags"]),
                                     chars=sum(len(s["text"].strip()) for s in spans)))
-        pages.append(out)
-    return pages
+        pages_out.append(out)
+    return pages_out
 
 
 def require_text_layer(pages: list[list[TextLine]], name: str) -> None:
