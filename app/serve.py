@@ -1,0 +1,77 @@
+"""``manual-explorer``: serve the app (the console command of ``pip install .``; ``app.py`` of a
+checkout and of a Hugging Face Space calls the same ``serve``).
+
+    manual-explorer [--host 127.0.0.1] [--port 7860] [--data-dir DIR] [--db URL] [--share]
+
+Defaults come from the environment: ``GRADIO_SERVER_NAME`` and ``GRADIO_SERVER_PORT`` (a Space
+sets them), and every ``H2MT_`` setting (``engine/settings.py``); the options override them.
+``--share`` (off by default) asks Gradio for a public link through its relay.
+
+Everything is served locally: Gradio's own assets (its default theme uses bundled fonts) and the
+plotly.js bundled with Gradio's plot component; nothing loads from a CDN.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7860
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="manual-explorer",
+        description="Serve the manual explorer: upload technical manuals, ask questions, see how "
+                    "the answer was found.")
+    p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", DEFAULT_HOST),
+                   help="address to listen on (default: $GRADIO_SERVER_NAME or %(default)s; "
+                        "0.0.0.0 for every interface)")
+    p.add_argument("--port", type=int,
+                   default=int(os.environ.get("GRADIO_SERVER_PORT", DEFAULT_PORT)),
+                   help="port (default: $GRADIO_SERVER_PORT or %(default)s)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="folder of the library (default: $H2MT_DATA_DIR, else a Space's "
+                        "persistent /data, ./data of a checkout, or ~/.local/share/h2mt-explorer)")
+    p.add_argument("--db", default=None,
+                   help="SQLAlchemy URL of the library (default: $H2MT_DB_URL, else SQLite in "
+                        "the data folder)")
+    p.add_argument("--share", action="store_true",
+                   help="also publish a temporary public link through Gradio's relay (off by "
+                        "default)")
+    return p.parse_args(argv)
+
+
+def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path | None = None,
+          db_url: str | None = None, share: bool = False) -> None:
+    """Load the runtime (backbone, trained parts, library) and serve the app until stopped."""
+    from app.ui import build_app
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+
+    settings = Settings.from_env().with_(data_dir=data_dir, db_url=db_url)
+    logging.getLogger("engine").info("library: %s", settings.database_url)
+    rt = Runtime.load(settings)
+    demo = build_app(rt)
+    demo.queue(default_concurrency_limit=4).launch(
+        server_name=host, server_port=port, share=share,
+        max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("engine").setLevel(logging.INFO)  # first start: fetch, dequantize
+    serve(host=args.host, port=args.port, data_dir=args.data_dir, db_url=args.db,
+          share=args.share)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

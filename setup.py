@@ -1,0 +1,12 @@
+"""Package layout (the rest is in pyproject.toml): the packages are found automatically, and the
+checkout's assets/ folder (trained parts, fusion weights, their cards) goes into the wheel as
+``engine/assets``, where ``engine.settings`` looks when there is no checkout around it."""
+from setuptools import find_packages, setup
+
+setup(
+    packages=find_packages(include=["engine", "engine.*", "storage", "storage.*", "app",
+                                    "app.*"]) + ["engine.assets"],
+    package_dir={"engine.assets": "assets"},
+    package_data={"engine.assets": ["*.safetensors", "*.json", "*.md"]},
+    include_package_data=False,
+)
