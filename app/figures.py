@@ -41,6 +41,13 @@ UNVISITED_FILL = "#eceef1"
 ROOT_FILL = "#374151"
 LABELS_PER_LEVEL = 6  # label the selected nodes of a depth only while it has at most this many
 STATUSES = ("root", "selected", "pruned", "collapsed")
+# Parents guessed by clustering (H2MT 4.3: a document without headings) are drawn as diamonds.
+INDUCED_SYMBOL = "diamond"
+INDUCED_NOTE = "induced: grouped by similarity, the title is guessed (no heading in the file)"
+
+
+def _symbols(nodes, ids: list[int]) -> list[str]:
+    return [INDUCED_SYMBOL if getattr(nodes[i], "induced", False) else "circle" for i in ids]
 
 
 def esc(text: str | None, limit: int | None = None) -> str:
@@ -149,6 +156,8 @@ def _hover(n, loops: list[int], score_name: str = "score") -> str:
              f"status: {n.status}",
              f"pages: {pages_label(n.page_start, n.page_end)}",
              f"depth: {n.depth}"]
+    if getattr(n, "induced", False):
+        lines.append(INDUCED_NOTE)
     if n.score is None:
         lines.append("the root: not scored" if n.status == "root"
                      else "not scored (the router never reached it)")
@@ -229,6 +238,7 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
     traces.append(go.Scatter(
         x=[pos[i][0] for i in pr], y=[pos[i][1] for i in pr], mode="markers", name="pruned",
         marker=dict(size=9, color=[nodes[i].score for i in pr], coloraxis="coloraxis",
+                    symbol=_symbols(nodes, pr),
                     opacity=0.45, line=dict(color=PRUNED_EDGE, width=1)),
         hovertext=[_hover(nodes[i], [], sname) for i in pr], hoverinfo="text",
         customdata=[[i, "pruned", nodes[i].doc_id, nodes[i].node_id] for i in pr],
@@ -250,7 +260,7 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
         name="selected",
         marker=dict(size=[15 + min(3 * sum(loops[i]), 18) for i in sel],
                     color=[nodes[i].score for i in sel], coloraxis="coloraxis",
-                    line=dict(color=SELECTED_EDGE, width=2.5)),
+                    symbol=_symbols(nodes, sel), line=dict(color=SELECTED_EDGE, width=2.5)),
         text=labels, textposition="bottom center", textfont=dict(size=10),
         hovertext=[_hover(nodes[i], loops[i], sname) for i in sel], hoverinfo="text",
         customdata=[[i, "selected", nodes[i].doc_id, nodes[i].node_id, sum(loops[i])]
@@ -286,7 +296,8 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
         plot_bgcolor="white", paper_bgcolor="white", hovermode="closest",
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
         meta={"total_nodes": len(nodes), "selected_ids": list(route.selected),
-              "router": router})
+              "router": router,
+              "induced_drawn": sum(bool(getattr(nodes[i], "induced", False)) for i in vt.visible)})
     return fig
 
 

@@ -23,8 +23,9 @@ import networkx as nx
 
 ROOT = 0
 
-# Which builder produced a tree (recorded with the document).
-SOURCES = ("outline", "fonts", "markdown", "html", "json", "text")
+# Which builder produced a tree (recorded with the document); "induced": the hierarchy was
+# guessed by clustering (H2MT 4.3, ``induce.py``), the document had no headings.
+SOURCES = ("outline", "fonts", "markdown", "html", "json", "text", "induced")
 
 
 class TokenCounter(Protocol):
@@ -49,7 +50,7 @@ class Node:
     page_end: int | None = None
     tokens: int = 0  # backbone tokens of local_text
     ref: str | None = None  # external id where the source has one (ORD-QA chunk id)
-    kind: str = "section"  # root | front | section | paragraph | chunk
+    kind: str = "section"  # root | front | section | paragraph | chunk | cluster (induced)
 
     @property
     def local_text(self) -> str:

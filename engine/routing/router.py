@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from engine.document.induce import INDUCED_KIND
 from engine.document.tree import Tree, preview
 from engine.memory.projections import RouterProjections, centre, normalise
 from engine.memory.writer import _Item, read_out
@@ -54,6 +55,7 @@ class RoutingTree:
     memories: torch.Tensor | None  # [N, d]; row 0 of a library tree is unused (virtual root)
     tokens: list[list[str]] | None = None  # lexical evidence tokens per node
     dense: np.ndarray | None = None  # [N, dim] unit sentence-encoder vectors
+    induced: list[bool] | None = None  # per node: a parent guessed by clustering (H2MT 4.3)
     _centre: torch.Tensor | None = field(default=None, repr=False)
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -112,7 +114,8 @@ class RoutingTree:
                    memories=(torch.stack([memories[i] for i in ids]).float()
                              if memories else None),
                    tokens=evidence.tokens if evidence is not None else None,
-                   dense=evidence.dense if evidence is not None else None)
+                   dense=evidence.dense if evidence is not None else None,
+                   induced=[n.kind == INDUCED_KIND for n in nodes])
 
     @classmethod
     def from_library(cls, docs: dict):
@@ -132,6 +135,7 @@ class RoutingTree:
         children: list[list[int]] = [[]]
         depth, title, pages = [0], ["Library"], [(None, None)]
         origin: list[tuple[int | None, int]] = [(None, -1)]
+        induced = [False]
         rows = [torch.zeros(d)]
         tokens: list[list[str]] = [[]]
         dense_rows: list[np.ndarray] = []
@@ -146,6 +150,7 @@ class RoutingTree:
                 title.append(n.title or preview(n.text))
                 pages.append((n.page_start, n.page_end))
                 origin.append((doc_id, i))
+                induced.append(n.kind == INDUCED_KIND)
                 if with_mem:
                     rows.append(mem[i].float())
             if with_ev:
@@ -158,7 +163,7 @@ class RoutingTree:
                                     *dense_rows])
         return cls(parent, children, depth, title, pages, origin,
                    torch.stack(rows) if with_mem else None,
-                   tokens=tokens if with_ev else None, dense=dense)
+                   tokens=tokens if with_ev else None, dense=dense, induced=induced)
 
     def available_channels(self) -> tuple[str, ...]:
         """The evidence channels this tree can score (missing ones are left out of fusion)."""
@@ -191,6 +196,7 @@ class RouteNode:
     # Per evidence channel, {"own": score, "subtree": score} (None values where the node has no
     # evidence); None when the node was never scored or the router used no channels.
     channels: dict[str, dict[str, float | None]] | None = None
+    induced: bool = False  # a parent guessed by clustering (H2MT 4.3), not a heading
 
 
 class Route:
@@ -245,7 +251,8 @@ class Route:
                                      page_start=t.pages[i][0], page_end=t.pages[i][1],
                                      score=self.scores.get(i), prob=self.probs.get(i),
                                      status=self.status(i), visit=self.visits.get(i),
-                                     channels=self.node_channels(i))
+                                     channels=self.node_channels(i),
+                                     induced=bool(t.induced and t.induced[i]))
                            for i in range(len(t))]
         return self._nodes
 
@@ -276,7 +283,8 @@ class Route:
                            depth=[r["depth"] for r in recs], title=[r["title"] for r in recs],
                            pages=[(r.get("page_start"), r.get("page_end")) for r in recs],
                            origin=[(r.get("doc_id"), r.get("node_id", r["id"])) for r in recs],
-                           memories=torch.zeros(n, 1))
+                           memories=torch.zeros(n, 1),
+                           induced=[bool(r.get("induced")) for r in recs])
         scored = [r for r in recs if r.get("score") is not None]
         selected = sorted((r["id"] for r in recs if r["status"] == SELECTED),
                           key=lambda i: (recs[i]["depth"], i))

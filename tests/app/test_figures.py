@@ -298,3 +298,19 @@ def test_single_channel_route_has_nothing_to_compare():
         route.channels.pop(name)
     assert single_channel(route) and router_agreement(route) is None
     assert "words matched router scored only its own evidence" in single_channel_reason(route)
+
+
+def test_induced_parents_are_marked_and_survive_the_query_log():
+    route = make_route(PARENTS, STATUS)
+    route.tree.induced = [i in (1, 3, 4) for i in range(len(PARENTS))]  # guessed parents
+    fig = route_figure(route)
+    drawn = {}
+    for t in fig.data:
+        if (t.meta or {}).get("status") in ("selected", "pruned"):
+            for row, symbol, hover in zip(t.customdata, t.marker.symbol, t.hovertext):
+                drawn[row[0]] = (symbol, "induced" in hover)
+    assert drawn[1] == drawn[3] == drawn[4] == ("diamond", True)
+    assert drawn[2] == drawn[5] == ("circle", False)
+    assert fig.layout.meta["induced_drawn"] == 3
+    back = Route.from_records(route.as_records())
+    assert [n.induced for n in back.nodes] == route.tree.induced

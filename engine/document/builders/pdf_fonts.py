@@ -6,13 +6,16 @@ H2MT 3.1 needs a section tree; when the PDF has no bookmarks we rebuild it from 
   at body size is *not* taken (run-in paragraph heads and keywords would flood the tree);
 - heading levels = the distinct heading sizes, largest first;
 - adjacent lines of one heading style are one heading, joined with a space ("3.2" + "Pointers");
-- the largest style seen only on the first page is the document title (the root's title).
+- the largest style seen only on the first page is the document title (the root's title);
+- no heading at all: one untitled paragraph node per page, so that ``build_tree`` induces a
+  hierarchy (H2MT 4.3) with page numbers on every chunk.
 """
 from __future__ import annotations
 
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 
 import pymupdf
@@ -50,6 +53,12 @@ def build_fonts_tree(doc: pymupdf.Document, path: Path, fallback_title: str) -> 
     level_of = {size: i + 1 for i, size in enumerate(sorted({h.size for h in headings}, reverse=True))}
 
     asm = TreeAssembler("fonts", title, doc.page_count)
+    if not headings:  # no typographic levels: one paragraph node per page (build.py induces)
+        body = [ln for i, ln in enumerate(lines) if i not in title_idx]
+        for page, on_page in groupby(body, key=lambda ln: ln.page):
+            asm.add(0, text=join_lines(list(on_page)), page_start=page + 1, page_end=page + 1,
+                    kind="paragraph")
+        return asm.finish()
     first = headings[0].first_line if headings else len(lines)
     front = [ln for i, ln in enumerate(lines[:first]) if i not in title_idx]
     if front:
