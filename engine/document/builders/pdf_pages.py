@@ -6,6 +6,7 @@ footers and page numbers left out.
 """
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ def title_page_title(doc: pymupdf.Document) -> str:
     page's largest size, when it stands well above the page's common size (one heading-like
     run, at most TITLE_MAX_CHARS). Empty when the first page has no such line, so callers fall
     back (for PDFs whose metadata has no title)."""
-    for lines in read_lines(doc, pages=range(min(3, doc.page_count))):
+    for lines in read_lines(doc, first=3):
         if not lines:
             continue
         sizes = Counter()
@@ -80,11 +81,11 @@ def title_page_title(doc: pymupdf.Document) -> str:
     return ""
 
 
-def read_lines(doc: pymupdf.Document, pages=None) -> list[list[TextLine]]:
+def read_lines(doc: pymupdf.Document, first: int | None = None) -> list[list[TextLine]]:
     """Every page's text lines in reading order (blocks sorted top-to-bottom, left-to-right);
-    ``pages`` limits it to those page indices."""
+    ``first`` limits it to the first pages."""
     pages_out: list[list[TextLine]] = []
-    for page in (doc if pages is None else (doc[i] for i in pages)):
+    for page in itertools.islice(doc, first):
         out: list[TextLine] = []
         data = page.get_text("dict", flags=TEXT_FLAGS, sort=True)
         for block in data["blocks"]:
