@@ -7,10 +7,11 @@ the plotly.js bundled with Gradio's plot component; nothing loads from a CDN.
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from app.serve import main  # noqa: E402  (options: python app.py --help)
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -68,8 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s",
                         stream=sys.stderr)
     logging.getLogger("engine").setLevel(logging.INFO)  # first start: fetch, dequantize
-    serve(host=args.host, port=args.port, data_dir=args.data_dir, db_url=args.db,
-          share=args.share)
+    from storage import DatabaseUnavailable
+    from engine.settings import SettingsError
+
+    try:
+        serve(host=args.host, port=args.port, data_dir=args.data_dir, db_url=args.db,
+              share=args.share)
+    except (DatabaseUnavailable, SettingsError) as e:  # a wrong --db or H2MT_* value: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

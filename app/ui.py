@@ -23,6 +23,20 @@ reference-counted (engine/aligner.py), so an answer that arms memory slots canno
 a concurrent forward of the writer or of another answer. Queues: indexing has its own queue (one
 file at a time), answers theirs (a few at a time), so a long ingest never holds questions back.
 
+Answers stream (do_ask is a generator over engine.ask.ask_stream, and so is the /ask API: a
+gradio_client ``submit`` sees every step): the routing tree, its tables and the sections to be
+read appear as soon as routing ends, then the answer token by token, then the final answer with
+its metrics, history and evidence lines. The /ask outputs keep their shape; the evidence lines,
+``degenerate`` and ``cut`` travel in the summary JSON, and to the page in the view State (shown by
+the ``.then`` step). An output the engine labels degenerate is not shown as an answer: a notice
+gives the engine's warning and the output, and a button asks the same question in text mode.
+
+Page view (app/pages.py): selecting a cited node or an evidence line renders that section's PDF
+page(s) from the file stored with the document, the evidence sentences highlighted (a sentence
+over a page break on both pages); Markdown, HTML and text manuals show the section's text with
+the sentences marked. Documents stored before files were kept show their text until the file is
+uploaded again.
+
 Bad input: every file is checked (app/uploads.py, the engine's limits from Settings) and then
 built by the engine; whatever is wrong with it comes back as one line in the indexing status, and
 nothing of it is stored. Titles and text from manuals are shown as text, never as markup.
@@ -30,10 +44,13 @@ nothing of it is stored. Titles and text from manuals are shown as text, never a
 from __future__ import annotations
 
 import html
+import io
 import logging
 import queue
 import re
 import threading
+from dataclasses import asdict
+from itertools import chain
 from pathlib import Path
 
 import gradio as gr
@@ -43,10 +60,12 @@ from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, agre
                          agreement_summary, figure_summary, manual_figure, pages_label,
                          route_figure, route_rows, router_agreement, single_channel,
                          single_channel_reason)
+from app.pages import Line, page_view
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from engine.memory.aggregate import POLICIES
+from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.modes import MODES
-from engine.ask import AskError, AskOptions, ask
+from engine.ask import AskError, AskOptions, ask, ask_stream
 from engine.ask import MemoriesPending as MemoriesNotWritten
 from engine.ingest import ingest_file, write_document_memories
 from engine.routing.channels import LABELS
@@ -68,15 +87,26 @@ LIBRARY_COLUMNS = ["id", "title", "file", "pages", "nodes", "depth", "tree sourc
                    "ingest s", "added (UTC)"]
 OUTLINE_COLUMNS = ["node", "title", "pages", "tokens", "kind"]
 CITED_COLUMNS = ["#", "title", "pages", "doc", "node"]
+EVIDENCE_COLUMNS = ["#", "score", "page", "section", "sentence", "doc", "node"]
+DEGENERATE_REASONS = {"repeat": "it repeats itself", "markup": "it is markup debris",
+                      "empty": "it is empty"}
+SOURCE_CACHE = 4  # source files (PDF bytes) kept in memory for the page view
 HISTORY_COLUMNS = ["query", "asked (UTC)", "mode", "question", "answer", "TTFT ms", "selected"]
 ALL = "all"
 MODE_HELP = {
-    "memory": "H2MT: the selected nodes' memory vectors are fed to the model (no raw text)",
-    "text": "the selected nodes' raw text, deepest first, within the text budget",
-    "full": "the manual's text from the start, cut to the context window (no routing)",
-    "flat": "baseline: fixed-length segments, one memory each, no tree",
-    "route": "routing only: show the tree, generate nothing",
+    "text": "answers from the selected sections' text, with pages (the default)",
+    "memory": "fast: answers from the sections' memory vectors (H2MT), less reliable",
+    "full": "reads the manual from the start, as much as fits (no routing)",
+    "flat": "baseline: fixed-length pieces, one memory each, no tree",
+    "route": "only finds the sections, no answer",
 }
+assert set(MODE_HELP) == set(MODES), "every answer mode needs its help line"
+# An answer's metrics as the page shows them (key of engine.answer.modes.Metrics, label, unit).
+METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "total", "ms"),
+                 ("route_ms", "routing", "ms"), ("evidence_ms", "evidence lines", "ms"),
+                 ("prefill_tokens", "prefill tokens (the prompt)", ""),
+                 ("generated_tokens", "generated tokens", ""),
+                 ("peak_mem_mb", "memory added at peak", "")]
 ROUTER_LABELS = {"fused": "fused (all evidence combined)", "memory": f"{LABELS['memory']} alone",
                  "lexical": f"{LABELS['lexical']} alone", "dense": f"{LABELS['dense']} alone"}
 ROUTER_CHOICES = [(ROUTER_LABELS.get(r, r), r) for r in ROUTERS]
@@ -282,9 +312,22 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             trees[doc_id] = rt.library.get_tree(doc_id)
         return trees[doc_id]
 
+    sources: dict[int, tuple[str, object]] = {}  # doc_id -> (sha256, SourceFile | None)
+
+    def source_of(doc_id: int):
+        """The document's stored file (None when stored without it), a few kept in memory."""
+        sha = rt.library.get_document(doc_id).sha256
+        hit = sources.get(doc_id)
+        if hit is None or hit[0] != sha:
+            while len(sources) >= SOURCE_CACHE:
+                sources.pop(next(iter(sources)))
+            hit = sources[doc_id] = (sha, rt.library.get_source(doc_id))
+        return hit[1]
+
     def forget(doc_id: int) -> None:
         """Drop every cached view of a deleted document (SQLite may reuse its id)."""
         trees.pop(doc_id, None)
+        sources.pop(doc_id, None)
         for name in ("docs", "flat"):
             cache = rt.cache.get(name, {})
             for key in [k for k in cache if k[0] == doc_id]:
@@ -417,9 +460,10 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
 
             def report(done: int, total: int, *, stage: str, i=i, name=name) -> None:
                 progress((i + 0.1 + 0.85 * done / max(total, 1)) / n,
-                         desc=f"{name}: {stage} {done}/{total} nodes")
+                         desc=f"{of}{name}: {stage} {done}/{total} nodes")
 
-            progress(i / n, desc=f"{name}: parsing and building the tree")
+            of = f"file {i + 1} of {n}: " if n > 1 else ""
+            progress(i / n, desc=f"{of}{name}: parsing and building the tree")
             try:
                 r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s,
                                 memories=False)
@@ -461,9 +505,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         if doc in (None, "", ALL):
             return [], "", ""
         try:
-            tree = tree_of(int(doc))
+            tree = tree_of(_doc_arg(doc))
         except DocumentNotFound:
-            raise gr.Error(f"manual #{doc} no longer exists") from None
+            raise gr.Error(f"no manual with id {doc}") from None
         rows = [[n.id, ("\u00a0\u00a0\u00a0" * n.depth) + (n.title or _preview(n.text)),
                  pages_label(n.page_start, n.page_end), n.tokens, n.kind]
                 for n in tree.preorder()]
@@ -501,19 +545,24 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
     def delete(doc):
         if doc in (None, "", ALL):
             raise gr.Error("Choose a manual to delete.")
-        writer.cancel(int(doc))  # a document is never deleted under its memory writer
+        doc = _doc_arg(doc)
         try:
-            rt.library.delete_document(int(doc))
+            rt.library.get_document(doc)
         except DocumentNotFound:
-            raise gr.Error(f"manual #{doc} no longer exists") from None
-        forget(int(doc))
+            raise gr.Error(f"no manual with id {doc}") from None
+        writer.cancel(doc)  # a document is never deleted under its memory writer
+        try:
+            rt.library.delete_document(doc)
+        except DocumentNotFound:
+            raise gr.Error(f"no manual with id {doc}") from None
+        forget(doc)
         return (f"Deleted manual #{doc} (its logged questions stay, without a manual).",
                 library_rows(), *pickers(None), [], "", "")
 
     # -- ask -------------------------------------------------------------------------------
     def options(mode, k, max_depth, budget, gate, hier_pos, max_new_tokens,
                 router=None) -> AskOptions:
-        return AskOptions(mode=mode or "memory", k=int(k or 3), max_depth=_opt_int(max_depth),
+        return AskOptions(mode=mode or "text", k=int(k or 3), max_depth=_opt_int(max_depth),
                           budget=_opt_int(budget), gate=bool(gate), hier_pos=bool(hier_pos),
                           max_new_tokens=int(max_new_tokens or 64),
                           router=router or settings.router)
@@ -535,46 +584,87 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         except StorageError as e:
             raise gr.Error(str(e)) from None
 
+    @gpu
+    def run_ask_stream(doc, question, opts: AskOptions):
+        """``run_ask`` as the engine's events (RouteReady, TokenChunk..., AnswerReady), with the
+        same errors; they can only come before the first event."""
+        target = _doc_arg(doc)
+        try:
+            yield from ask_stream(rt, target, question, opts)
+        except AskError as e:
+            if isinstance(e, MemoriesNotWritten):
+                raise MemoriesPending(str(e)) from None
+            raise gr.Error(str(e)) from None
+        except (StaleMemories, MissingMemories):
+            raise gr.Error("This manual's memories were written by another model or "
+                           "aggregation policy: upload the file again to rewrite them.") from None
+        except StorageError as e:
+            raise gr.Error(str(e)) from None
+
     def metrics_md(a) -> str:
-        m = a.metrics
-        rows = [("mode", a.mode), ("TTFT", f"{m.ttft_ms:.0f} ms"), ("total", f"{m.total_ms:.0f} ms"),
-                ("routing", f"{m.route_ms:.0f} ms"), ("prefill tokens", m.prefill_tokens),
-                ("generated tokens", m.generated_tokens), ("peak memory", f"{m.peak_mem_mb:.0f} MB")]
+        rows = [("mode", a.mode), *metric_rows(asdict(a.metrics))]
+        if getattr(a, "cut", False):
+            rows.append(("cut", f"at {a.cut_at} tokens (the max new tokens limit)"))
         if a.route is not None:
             rows.insert(1, ("selected nodes", f"{len(a.route.selected)} (stop: {a.route.stop_reason})"))
             rows.insert(1, ("router", ROUTER_LABELS.get(a.route.router, a.route.router)))
         return "| metric | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
 
-    def cited_rows(a) -> list[list]:
+    def metric_rows(m: dict) -> list[tuple[str, object]]:
+        """(label, value) rows of an answer's metrics in plain words (a live answer's or a logged
+        one's: the same labels)."""
+        rows = []
+        for key, label, unit in METRIC_LABELS:
+            v = m.get(key)
+            if v is None or (key == "evidence_ms" and not v):
+                continue
+            if key == "peak_mem_mb":  # growth over the process's size at the request's start
+                rows.append((label, "under 1 MB" if v < 1 else f"{v:.0f} MB"))
+            else:
+                rows.append((label, f"{v:.0f} {unit}" if unit else v))
+        return rows
+
+    def cited_rows(cited) -> list[list]:
+        """Rows of the cited table from an Answer or a list of Citations."""
+        cited = getattr(cited, "cited", cited)
         return [[i + 1, c.title or "(untitled)", pages_label(c.page_start, c.page_end), c.doc_id,
-                 c.node_id] for i, c in enumerate(a.cited)]
+                 c.node_id] for i, c in enumerate(cited)]
 
     def figures(a, doc=None):
         """Routing tree, icicle, route rows, summary JSON and the disagreement view of ``a``."""
-        if a.route is None:
-            msg = f"The {a.mode} mode does not route: no tree to show."
-            view = {"agreement": f"The {a.mode} mode does not route: nothing to compare.",
+        return route_views(a.route, a, doc, a.mode, [c.id for c in a.cited], a.warning)
+
+    def route_views(route, a, doc, mode: str, cited: list[int], warning: str | None):
+        """The views of a route: of a finished answer ``a``, or (``a`` None) of a route whose
+        answer is still being generated (no gate loops yet)."""
+        if route is None:
+            msg = f"The {mode} mode does not route: no tree to show."
+            view = {"agreement": f"The {mode} mode does not route: nothing to compare.",
                     "agreement_rows": []}
             return (empty_figure(msg), empty_figure(msg), [],
-                    {"mode": a.mode, "route": None, "warning": a.warning}, view)
-        fig = route_figure(a.route, a)
-        agreement = router_agreement(a.route)
+                    {"mode": mode, "route": None, "warning": warning}, view)
+        fig = route_figure(route, a)
+        agreement = router_agreement(route)
         summary = figure_summary(fig)
-        summary.update(mode=a.mode, router=a.route.router, selected=list(a.route.selected),
-                       cited=[c.id for c in a.cited], warning=a.warning,
-                       alternatives={k: list(v) for k, v in a.route.alternatives.items()},
+        summary.update(mode=mode, router=route.router, selected=list(route.selected),
+                       cited=list(cited), warning=warning,
+                       alternatives={k: list(v) for k, v in route.alternatives.items()},
                        agreement=agreement.counts() if agreement else None)
-        why = ("" if agreement else single_channel_reason(a.route) if single_channel(a.route)
+        why = ("" if agreement else single_channel_reason(route) if single_channel(route)
                else pending_unavailable(doc))
         view = {"agreement": agreement_summary(agreement, why),
-                "agreement_rows": agreement_rows(a.route, agreement)}
-        return fig, manual_figure(a.route), route_rows(a.route, a), summary, view
+                "agreement_rows": agreement_rows(route, agreement)}
+        return fig, manual_figure(route), route_rows(route, a), summary, view
 
     def history_rows(doc) -> list[list]:
         if doc in (None, "", ALL):
             return []
+        try:  # the picker takes typed values: not an id, no history
+            doc_id = int(doc)
+        except (TypeError, ValueError):
+            return []
         rows = []
-        for q in reversed(rt.library.list_queries(int(doc))):
+        for q in reversed(rt.library.list_queries(doc_id)):
             m = q.metrics or {}
             sel = sum(1 for r in (q.route or []) if r.get("status") == "selected")
             ans = " ".join((q.answer or "").split())
@@ -585,30 +675,135 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
 
     def do_ask(doc, question, mode, k, max_depth, budget, gate, hier_pos, max_new_tokens,
                router="fused"):
+        """Streams: the routing tree, icicle, route table and the sections to be read as soon
+        as routing ends, then the answer as it is generated, then the final answer, metrics,
+        history and (in the view State) the evidence lines and notices."""
         opts = options(mode, k, max_depth, budget, gate, hier_pos, max_new_tokens, router)
+        events = run_ask_stream(doc, question, opts)
         try:
-            a = run_ask(doc, question, opts)
+            first = next(events)  # the request's errors come before the first event
         except MemoriesPending as e:  # a notice; the last answer and tree stay as they were
             gr.Warning(str(e))
-            return (*[gr.skip()] * 8, {"notice": str(e)})
+            yield (*[gr.skip()] * 8, {"notice": str(e)})
+            return
+        text = ""
+        for ev in chain([first], events):
+            if isinstance(ev, RouteReady):
+                fig, icicle, rows, summary, view = route_views(
+                    ev.route, None, doc, opts.mode, [c.id for c in ev.cited], None)
+                summary["generating"] = opts.mode != "route"
+                yield ("", generating_md(opts, ev.route, ""), cited_rows(ev.cited), fig, icicle,
+                       rows, summary, gr.skip(), view)
+            elif isinstance(ev, TokenChunk):
+                text += ev.text
+                yield (text, generating_md(opts, None, text), *[gr.skip()] * 7)
+            elif isinstance(ev, AnswerReady):
+                yield final_outputs(ev.answer, doc)
+
+    def generating_md(opts: AskOptions, route, text: str) -> str:
+        if opts.mode == "route":
+            return "Routing done."
+        lines = [f"**Generating the answer** ({opts.mode} mode) …"]
+        if route is not None:
+            lines.append(f"routed: {len(route.selected)} nodes selected "
+                         f"(stop: {route.stop_reason})")
+        if text:
+            lines.append(f"{len(text.split())} words so far")
+        return "  \n".join(lines)
+
+    def final_outputs(a, doc):
+        """The outputs of a finished answer (and its view State: notice, evidence lines)."""
         fig, icicle, rows, summary, view = figures(a, doc)
-        text = a.text if a.text else ("(routing only: no answer generated)" if a.mode == "route"
-                                      else "(the model generated nothing)")
-        view["notice"] = a.warning or ""
-        return (text, metrics_md(a), cited_rows(a), fig, icicle, rows, summary,
+        degenerate = getattr(a, "degenerate", None)
+        evidence = [asdict(e) for e in getattr(a, "evidence", None) or []]
+        if degenerate:  # not presented as an answer: a notice, and the text mode offered
+            why = DEGENERATE_REASONS.get(degenerate, str(degenerate))
+            shown = f"(no answer: the {a.mode}-mode output is not usable, {why}; see the note)"
+            raw = " ".join((a.text or "").split())
+            view["notice"] = ((a.warning or "This output is not a usable answer.")
+                              + (f" The model wrote: “{raw[:200]}{'…' if len(raw) > 200 else ''}”"
+                                 if raw else ""))
+            view["offer_text"] = a.mode != "text"
+        else:
+            shown = a.text if a.text else ("(routing only: no answer generated)"
+                                            if a.mode == "route" else
+                                            "(the model generated nothing)")
+            view["notice"] = a.warning or ""
+            view["offer_text"] = False
+        view["evidence"] = evidence
+        view["evidence_note"] = evidence_summary(a, evidence, degenerate)
+        summary.update(degenerate=degenerate, cut=getattr(a, "cut", False),
+                       cut_at=getattr(a, "cut_at", None), evidence=evidence,
+                       answer=a.text)
+        return (shown, metrics_md(a), cited_rows(a), fig, icicle, rows, summary,
                 history_rows(doc), view)
 
+    def evidence_summary(a, evidence: list[dict], degenerate) -> str:
+        if a.mode not in ("text", "memory"):
+            return f"The {a.mode} mode has no evidence lines."
+        if degenerate:
+            return "No evidence lines: the output is not an answer."
+        if not evidence:
+            return ("No sentence of the cited sections supports the answer closely enough "
+                    "(below the evidence threshold): nothing is highlighted. Select a cited "
+                    "section to read its page.")
+        return (f"{len(evidence)} evidence {'line' if len(evidence) == 1 else 'lines'}: select "
+                "one (or a cited section) to see it highlighted on its page.")
+
+    def question_problem(question) -> str | None:
+        """What is wrong with a question the engine would refuse (the same limits), or None."""
+        q = (question or "").strip()
+        if not q:
+            return "Type a question first."
+        if len(q) > settings.max_question_chars:
+            return (f"The question is {len(q)} characters long; the limit is "
+                    f"{settings.max_question_chars}.")
+        return None
+
+    def validate_question(question, *others):
+        """Gradio validator of the ask events: one line under the question box, no other output
+        touched (the last answer, tree and evidence stay)."""
+        problem = question_problem(question)
+        return [gr.validate(problem is None, problem or ""),
+                *[gr.validate(True, "") for _ in others]]
+
+    def validate_ask(doc, question, *others):
+        return [gr.validate(True, ""), *validate_question(question, *others)]
+
     def clear_view():
-        return "", "", []
+        return "", "", [], [], "", gr.update(visible=False)
+
+    def clear_page():
+        return ("Select a cited node or an evidence line to see its page here.",
+                gr.update(value=None, visible=False), gr.update(value="", visible=False))
+
+    def section_title(doc_id, node_id, title: str | None) -> str:
+        """A node's title, or (paragraphs and chunks have none) its nearest titled ancestor's."""
+        if title:
+            return title
+        try:
+            path = tree_of(int(doc_id)).path(int(node_id))
+        except (DocumentNotFound, KeyError, TypeError, ValueError):
+            return "(untitled)"
+        return next((n.title for n in reversed(path) if n.title), "(untitled)")
+
+    def evidence_rows(evidence: list[dict]) -> list[list]:
+        return [[i + 1, round(float(e["score"]), 3), e["page"] if e["page"] else "",
+                 section_title(e["doc_id"], e["node_id"], e["title"]), e["text"], e["doc_id"],
+                 e["node_id"]]
+                for i, e in enumerate(evidence)]
 
     def show_view(view):
-        """The notice line and the disagreement view of the last answer (a State, so that the
-        /ask API keeps its outputs)."""
+        """The notice line, the disagreement view, the evidence lines and the text-mode offer of
+        the last answer (a State, so that the /ask API keeps its outputs)."""
         view = view or {}
         notice = view.get("notice")
         return (gr.skip() if notice is None else (f"**Note:** {md_text(notice)}" if notice else ""),
                 gr.skip() if "agreement" not in view else view["agreement"],
-                gr.skip() if "agreement_rows" not in view else view["agreement_rows"])
+                gr.skip() if "agreement_rows" not in view else view["agreement_rows"],
+                gr.skip() if "evidence" not in view else evidence_rows(view["evidence"]),
+                gr.skip() if "evidence_note" not in view else view["evidence_note"],
+                gr.skip() if "offer_text" not in view else gr.update(visible=view["offer_text"]))
 
     def history_select(doc, evt: gr.SelectData):
         row = evt.row_value or []
@@ -617,23 +812,29 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         rec = next((q for q in rt.library.list_queries(int(doc)) if q.id == row[0]), None)
         if rec is None:
             raise gr.Error("That question is no longer in the log.")
-        m = rec.metrics or {}
-        metrics = ("| metric | value |\n|---|---|\n" + f"| from the log | query {rec.id}, {rec.mode} |\n"
-                   + "\n".join(f"| {k} | {v} |" for k, v in m.items()))
+        rows = [("from the log", f"query {rec.id}"), ("mode", rec.mode),
+                *metric_rows(rec.metrics or {})]
+        metrics = "| metric | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+        logged = rec.settings or {}
+        mode_value = rec.mode if rec.mode in MODE_HELP else gr.skip()
+        router_value = logged.get("router") if logged.get("router") in ROUTER_LABELS else gr.skip()
         if not rec.route:
             msg = "This question was answered without routing."
-            view = {"notice": "", "agreement": msg, "agreement_rows": []}
+            view = {"notice": "", "agreement": msg, "agreement_rows": [], "evidence": [],
+                    "evidence_note": "", "offer_text": False}
             return (rec.answer, metrics, [], empty_figure(msg), empty_figure(msg), [], {},
-                    rec.question, view)
+                    rec.question, view, mode_value, router_value)
         route = route_from_log(rec.route, rec.settings)
         fig = route_figure(route, None, title=f"Routing tree of query {rec.id} (from the log)")
         sel = [route.nodes[i] for i in route.selected]
         cited = [[j + 1, n.title, pages_label(n.page_start, n.page_end), n.doc_id, n.node_id]
                  for j, n in enumerate(sel)]
         view = {"notice": "", "agreement": "The other router's selection is not kept in the "
-                "query log: ask again to compare the routers.", "agreement_rows": []}
+                "query log: ask again to compare the routers.", "agreement_rows": [],
+                "evidence": [], "evidence_note": "Evidence lines are not kept in the query log: "
+                "select a cited section to read its page.", "offer_text": False}
         return (rec.answer, metrics, cited, fig, manual_figure(route), route_rows(route),
-                figure_summary(fig), rec.question, view)
+                figure_summary(fig), rec.question, view, mode_value, router_value)
 
     def row_node(evt: gr.SelectData, doc_col: int, node_col: int):
         row = evt.row_value or []
@@ -641,8 +842,50 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             return "The root of a library-wide route is not a stored node.", ""
         return node_view(row[doc_col], row[node_col])
 
-    def cited_select(evt: gr.SelectData):
-        return row_node(evt, 3, 4)
+    def page_outputs(doc_id, node_id, lines: list[Line]):
+        """The page view (caption, page image, section text) of a stored node with ``lines``
+        highlighted."""
+        hidden = gr.update(value=None, visible=False)
+        try:
+            doc_id, node_id = int(doc_id), int(node_id)
+            node = tree_of(doc_id).node(node_id)
+            source = source_of(doc_id)
+        except (DocumentNotFound, KeyError, TypeError, ValueError):
+            return "That section is not in the library any more.", hidden, hidden
+        try:
+            pv = page_view(source, node, lines, title=section_title(doc_id, node_id, node.title))
+        except Exception as e:  # a damaged file must not take the answer view down
+            log.exception("page view of document %s node %s failed", doc_id, node_id)
+            return (f"The page could not be rendered ({md_text(type(e).__name__)}).", hidden,
+                    hidden)
+        if pv.png is not None:
+            from PIL import Image  # noqa: PLC0415
+
+            image = Image.open(io.BytesIO(pv.png))
+            return pv.caption, gr.update(value=image, visible=True), hidden
+        return pv.caption, hidden, gr.update(value=pv.markdown, visible=True)
+
+    def node_lines(view, doc_id, node_id) -> list[Line]:
+        """The last answer's evidence lines in node (doc_id, node_id)."""
+        return [Line(e["text"], e["page"], e["score"]) for e in (view or {}).get("evidence", [])
+                if str(e["doc_id"]) == str(doc_id) and str(e["node_id"]) == str(node_id)]
+
+    def cited_select(view, evt: gr.SelectData):
+        row = evt.row_value or []
+        head, text = row_node(evt, 3, 4)
+        if len(row) < 5 or row[3] in (None, ""):
+            return head, text, gr.skip(), gr.skip(), gr.skip()
+        return (head, text, *page_outputs(row[3], row[4], node_lines(view, row[3], row[4])))
+
+    def evidence_select(evt: gr.SelectData):
+        row = evt.row_value or []
+        doc_col, node_col = EVIDENCE_COLUMNS.index("doc"), EVIDENCE_COLUMNS.index("node")
+        if len(row) <= node_col or row[doc_col] in (None, ""):
+            return "Select an evidence line.", gr.skip(), gr.skip()
+        page = row[EVIDENCE_COLUMNS.index("page")]
+        line = Line(str(row[EVIDENCE_COLUMNS.index("sentence")]),
+                    int(page) if page not in (None, "") else None)
+        return page_outputs(row[doc_col], row[node_col], [line])
 
     def route_select(evt: gr.SelectData):
         return row_node(evt, ROUTE_COLUMNS.index("doc"), ROUTE_COLUMNS.index("node"))
@@ -679,6 +922,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             "node (H2MT). Ask a question and see which branches the router followed, which it "
             "pruned, and which nodes the answer came from.")
         with gr.Tabs():
+            # The manual pickers accept any value (allow_custom_value): an API client names any
+            # stored manual's id (or "all") whatever its session has seen; the handlers check
+            # it against the library and reject an unknown id with one line.
             with gr.Tab("Library", id="library"):
                 files = gr.File(file_count="multiple", file_types=list(ALLOWED_EXTS),
                                 label=f"Upload manuals (PDF, Markdown, HTML, text; several at "
@@ -693,9 +939,10 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                                          elem_id="library-table")
                 with gr.Row():
                     lib_doc = gr.Dropdown(label="Manual", choices=doc_choices(False),
-                                          value=None, scale=4, elem_id="library-doc")
+                                          value=None, scale=4, elem_id="library-doc",
+                                          allow_custom_value=True)
                     delete_btn = gr.Button("Delete this manual", variant="stop", scale=1,
-                                           elem_id="delete-button")
+                                           elem_id="delete-button", interactive=False)
                 with gr.Row():
                     with gr.Column(scale=3):
                         outline_table = gr.Dataframe(headers=OUTLINE_COLUMNS, label="Outline "
@@ -712,7 +959,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             with gr.Tab("Ask", id="ask"):
                 with gr.Row():
                     ask_doc = gr.Dropdown(label="Manual", choices=doc_choices(True), scale=2,
-                                          elem_id="ask-doc")
+                                          elem_id="ask-doc", allow_custom_value=True)
                     question = gr.Textbox(label="Question", scale=5, lines=1,
                                           max_length=settings.max_question_chars,
                                           placeholder="e.g. How do I declare an array parameter?",
@@ -721,44 +968,79 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                 ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
                 with gr.Accordion("Settings", open=True):
                     with gr.Row():
-                        mode = gr.Radio(list(MODES), value="memory", label="Mode",
+                        mode = gr.Radio(list(MODE_HELP), value="text", label="Answer from",
                                         info="; ".join(f"{m}: {h}" for m, h in MODE_HELP.items()),
                                         elem_id="ask-mode")
                     with gr.Row():
-                        router = gr.Radio(ROUTER_CHOICES, value=settings.router, label="Router",
+                        router = gr.Radio(ROUTER_CHOICES, value=settings.router,
+                                          label="Find sections by",
                                           info="How sections are scored: all evidence combined, "
                                                "or one kind alone (words matched, meaning, "
                                                "memory).", elem_id="ask-router")
-                    with gr.Row():
-                        k = gr.Slider(1, 8, value=3, step=1, label="k (children kept per parent)",
-                                      elem_id="ask-k")
-                        max_depth = gr.Number(value=0, precision=0, minimum=0,
-                                              label="Depth cap (0 = none)", elem_id="ask-depth")
-                        budget = gr.Number(value=0, precision=0, minimum=0,
-                                           label="Node budget (0 = none)", elem_id="ask-budget")
-                        max_new = gr.Number(value=64, precision=0, minimum=1, maximum=512,
-                                            label="Max new tokens", elem_id="ask-max-new")
-                    with gr.Row():
-                        gate = gr.Checkbox(value=True, label="Gate on (extra loops on memory slots)",
-                                           elem_id="ask-gate")
-                        hier_pos = gr.Checkbox(value=False, label="Hierarchical positions "
-                                               "(memory mode)", elem_id="ask-hier-pos")
-                        gr.Dropdown(list(POLICIES), value=rt.parts.aggregation,
-                                    label="Aggregation policy (display only)", interactive=False,
-                                    info="Fixed when memories are written: changing it needs "
-                                         "re-indexing every manual (set H2MT_AGGREGATION, "
-                                         "restart, upload again).")
+                        max_new = gr.Number(value=128, precision=0, minimum=1, maximum=512,
+                                            label="Longest answer (tokens)",
+                                            info="The answer stops here and says it was cut.",
+                                            elem_id="ask-max-new")
+                    with gr.Accordion("Advanced: routing and memories", open=False,
+                                      elem_id="ask-advanced"):
+                        with gr.Row():
+                            k = gr.Slider(1, 8, value=3, step=1, label="Sections followed per level",
+                                          info="At each level the router follows this many of a "
+                                               "section's subsections (k); the rest are pruned.",
+                                          elem_id="ask-k")
+                            max_depth = gr.Number(value=0, precision=0, minimum=0,
+                                                  label="Deepest level (0 = no limit)",
+                                                  info="Routing stops at this depth of the tree.",
+                                                  elem_id="ask-depth")
+                            budget = gr.Number(value=0, precision=0, minimum=0,
+                                               label="Most sections selected (0 = no limit)",
+                                               info="Routing stops once this many are selected.",
+                                               elem_id="ask-budget")
+                        with gr.Row():
+                            gate = gr.Checkbox(value=True, label="Re-read memories (memory mode)",
+                                               info="The model may pass over each memory slot "
+                                                    "a few extra times (the ArcAligner gate); "
+                                                    "the tree shows how many.",
+                                               elem_id="ask-gate")
+                            hier_pos = gr.Checkbox(value=False,
+                                                   label="Tell the model where each section sits "
+                                                         "(memory mode)",
+                                                   info="Adds each section's place in the tree "
+                                                        "to its memory (HDT position codes).",
+                                                   elem_id="ask-hier-pos")
+                            gr.Dropdown(list(POLICIES), value=rt.parts.aggregation,
+                                        label="How a section's memory sums up its subsections",
+                                        interactive=False,
+                                        info="Fixed when the memories are written (set "
+                                             "H2MT_AGGREGATION, restart, upload again).")
                 notice = gr.Markdown(elem_id="ask-notice")
+                text_btn = gr.Button("Answer in text mode instead (from the sections' text)",
+                                     visible=False, size="sm", elem_id="text-instead-button")
                 view = gr.State({})
                 with gr.Row():
                     with gr.Column(scale=3):
                         answer = gr.Textbox(label="Answer", lines=4, interactive=False,
                                             elem_id="answer-text")
+                        metrics = gr.Markdown(elem_id="answer-metrics")
                         cited = gr.Dataframe(headers=CITED_COLUMNS, type="array",
                                              interactive=False, elem_id="cited-table",
-                                             label="Cited nodes (select a row to read it)")
+                                             label="Cited nodes (select a row to read it and "
+                                                   "see its page)")
+                        evidence_note = gr.Markdown(elem_id="evidence-note")
+                        evidence_table = gr.Dataframe(
+                            headers=EVIDENCE_COLUMNS, type="array", interactive=False,
+                            elem_id="evidence-table", wrap=True, max_height=320,
+                            column_widths=["5%", "8%", "7%", "20%", "50%", "5%", "5%"],
+                            label="Evidence: sentences of the cited sections that support the "
+                                  "answer (select one to see it on its page)")
                     with gr.Column(scale=2):
-                        metrics = gr.Markdown(elem_id="answer-metrics")
+                        page_head = gr.Markdown("Select a cited node or an evidence line to "
+                                                "see its page here.", elem_id="page-view-head")
+                        page_image = gr.Image(type="pil", format="png", interactive=False,
+                                              label="Page", visible=False, height=760,
+                                              elem_id="page-view-image")
+                        page_text = gr.Markdown(visible=False, max_height=760,
+                                                elem_id="page-view-text")
                 gr.Markdown(
                     "**Routing tree.** Colour = the score the router ranked by (colour bar: the "
                     "fused score, or one kind of evidence alone). Bold solid edges: the selected "
@@ -800,7 +1082,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                             "first token, prefill tokens, peak memory and routing trees.")
                 with gr.Row():
                     cmp_doc = gr.Dropdown(label="Manual", choices=doc_choices(True), scale=2,
-                                          elem_id="compare-doc")
+                                          elem_id="compare-doc", allow_custom_value=True)
                     cmp_q = gr.Textbox(label="Question", scale=5, elem_id="compare-question")
                     cmp_btn = gr.Button("Compare", variant="primary", scale=1,
                                         elem_id="compare-button")
@@ -835,8 +1117,10 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         timer = gr.Timer(MEMORY_POLL_S)
         poll_key = gr.State("")
         pickers_out = [lib_doc, ask_doc, cmp_doc]
+        # one progress bar, on the indexing status (not one per output component)
         files.upload(upload, files, [status, lib_table, *pickers_out], api_name="ingest",
-                     concurrency_limit=1, concurrency_id="indexing").then(
+                     concurrency_limit=1, concurrency_id="indexing",
+                     show_progress_on=[status]).then(
             poll, [poll_key, ask_doc], [lib_table, mem_line, ask_mem_line, poll_key],
             api_visibility="private", show_progress="hidden")
         lib_doc.change(outline, lib_doc, [outline_table, lib_node_head, lib_node_text],
@@ -844,6 +1128,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         outline_table.select(outline_select, lib_doc, [lib_node_head, lib_node_text],
                              api_visibility="private")
         lib_table.select(library_select, None, lib_doc, api_visibility="private")
+        # Delete is live only while a manual is chosen (an empty library has nothing to delete).
+        lib_doc.change(lambda d: gr.update(interactive=d not in (None, "")), lib_doc, delete_btn,
+                       queue=False, api_visibility="private", show_progress="hidden")
         delete_btn.click(delete, lib_doc, [status, lib_table, *pickers_out, outline_table,
                                            lib_node_head, lib_node_text],
                          api_name="delete_manual")
@@ -858,24 +1145,42 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                       router]
         ask_outputs = [answer, metrics, cited, route_plot, manual_plot, route_table, summary,
                        history, view]
-        view_outputs = [notice, agree_md, agree_table]
+        view_outputs = [notice, agree_md, agree_table, evidence_table, evidence_note, text_btn]
+        page_outputs_ = [page_head, page_image, page_text]
         for trigger in (ask_btn.click, question.submit):  # no stale comparison while asking
-            trigger(clear_view, None, view_outputs, queue=False, api_visibility="private",
-                    show_progress="hidden")
+            # (a refused question keeps the view: the validator's line is all that changes)
+            trigger(lambda q: clear_view() if question_problem(q) is None
+                    else tuple(gr.skip() for _ in view_outputs), question, view_outputs,
+                    queue=False, api_visibility="private", show_progress="hidden")
+            trigger(lambda q: clear_page() if question_problem(q) is None
+                    else tuple(gr.skip() for _ in page_outputs_), question, page_outputs_,
+                    queue=False, api_visibility="private", show_progress="hidden")
         ask_btn.click(do_ask, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
-                      concurrency_id="answer", api_name="ask").then(
+                      concurrency_id="answer", api_name="ask", validator=validate_ask).then(
             show_view, view, view_outputs, api_visibility="private", show_progress="hidden")
         question.submit(do_ask, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
-                        concurrency_id="answer", api_visibility="private").then(
+                        concurrency_id="answer", api_visibility="private",
+                        validator=validate_ask).then(
+            show_view, view, view_outputs, api_visibility="private", show_progress="hidden")
+        # a degenerate memory answer: one click asks the same question in text mode
+        text_btn.click(lambda: "text", None, mode, queue=False, api_visibility="private").then(
+            clear_view, None, view_outputs, queue=False, api_visibility="private",
+            show_progress="hidden").then(
+            do_ask, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
+            concurrency_id="answer", api_visibility="private").then(
             show_view, view, view_outputs, api_visibility="private", show_progress="hidden")
         ask_doc.change(history_rows, ask_doc, history, api_visibility="private")
         ask_doc.change(doc_memory_line, ask_doc, ask_mem_line, api_visibility="private",
                        show_progress="hidden")
         history.select(history_select, ask_doc, [answer, metrics, cited, route_plot, manual_plot,
-                                                 route_table, summary, question, view],
+                                                 route_table, summary, question, view, mode,
+                                                 router],
                        api_visibility="private").then(
             show_view, view, view_outputs, api_visibility="private", show_progress="hidden")
-        cited.select(cited_select, None, [ask_node_head, ask_node_text], api_visibility="private")
+        cited.select(cited_select, view, [ask_node_head, ask_node_text, *page_outputs_],
+                     api_visibility="private", concurrency_limit=2, concurrency_id="pages")
+        evidence_table.select(evidence_select, None, page_outputs_, api_visibility="private",
+                              concurrency_limit=2, concurrency_id="pages")
         route_table.select(route_select, None, [ask_node_head, ask_node_text],
                            api_visibility="private")
         agree_table.select(agreement_select, None, [ask_node_head, ask_node_text],

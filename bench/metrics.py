@@ -95,3 +95,32 @@ def median(xs: Iterable[float | None]) -> float | None:
 def mean(xs: Iterable[float | None]) -> float | None:
     vals = [x for x in xs if x is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+# -- evidence lines ------------------------------------------------------------------------------
+
+
+def evidence_precision(rows: Iterable[dict], thresholds: Iterable[float], max_lines: int = 3,
+                       correct_f1: float = 0.3) -> list[dict]:
+    """Precision of the evidence lines a threshold would show, on text-mode rows that carry
+    ``evidence_all`` ([node_id, score, in_gold] per sentence of the packed sections, best
+    first). ``precision``: shown lines whose sentence lies in a gold section (the section the
+    reference answer comes from); ``strict``: the same AND the answer is correct (token F1 >=
+    ``correct_f1``), a line under a wrong answer counting as wrong. ``answers``: the fraction
+    of answers that get at least one line."""
+    rows = [r for r in rows if r.get("evidence_all") is not None]
+    out = []
+    for t in thresholds:
+        shown = gold = strict = with_line = 0
+        for r in rows:
+            ok = (r.get("token_f1") or 0) >= correct_f1
+            lines = [e for e in r["evidence_all"] if e[1] >= t][:max_lines]
+            shown += len(lines)
+            gold += sum(1 for e in lines if e[2])
+            strict += sum(1 for e in lines if ok and e[2])
+            with_line += bool(lines)
+        out.append({"threshold": t, "lines": shown, "precision": gold / shown if shown else None,
+                    "strict": strict / shown if shown else None,
+                    "answers": with_line / len(rows) if rows else None, "n": len(rows),
+                    "correct": sum(1 for r in rows if (r.get("token_f1") or 0) >= correct_f1)})
+    return out

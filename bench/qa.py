@@ -24,6 +24,14 @@ Modes (--modes, comma separated; default all):
   SAME node budget as the route: n = the number of nodes the memory route selected for that
   question. Retrieved nodes' text is the context, as in ``text`` mode (generation only with
   --baseline-gen; routing hit is always reported).
+- ``bm25-3``: the BM25 top-3 nodes as text (always generated): the retrieval anchor of issue 16.
+
+Every generated row carries ``degenerate`` (engine.answer.guard: a loop, debris or nothing; the
+summary counts them per mode) and ``cut`` (stopped at the token limit); ROUGE-L and F1 are
+scored without the " (cut at N tokens)" marker. Text-mode rows also carry ``evidence_all``: the
+score of every sentence of the packed sections against the answer (to choose the evidence
+threshold: ``--from-results`` prints its precision table). --resume keeps the rows of questions already in
+results.jsonl and runs the rest.
 
 Routing hit (../shared/bench/README.md): a gold item is reached when a selected (route) or
 retrieved (bm25/dense) node is the gold node or lies inside its subtree; ``hit`` = some gold item
@@ -58,14 +66,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.baselines import BM25Index, DenseIndex, context_text, node_corpus
-from bench.metrics import (clean_reference, gold_regions, manual_gold, mean, median,
-                           ordqa_gold, rouge_l, routing_hit, token_f1)
+from bench.baselines import BM25Index, DenseIndex, node_corpus
+from bench.metrics import (clean_reference, evidence_precision, gold_regions, manual_gold, mean,
+                           median, ordqa_gold, rouge_l, routing_hit, token_f1)
 from bench.routers import flat_rows, router_row
-from engine.answer.modes import Context, generate_with_text
+from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
+from engine.answer.guard import degeneracy
+from engine.answer.modes import CONTEXT_EXCLUDED_KINDS, Context, generate_with_text, pack_blocks
 from engine.routing.fused import ROUTERS
 from engine.routing.router import RoutingTree
-from engine.ask import AskOptions, ask
+from engine.ask import AskOptions, MemoriesPending, ask
 from engine.ingest import file_sha256, ingest_file
 from engine.runtime import Runtime
 from engine.settings import Settings
@@ -74,7 +84,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "corpus"
 ORDQA_DOC = "openroad_documentation.json"
-ALL_MODES = ("none", "full", "text", "memory", "flat", "bm25", "dense")
+ALL_MODES = ("none", "full", "text", "memory", "flat", "bm25", "dense", "bm25-3")
 ENGINE_GEN_MODES = {"full", "text", "memory", "flat"}
 ROUTED_MODES = {"route", "text", "memory"}  # modes whose selected nodes are the memory route
 
@@ -144,12 +154,13 @@ def prepare_documents(rt: Runtime, questions: list[Question], no_ingest: bool,
             continue
         existing = rt.library.find_by_sha256(file_sha256(path))
         ready = existing is not None and rt.fingerprint in rt.library.get_document(existing).fingerprints
-        if not ready and no_ingest:
-            print(f"  {name}: not in the database under this fingerprint (--no-ingest); skipped",
-                  flush=True)
+        if existing is None and no_ingest:
+            print(f"  {name}: not in the database (--no-ingest); skipped", flush=True)
             continue
         t0 = time.perf_counter()
-        res = ingest_file(path, rt, memories=memories)
+        # --no-ingest writes nothing: a stored document without (complete) memories under this
+        # fingerprint is used as it is, and memory mode skips its questions
+        res = ingest_file(path, rt, memories=memories and not no_ingest)
         print(f"  {name}: doc {res.doc_id}, {res.nodes} nodes, {res.tokens} tokens"
               f"{' (reused)' if ready else f', ingested in {time.perf_counter() - t0:.0f} s'}",
               flush=True)
@@ -165,8 +176,11 @@ def _peak_rss_mb() -> float:
 
 def _quality(row: dict, q: Question) -> None:
     if row.get("answer") is not None:
-        row["rouge_l"] = rouge_l(row["answer"], q.answer)
-        row["token_f1"] = token_f1(row["answer"], q.answer)
+        plain = strip_cut_marker(row["answer"])
+        row["rouge_l"] = rouge_l(plain, q.answer)
+        row["token_f1"] = token_f1(plain, q.answer)
+        if row.get("degenerate", False) is False:
+            row["degenerate"] = degeneracy(plain, row.get("stop"))
 
 
 def _hit(row: dict, q: Question, selected: list[int] | None, used: list[int] | None) -> None:
@@ -197,13 +211,14 @@ class Runner:
                 "hit": None, "full": None, "coverage": None, "ctx_hit": None,
                 "rouge_l": None, "token_f1": None, "ttft_ms": None, "total_ms": None,
                 "prefill_tokens": None, "generated_tokens": None, "route_ms": None,
-                "scored": None, "peak_mem_mb": None}
+                "scored": None, "peak_mem_mb": None, "degenerate": False, "cut": None,
+                "warning": None, "evidence": None}
 
     def engine_mode(self, q: Question, mode: str, k: int, gate: bool = True,
                     label: str | None = None) -> dict:
         a = self.args
         opts = AskOptions(mode=mode, k=k, max_depth=a.max_depth, gate=gate,
-                          max_new_tokens=a.max_new_tokens)
+                          max_new_tokens=a.max_new_tokens, text_budget=a.text_budget)
         ans = ask(self.rt, q.doc_id, q.question, opts, log=False)
         row = self._base(q, label or mode, k)
         m = ans.metrics
@@ -211,7 +226,9 @@ class Runner:
                    peak_mem_mb=m.peak_mem_mb)
         if mode != "route":
             row.update(answer=ans.text, prefill_tokens=m.prefill_tokens,
-                       generated_tokens=m.generated_tokens)
+                       generated_tokens=m.generated_tokens, degenerate=ans.degenerate,
+                       cut=ans.cut, warning=ans.warning, stop=ans.stop,
+                       evidence=[[e.node_id, e.page, e.score, e.text] for e in ans.evidence])
         else:
             row["ttft_ms"] = None  # no generation
         if ans.route is not None and mode in ROUTED_MODES:
@@ -220,10 +237,21 @@ class Runner:
             used = [c.node_id for c in ans.cited] if mode == "text" else None
             row["used"] = used
             _hit(row, q, sel, used)
+            if mode == "text" and ans.text.strip():
+                row["evidence_all"] = self.sentence_scores(q, ans.text, used)
         elif ans.route is not None and mode == "flat":
             row["n_selected"] = len(ans.route.selected)  # segments searched for
         _quality(row, q)
         return row
+
+    def sentence_scores(self, q: Question, answer: str, node_ids: list[int]) -> list:
+        """[node_id, score, gold] of every sentence of these nodes against the answer."""
+        tree = self.tree(q.doc_id)
+        gold = set().union(*q.regions) if q.regions else set()
+        secs = [Section(q.doc_id, i, tree.node(i).title, tree.node(i).text, None, None)
+                for i in node_ids if tree.node(i).kind not in CONTEXT_EXCLUDED_KINDS]
+        lines = evidence_lines(self.rt.encoder, answer, secs, keep_all=True)
+        return [[e.node_id, e.score, e.node_id in gold] for e in lines]
 
     def _ctx(self) -> Context:
         return Context(backbone=self.rt.backbone, parts=self.rt.parts, routing=None, trees={},
@@ -235,7 +263,7 @@ class Runner:
         t0 = time.perf_counter()
         res = generate_with_text(self._ctx(), q.question, "")
         total = (time.perf_counter() - t0) * 1e3
-        row.update(answer=res.text, prefill_tokens=res.prefill_tokens,
+        row.update(answer=res.text, prefill_tokens=res.prefill_tokens, cut=res.cut, stop=res.stop,
                    generated_tokens=res.generated_tokens, total_ms=total,
                    ttft_ms=(res.first_token_at - t0) * 1e3 if res.first_token_at else None,
                    peak_mem_mb=max(0.0, _peak_rss_mb() - base))
@@ -257,9 +285,11 @@ class Runner:
         row.update(selected=got, n_selected=len(got))
         used = None
         if generate:
-            ctx_text, used = context_text(tree, got, self.rt.backbone.encode, self.args.text_budget)
+            ctx_text, kept = pack_blocks(self.rt.backbone.encode, self.args.text_budget,
+                                         [(tree, i) for i in got])
+            used = [got[j] for j in kept]
             res = generate_with_text(self._ctx(), q.question, ctx_text)
-            row.update(answer=res.text, prefill_tokens=res.prefill_tokens,
+            row.update(answer=res.text, prefill_tokens=res.prefill_tokens, cut=res.cut, stop=res.stop,
                        generated_tokens=res.generated_tokens, used=used,
                        total_ms=(time.perf_counter() - t0) * 1e3,
                        ttft_ms=(res.first_token_at - t0) * 1e3 if res.first_token_at else None)
@@ -289,14 +319,22 @@ class Runner:
         for mode in modes:
             if mode in ("bm25", "dense"):
                 rows.append(self.retrieval_mode(q, mode, n, self.args.baseline_gen and q.gen))
+            elif mode == "bm25-3":
+                if q.gen:
+                    row = self.retrieval_mode(q, "bm25", 3, True)
+                    row["mode"] = "bm25-3"
+                    rows.append(row)
             elif not q.gen:
                 continue
             elif mode == "none":
                 rows.append(self.none_mode(q))
             elif mode == "memory":
                 for g in gates:
-                    rows.append(self.engine_mode(q, "memory", k, gate=g,
-                                                 label=None if g else "memory-nogate"))
+                    try:
+                        rows.append(self.engine_mode(q, "memory", k, gate=g,
+                                                     label=None if g else "memory-nogate"))
+                    except MemoriesPending:
+                        print(f"  {q.doc}: memories incomplete; memory mode skipped", flush=True)
             elif mode in ENGINE_GEN_MODES:
                 rows.append(self.engine_mode(q, mode, k))
         return rows
@@ -335,11 +373,15 @@ def summarise(rows: list[dict]) -> dict:
             "route_ms": median(r["route_ms"] for r in rs),
             "n_selected": median(r["n_selected"] for r in rs if r["n_selected"] is not None),
             "peak_mem_mb": max(peaks) if peaks else None,
+            "degenerate": sum(1 for r in gen if r.get("degenerate")),
+            "warned": sum(1 for r in gen if r.get("degenerate") and r.get("warning")),
+            "cut": sum(1 for r in gen if r.get("cut")),
         }
     return out
 
 
-MODE_ORDER = ["none", "full", "flat", "text", "memory", "memory-nogate", "route", "bm25", "dense",
+MODE_ORDER = ["none", "full", "flat", "text", "memory", "memory-nogate", "route", "bm25", "bm25-3",
+              "dense",
               "route[fused]", "route[memory]", "route[lexical]", "route[dense]", "flat-bm25",
               "flat-dense", "flat-rrf"]
 
@@ -361,8 +403,9 @@ def routers_table(summ: dict, set_name: str) -> str:
 def summary_table(summ: dict, set_name: str) -> str:
     lines = ["| mode | questions (routed / generated) | hit rate | all gold reached | gold coverage "
              "| ctx hit | ROUGE-L F | token F1 | median TTFT ms | median prefill tok "
-             "| median routing ms | median nodes | peak mem MB |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| median routing ms | median nodes | peak mem MB | degenerate (warned) | cut |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: | ---: |"]
     def order(m: str) -> tuple[int, str]:  # "memory [shipped]": by mode, then by label
         base = m.split(" [")[0]
         return (MODE_ORDER.index(base) if base in MODE_ORDER else 99, m)
@@ -373,7 +416,8 @@ def summary_table(summ: dict, set_name: str) -> str:
         lines.append(f"| {m} | {s['n_hit']} / {s['n_gen']} | {_f(s['hit'], 100)} | {_f(s['full'], 100)} "
                      f"| {_f(s['coverage'], 100)} | {_f(s['ctx_hit'], 100)} | {_f(s['rouge_l'], 100, 2)} "
                      f"| {_f(s['token_f1'], 100, 2)} | {_f(s['ttft_ms'], 1, 0)} | {_f(s['prefill'], 1, 0)} "
-                     f"| {_f(s['route_ms'], 1, 1)} | {_f(s['n_selected'], 1, 0)} | {_f(s['peak_mem_mb'], 1, 0)} |")
+                     f"| {_f(s['route_ms'], 1, 1)} | {_f(s['n_selected'], 1, 0)} | {_f(s['peak_mem_mb'], 1, 0)} "
+                     + (f"| {s['degenerate']} ({s['warned']}) | {s['cut']} |" if s["n_gen"] else "| - | - |"))
     return "\n".join(lines)
 
 
@@ -497,9 +541,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gen-limit", type=int, default=None, help="generate for the first N per file only")
     ap.add_argument("--out", type=Path, default=Path("bench_out"))
     ap.add_argument("--db", default=None, help="database URL (default: a scratch one in --out)")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the questions already in --out's results.jsonl, run the others")
+    ap.add_argument("--text-prompt", choices=("manual", "generic"), default="manual",
+                    help="text-mode system prompt: the manual prompt (default) or the generic "
+                         "one (for the prompt comparison of issue 16)")
     ap.add_argument("--text-budget", type=int, default=1024, help="context tokens for text/bm25/dense")
-    ap.add_argument("--no-ingest", action="store_true", help="skip documents not already stored")
+    ap.add_argument("--no-ingest", action="store_true",
+                    help="skip documents not already stored; write no memories")
     ap.add_argument("--baseline-gen", action="store_true", help="generate answers for bm25/dense too")
     ap.add_argument("--gate", choices=("on", "off", "both"), default="on")
     ap.add_argument("--aggregation", default=None, help="Settings.aggregation (re-writes memories)")
@@ -514,6 +564,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="compare trained parts in one run: comma-separated 'untrained', 'shipped' "
                          "or safetensors paths; each gets its own rows (mode [label])")
     args = ap.parse_args(argv)
+    if args.text_prompt == "generic":
+        from engine.answer import modes as _modes
+
+        _modes.TEXT_SYSTEM_PROMPT = _modes.SYSTEM_PROMPT
     args.routers = [r for r in (args.routers or "").split(",") if r]
     bad = [r for r in args.routers if r not in ROUTERS]
     if bad:
@@ -524,6 +578,16 @@ def main(argv: list[str] | None = None) -> None:
         md = [f"(re-summarised from {args.from_results}: {len({(r['set'], r['id']) for r in rows})} questions)", ""]
         for s in sorted({s for s, _ in summ}):
             md += [f"## {s}", "", summary_table(summ, s), "", routers_table(summ, s), ""]
+        if any(r.get("evidence_all") for r in rows):
+            table = evidence_precision(rows, [x / 100 for x in range(50, 96, 5)])
+            md += ["## evidence threshold (text mode)", "",
+                   f"{table[0]['n']} answers without a degeneracy flag, {table[0]['correct']} "
+                   "correct (token F1 >= 0.3); at most 3 lines per answer.", "",
+                   "| threshold | lines shown | in a gold section | and answer correct "
+                   "| answers with a line |", "| ---: | ---: | ---: | ---: | ---: |"]
+            for e in table:
+                md.append(f"| {e['threshold']:.2f} | {e['lines']} | {_f(e['precision'], 100)} "
+                          f"| {_f(e['strict'], 100)} | {_f(e['answers'], 100)} |")
         print("\n".join(md))
         print(best_line(summ))
         return
@@ -572,11 +636,24 @@ def main(argv: list[str] | None = None) -> None:
     runner = runners[0][1]
     rows: list[dict] = []
     out_rows = args.out / "results.jsonl"
-    with open(out_rows, "w") as f:
+    have: dict[tuple[str, str], set[str]] = defaultdict(set)
+    if args.resume and out_rows.exists():
+        rows = [json.loads(x) for x in out_rows.read_text().splitlines() if x.strip()]
+        for r in rows:
+            have[(r["set"], r["id"])].add(r["mode"])
+        print(f"  resuming: {len(rows)} rows of {len(have)} questions already in {out_rows}",
+              flush=True)
+    with open(out_rows, "a" if args.resume else "w") as f:
         for i, q in enumerate(questions):
+            got = have[(q.set, q.id)]
+            todo = [m for m in modes if m not in got]  # a resumed run adds the missing modes
+            if not todo and "route" in got:
+                continue
             t0 = time.perf_counter()
             for label, one in runners:
-                for r in one.question(q, modes, args.k, gates):
+                for r in one.question(q, todo, args.k, gates):
+                    if r["mode"] in got:  # the route row, run again for the budget
+                        continue
                     if len(runners) > 1:
                         r["mode"] = f"{r['mode']} [{label}]"
                     rows.append(r)

@@ -8,13 +8,20 @@ of ingest) routes on its text channels; memory mode waits for its memories.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator
 
 import torch
 
-from engine.answer.modes import (MODES, Answer, Context, Metrics, _PeakMemory, answer_full,
-                                 answer_memory, answer_text, citation, generate_with_slots)
+from engine.answer.events import AnswerReady, RouteReady, TokenChunk
+from engine.answer.evidence import EvidenceLine, Section, SourceFiles, evidence_lines
+from engine.answer.guard import GuardedStreamer, degeneracy
+from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, MODES, Answer, Context, Metrics,
+                                 _PeakMemory, citation, plan_full, plan_memory, plan_text,
+                                 run_plan, slots_plan)
 from engine.answer.flat import FlatIndex, build_flat_index, search
 from engine.document.tree import Tree
 from engine.ingest import document_evidence
@@ -42,7 +49,7 @@ class MemoriesPending(AskError):
 
 @dataclass
 class AskOptions:
-    mode: str = "memory"
+    mode: str = "text"  # text answers are the default; memory is the fast H2MT path
     k: int = 3
     max_depth: int | None = None
     budget: int | None = None
@@ -170,9 +177,99 @@ def resolve_docs(rt: Runtime, doc: int | str | None) -> list[int]:
     return [doc_id]
 
 
-def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | None = None,
-        log: bool = True) -> Answer:
-    """Answer ``question`` about one document (id) or the whole library (None / "all")."""
+def register_source(rt: Runtime, path: str | Path) -> None:
+    """Tell this runtime where a stored document's file is (by content hash), so evidence lines
+    of sections over several pages get the page of each sentence (engine.answer.evidence)."""
+    from engine.ingest import file_sha256
+
+    source_files(rt).add(file_sha256(Path(path)), path)
+
+
+def source_files(rt: Runtime) -> SourceFiles:
+    """The runtime's registry of document files (plus ``<data_dir>/sources/<sha256>.pdf``)."""
+    if "sources" not in rt.cache:
+        rt.cache["sources"] = SourceFiles([Path(rt.settings.data_dir) / "sources"])
+    return rt.cache["sources"]
+
+
+def _sections(ctx: Context, cited: list[int]) -> list[Section]:
+    out = []
+    for rid in cited:
+        doc_id, node_id = ctx.routing.origin[rid]
+        tree = ctx.trees.get(doc_id)
+        if tree is None:
+            continue
+        n = tree.node(node_id)
+        if n.kind in CONTEXT_EXCLUDED_KINDS or not n.text.strip():
+            continue
+        out.append(Section(doc_id, node_id, n.title, n.text, n.page_start, n.page_end))
+    return out
+
+
+def answer_evidence(rt: Runtime, ctx: Context, text: str, cited: list[int]) -> list[EvidenceLine]:
+    """The evidence lines of an answer from its cited nodes (engine.answer.evidence)."""
+    sections = _sections(ctx, cited)
+    if not sections or not text.strip():
+        return []
+    files = source_files(rt)
+    shas: dict[int, str] = {}
+
+    def pages_of(sec: Section):
+        if sec.doc_id is None:
+            return None
+        if sec.doc_id not in shas:
+            shas[sec.doc_id] = rt.library.get_document(sec.doc_id).sha256
+
+        def stored() -> bytes | None:  # the file kept in the library with its document
+            get = getattr(rt.library, "get_source", None)
+            src = get(sec.doc_id) if get is not None else None
+            return src.data if src is not None and src.media_type == "application/pdf" else None
+
+        return files.page_texts(shas[sec.doc_id], load=stored)
+
+    return evidence_lines(rt.encoder, text, sections, pages_of=pages_of)
+
+
+_REASONS = {"repeat": "it repeats itself", "markup": "it is markup debris",
+            "empty": "it is empty"}
+
+
+def degenerate_warning(mode: str, reason: str) -> str:
+    if mode in ("memory", "flat"):
+        return (f"The {mode}-mode output is not an answer ({_REASONS[reason]}): the fast memory "
+                "path failed on this question. Ask in text mode for an answer from the sections' "
+                "text.")
+    if reason == "repeat":
+        return ("The answer began repeating itself and was stopped; the repeated part adds "
+                "nothing. Check it against the cited sections.")
+    return (f"This output is not a usable answer ({_REASONS[reason]}); read the cited sections "
+            "instead.")
+
+
+def _stripped(chunks: Iterator[str]) -> Iterator[str]:
+    """The chunks with the answer's leading and trailing whitespace left out (trailing space is
+    held back until text follows it), so that they join to the final answer text."""
+    started, pending = False, ""
+    for c in chunks:
+        if not started:
+            c = c.lstrip()
+            if not c:
+                continue
+            started = True
+        c = pending + c
+        body = c.rstrip()
+        pending = c[len(body):]
+        if body:
+            yield body
+
+
+def ask_stream(rt: Runtime, doc: int | str | None, question: str,
+               opts: AskOptions | None = None, log: bool = True) -> Iterator:
+    """Answer ``question`` about one document (id) or the whole library (None / "all"), as
+    events: ``RouteReady`` when routing ends, ``TokenChunk``s as the answer is generated,
+    ``AnswerReady`` at the end (engine.answer.events). The chunks join to the answer's text (a
+    cut answer's text then gets " (cut at N tokens)"). Problems with the request raise AskError
+    (or MemoriesPending) here, before any event."""
     opts = opts or AskOptions()
     opts.validate()
     question = (question or "").strip()
@@ -182,6 +279,8 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
     if len(question) > limit:
         raise AskError(f"the question is {len(question)} characters long; the limit is {limit}")
     doc_ids = resolve_docs(rt, doc)
+    if opts.mode == "flat" and len(doc_ids) != 1:
+        raise AskError("the flat baseline answers about one document at a time")
     docs = load_documents(rt, doc_ids)
     pending = memories_pending(docs)
     if pending and opts.mode in ("memory", "flat"):
@@ -198,10 +297,11 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
                   text_budget=opts.text_budget,
                   max_time=getattr(rt.settings, "request_timeout_s", None))
     metrics = Metrics()
-    with _PeakMemory(rt.backbone.device) as peak:
-        t0 = time.perf_counter()
-        rt_route: Route | None = None
-        q = None
+    peak = _PeakMemory(rt.backbone.device).__enter__()
+    t0 = time.perf_counter()
+    rt_route: Route | None = None
+    q = None
+    try:
         if opts.mode != "full":
             tq = time.perf_counter()
             query = channel_query(rt, routing, question, opts)
@@ -218,29 +318,58 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
                 raise AskError(str(e)) from None
             rt_route.query_ms = query_ms
             metrics.route_ms = query_ms + rt_route.route_ms
-        gate: dict[int, list[int]] = {}
-        cited: list[int] = []
+    except BaseException:
+        peak.__exit__(None, None, None)
+        raise
+    return _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, peak, t0, log)
+
+
+def _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, peak, t0, log):
+    try:
+        plan, cited = None, []
         if opts.mode == "route":
-            text, result = "", None
             cited = sorted(rt_route.selected)
         elif opts.mode == "memory":
-            result, cited = answer_memory(ctx, question, rt_route)
-            if result.loops is not None:
-                gate = {rid: [int(x) for x in result.loops[i].tolist()] for i, rid in enumerate(cited)}
+            plan, cited = plan_memory(ctx, question, rt_route)
         elif opts.mode == "text":
-            result, cited = answer_text(ctx, question, rt_route)
+            plan, cited = plan_text(ctx, question, rt_route)
         elif opts.mode == "full":
-            result, cited = answer_full(ctx, question)
+            plan, cited = plan_full(ctx, question)
         else:  # flat
-            if len(doc_ids) != 1:
-                raise AskError("the flat baseline answers about one document at a time")
             tree = ctx.trees[doc_ids[0]]
             index = flat_index(rt, doc_ids[0], tree, opts.flat_segment_tokens)
-            n = max(1, len(rt_route.selected))
-            seg, _ = search(index, q, rt.parts.router, n)
-            result = generate_with_slots(ctx, question, index.memories[seg], None)
-        if result is not None:
-            text = result.text
+            seg, _ = search(index, q, rt.parts.router, max(1, len(rt_route.selected)))
+            plan = slots_plan(ctx, question, index.memories[seg], None)
+        citations = [citation(ctx.routing, i) for i in cited]
+        yield RouteReady(rt_route, citations)
+        gate: dict[int, list[int]] = {}
+        text, result = "", None
+        if plan is not None:
+            streamer = GuardedStreamer(rt.backbone.tokenizer)
+            ctx.streamer = streamer
+            box: dict = {}
+
+            def work() -> None:
+                try:
+                    box["result"] = run_plan(ctx, plan)
+                except BaseException as e:  # re-raised in the caller's thread below
+                    box["error"] = e
+                    streamer.end()
+
+            worker = threading.Thread(target=work, name="answer-generation", daemon=True)
+            worker.start()
+            parts = []
+            for piece in _stripped(streamer):
+                parts.append(piece)
+                yield TokenChunk(piece)
+            worker.join()
+            if "error" in box:
+                raise box["error"]
+            result = box["result"]
+            text = "".join(parts)
+            if opts.mode == "memory" and result.loops is not None:
+                gate = {rid: [int(x) for x in result.loops[i].tolist()]
+                        for i, rid in enumerate(cited)}
             metrics.prefill_tokens = result.prefill_tokens
             metrics.generated_tokens = result.generated_tokens
             if result.first_token_at is not None:
@@ -248,15 +377,47 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
         else:
             metrics.ttft_ms = metrics.route_ms
         metrics.total_ms = (time.perf_counter() - t0) * 1e3
+    finally:
+        peak.__exit__(None, None, None)
     metrics.peak_mem_mb = max(0.0, peak.mb)
-    warning = None
+    warnings = []
     if pending and opts.router == "fused" and rt_route is not None:
-        warning = f"{_pending_line(pending)}: routed on words and meaning only until they are done"
-    answer = Answer(text=text, mode=opts.mode, cited=[citation(routing, i) for i in cited],
-                    gate=gate, metrics=metrics, route=rt_route, warning=warning)
+        warnings.append(f"{_pending_line(pending)}: routed on words and meaning only until they "
+                        "are done")
+    reason = None
+    evidence: list[EvidenceLine] = []
+    if result is not None:
+        reason = degeneracy(text, result.stop)
+        if reason is not None:
+            warnings.append(degenerate_warning(opts.mode, reason))
+        # a text answer that began to loop may still be right up to there: it keeps its
+        # evidence; a degenerate memory output is no answer and gets none
+        keeps = reason in (None, "repeat") if opts.mode == "text" else reason is None
+        if keeps and opts.mode in ("text", "memory"):
+            te = time.perf_counter()
+            evidence = answer_evidence(rt, ctx, text, cited)
+            metrics.evidence_ms = (time.perf_counter() - te) * 1e3
+    cut = result is not None and result.cut
+    if cut:
+        text = f"{text} (cut at {result.generated_tokens} tokens)"
+    answer = Answer(text=text, mode=opts.mode, cited=citations, gate=gate, metrics=metrics,
+                    route=rt_route, warning=" ".join(warnings) or None, evidence=evidence,
+                    cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
+                    stop=result.stop if result is not None else None)
     if log:
         rt.library.log_query(question, opts.mode, text,
                              doc_id=doc_ids[0] if len(doc_ids) == 1 else None,
                              settings=asdict(opts), route=answer.as_json()["route"],
                              metrics=asdict(metrics))
+    yield AnswerReady(answer)
+
+
+def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | None = None,
+        log: bool = True) -> Answer:
+    """Answer ``question`` about one document (id) or the whole library (None / "all"): the
+    last event of ``ask_stream``."""
+    answer = None
+    for event in ask_stream(rt, doc, question, opts, log):
+        if isinstance(event, AnswerReady):
+            answer = event.answer
     return answer

@@ -76,6 +76,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     opts = AskOptions(mode=args.mode, k=args.k, max_depth=args.max_depth, budget=args.budget,
                       gate=not args.no_gate, hier_pos=args.hier_pos,
                       max_new_tokens=args.max_new_tokens,
+                      text_budget=args.text_budget or AskOptions.text_budget,
                       router=args.router or rt.settings.router)
     try:
         answer = ask(rt, args.doc, args.question, opts)
@@ -88,6 +89,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if answer.warning:
         print(f"note: {answer.warning}", file=sys.stderr)
     print(answer.text or "(routing only)")
+    if answer.evidence:
+        print("\nevidence:")
+        for e in answer.evidence:
+            page = f"p.{e.page} " if e.page else ""
+            print(f"  {page}[{e.doc_id}:{e.node_id}] {e.text} ({e.score:.2f})")
     if answer.cited:
         print("\ncited:")
         for c in answer.cited:
@@ -110,6 +116,9 @@ def cmd_tree(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{tree.title}  [{tree.source}, {len(tree)} nodes, depth {tree.depth}, {tree.pages} pages]")
+    if tree.source == "induced":
+        print("(no headings in the file: the sections below were induced by clustering the text, "
+              "and their titles are guessed)")
     print(tree.outline(args.max_depth))
     return 0
 
@@ -144,13 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("ask", help="answer a question about a document or the whole library")
     p.add_argument("doc", help="document id, or 'all' for the whole library")
     p.add_argument("question")
-    p.add_argument("--mode", default="memory", choices=["memory", "text", "full", "flat", "route"])
+    p.add_argument("--mode", default="text", choices=["text", "memory", "full", "flat", "route"],
+                   help="text: the routed sections' text (default); memory: their H2MT memories "
+                        "(fast, less reliable); full: the whole manual; flat: HMT baseline; "
+                        "route: routing only")
     p.add_argument("--k", type=int, default=3, help="children kept per parent")
     p.add_argument("--max-depth", type=int, help="deepest level routed to")
     p.add_argument("--budget", type=int, help="most nodes selected")
     p.add_argument("--no-gate", action="store_true", help="ArcAligner gate and LoRA off")
     p.add_argument("--hier-pos", action="store_true", help="add HDT hierarchical position codes")
     p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--text-budget", type=int,
+                   help="backbone tokens of section text in text mode's context (default 1024)")
     p.add_argument("--router", choices=["fused", "memory", "lexical", "dense"],
                    help="how nodes are scored: every evidence channel fused (default), or one")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -169,4 +183,11 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    return args.func(args)
+    from engine.settings import SettingsError
+    from storage import DatabaseUnavailable
+
+    try:
+        return args.func(args)
+    except (DatabaseUnavailable, SettingsError) as e:  # a wrong --db or H2MT_*: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2

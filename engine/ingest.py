@@ -2,7 +2,8 @@
 
 Two phases, so that a manual is askable within seconds of its upload:
 1. file -> ``document.build_tree`` (with evidence hygiene) -> ``routing.evidence`` (lexical
-   tokens and sentence-encoder vectors per node) -> storage, in ONE transaction: the document
+   tokens and sentence-encoder vectors per node) -> storage with the file's bytes (its pages
+   are rendered from them), in ONE transaction: the document
    is askable in text and route modes (fused router without the memory channel) at once, or
    not stored at all.
 2. ``memory.writer.write_memories`` bottom-up, each tree height stored in its own transaction
@@ -33,7 +34,7 @@ from engine.document.tree import DocumentError, Tree
 from engine.document.build import build_tree
 from engine.memory.writer import ProgressFn, WriteStats, write_memories
 from engine.routing.evidence import compute_evidence, evidence_fingerprint
-from storage import DocumentMeta, DuplicateDocument, NodeEvidence
+from storage import DocumentMeta, DuplicateDocument, NodeEvidence, SourceFile
 
 
 @dataclass
@@ -63,6 +64,20 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+MEDIA_TYPES = {".pdf": "application/pdf", ".md": "text/markdown", ".markdown": "text/markdown",
+               ".html": "text/html", ".htm": "text/html", ".txt": "text/plain",
+               ".json": "application/json"}
+
+
+def source_file(path: Path, data: bytes | None = None) -> SourceFile:
+    """The uploaded file as stored beside its document (its pages are rendered from it)."""
+    path = Path(path)
+    data = path.read_bytes() if data is None else data
+    media = "application/pdf" if PDF_MAGIC in data[:1024] else MEDIA_TYPES.get(
+        path.suffix.lower(), "application/octet-stream")
+    return SourceFile(file_name=path.name, media_type=media, data=data)
 
 
 def _result(doc_id: int, tree: Tree, file_name: str, tree_ms: float, memory_ms: float,
@@ -120,7 +135,10 @@ def check_tree_limits(name: str, tree: Tree, settings: Settings) -> None:
 
 def build_document_tree(path: Path, rt: Runtime) -> Tree:
     bb = rt.backbone
-    tree = build_tree(path, bb.encode, bb.decode, rt.settings.node_token_limit)
+    # A document without headings gets an induced hierarchy (H2MT 4.3) over the dense
+    # channel's sentence-encoder vectors (an LSA embedding when that channel is off).
+    embed = rt.encoder.encode if rt.encoder is not None else None
+    tree = build_tree(path, bb.encode, bb.decode, rt.settings.node_token_limit, embed=embed)
     check_tree_limits(Path(path).name, tree, rt.settings)
     return tree
 
@@ -185,6 +203,8 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     lib = rt.library
     existing = lib.find_by_sha256(sha)
     if existing is not None:
+        if not lib.has_source(existing):  # stored by a version that did not keep the file
+            lib.put_source(existing, source_file(path))
         return _reuse(existing, rt, progress, memories)
     t0 = time.perf_counter()
     tree = build_document_tree(path, rt)
@@ -195,7 +215,7 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     meta = DocumentMeta(title=tree.title or path.stem, file_name=path.name, sha256=sha,
                         pages=tree.pages, tree_ms=tree_ms, memory_ms=0.0)
     try:
-        doc_id = lib.add_document(meta, tree, evidence=evidence)
+        doc_id = lib.add_document(meta, tree, evidence=evidence, source=source_file(path))
     except DuplicateDocument as e:  # another client stored the same file meanwhile
         existing = e.existing_id if e.existing_id is not None else lib.find_by_sha256(sha)
         if existing is None:

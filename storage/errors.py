@@ -6,6 +6,15 @@ class StorageError(Exception):
     """Base of the library's user-facing errors."""
 
 
+class DatabaseUnavailable(StorageError):
+    """The database URL is malformed, names a driver that is not installed, or cannot be
+    reached or opened (one line for the user; nothing was written)."""
+
+    def __init__(self, url: str, reason: str):
+        super().__init__(f"cannot open the database {url!r}: {reason}")
+        self.url = url
+
+
 class DocumentNotFound(StorageError, LookupError):
     def __init__(self, doc_id: int):
         super().__init__(f"no document with id {doc_id}")

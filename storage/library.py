@@ -1,7 +1,8 @@
 """The library: documents, their trees and node memories in one SQLAlchemy database.
 
-One transaction per unit of work: a document, all its nodes and all its memories are written
-together or not at all, so a process killed mid-ingest leaves nothing of that document behind.
+One transaction per unit of work: a document, all its nodes, its source file and all its
+memories are written together or not at all, so a process killed mid-ingest leaves nothing of
+that document behind.
 Opening a library also sweeps what an older version or a database without foreign keys may have
 left (``recover``: documents not marked ready, nodes and memories without their document).
 
@@ -23,16 +24,19 @@ import networkx as nx
 import numpy as np
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import (ArgumentError, IntegrityError, InterfaceError, NoSuchModuleError,
+                            OperationalError)
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from engine.document.tree import Node, Tree
 from storage.blobs import decode_array, decode_vector, encode_array, encode_vector
-from storage.errors import DocumentNotFound, DuplicateDocument, MissingMemories, StaleMemories
-from storage.models import Base, DocumentRow, EvidenceRow, MemoryRow, NodeRow, QueryRow
+from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument,
+                            MissingMemories, StaleMemories)
+from storage.models import (Base, DocumentRow, EvidenceRow, MemoryRow, NodeRow, QueryRow,
+                            SourceFileRow)
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
-                             QueryRecord)
+                             QueryRecord, SourceFile)
 
 if TYPE_CHECKING:
     import torch
@@ -50,12 +54,19 @@ class Library:
 
     def __init__(self, url: str, *, echo: bool = False):
         self.url = url
-        self.engine = _make_engine(url, echo=echo)
+        try:
+            self.engine = _make_engine(url, echo=echo)
+        except (ArgumentError, NoSuchModuleError, ImportError, OSError) as e:
+            raise DatabaseUnavailable(_safe_url(url), _first_line(e)) from e
         self._sqlite = self.engine.dialect.name == "sqlite"
         # One writer path per process on SQLite (it has one writer slot per database file).
         self._write_lock = threading.RLock() if self._sqlite else None
-        with self._writing():
-            Base.metadata.create_all(self.engine)
+        try:
+            with self._writing():
+                Base.metadata.create_all(self.engine)
+        except (OperationalError, InterfaceError) as e:
+            self.engine.dispose()
+            raise DatabaseUnavailable(_safe_url(url), _first_line(e.orig or e)) from e
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.recovered = self.recover()
 
@@ -76,6 +87,10 @@ class Library:
                 "nodes": s.execute(delete(NodeRow).where(
                     NodeRow.doc_id.in_(bad) | NodeRow.doc_id.not_in(docs))).rowcount,
             }
+            sources = s.execute(delete(SourceFileRow).where(
+                SourceFileRow.doc_id.in_(bad) | SourceFileRow.doc_id.not_in(docs))).rowcount
+            if sources:  # reported only when any (the key is newer than the others)
+                counts["source_files"] = sources
             s.execute(update(QueryRow).where(QueryRow.doc_id.in_(bad)).values(doc_id=None))
             counts["documents"] = s.execute(
                 delete(DocumentRow).where(DocumentRow.status != "ready")).rowcount
@@ -107,9 +122,10 @@ class Library:
     def add_document(self, meta: DocumentMeta, tree: Tree,
                      memories: Mapping[int, torch.Tensor] | None = None,
                      fingerprint: str | None = None, *,
-                     evidence: NodeEvidence | None = None) -> int:
-        """Store a document, its tree, its routing evidence and (optionally) one memory per node
-        in one transaction; its new id.
+                     evidence: NodeEvidence | None = None,
+                     source: SourceFile | None = None) -> int:
+        """Store a document, its tree, its routing evidence, (optionally) the bytes of the file it
+        was built from and (optionally) one memory per node in one transaction; its new id.
 
         Phase one of ingest passes ``evidence`` and no memories (the document is askable in text
         and route modes at once; ``add_memories`` writes the memories later). When ``memories``
@@ -139,6 +155,8 @@ class Library:
             s.execute(insert(NodeRow), [_node_row(doc.id, n) for n in nodes])
             if evidence is not None:
                 _insert_evidence(s, doc.id, evidence)
+            if source is not None:
+                s.add(_source_row(doc.id, source))
             if memories is not None:
                 if fingerprint is None:
                     raise ValueError("memories need the fingerprint of the parts that wrote them")
@@ -202,10 +220,41 @@ class Library:
             # Explicit child deletes: the schema cascades too, but a database opened without
             # foreign-key enforcement must not keep orphans.
             s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id))
+            s.execute(delete(SourceFileRow).where(SourceFileRow.doc_id == doc_id))
             s.execute(delete(NodeRow).where(NodeRow.doc_id == doc_id))
             s.execute(update(QueryRow).where(QueryRow.doc_id == doc_id).values(doc_id=None))
             if s.execute(delete(DocumentRow).where(DocumentRow.id == doc_id)).rowcount == 0:
                 raise DocumentNotFound(doc_id)
+
+    # -- source files -------------------------------------------------------------------------
+    def put_source(self, doc_id: int, source: SourceFile) -> None:
+        """Store (or replace) the bytes of the file the document was built from (a document
+        stored by an older version gets them when its file is uploaded again)."""
+        with self._writing(), self._sessions() as s, s.begin():
+            if s.get(DocumentRow, doc_id) is None:
+                raise DocumentNotFound(doc_id)
+            s.execute(delete(SourceFileRow).where(SourceFileRow.doc_id == doc_id))
+            s.add(_source_row(doc_id, source))
+
+    def has_source(self, doc_id: int) -> bool:
+        """Whether the document's source file is stored (one primary-key lookup, no bytes)."""
+        with self._sessions() as s:
+            return s.scalar(select(SourceFileRow.doc_id)
+                            .where(SourceFileRow.doc_id == doc_id)) is not None
+
+    def get_source(self, doc_id: int) -> SourceFile | None:
+        """The file the document was built from; None when it was stored without it.
+        DocumentNotFound when there is no such document."""
+        with self._sessions() as s:
+            if s.get(DocumentRow, doc_id) is None:
+                raise DocumentNotFound(doc_id)
+            row = s.execute(select(SourceFileRow.file_name, SourceFileRow.media_type,
+                                   SourceFileRow.data)
+                            .where(SourceFileRow.doc_id == doc_id)).first()
+        if row is None:
+            return None
+        return SourceFile(file_name=row.file_name, media_type=row.media_type,
+                          data=bytes(row.data))
 
     # -- trees --------------------------------------------------------------------------------
     def get_tree(self, doc_id: int) -> Tree:
@@ -351,6 +400,18 @@ class Library:
         return tuple(sorted(s.scalars(stmt)))
 
 
+def _safe_url(url: str) -> str:
+    """The URL with any password hidden, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
 def _make_engine(url: str, *, echo: bool) -> Engine:
     """An engine for ``url``; SQLite gets its folder, WAL, a busy timeout and foreign keys."""
     parsed = make_url(url)
@@ -418,6 +479,11 @@ def _insert_evidence(s: Session, doc_id: int, evidence: NodeEvidence) -> None:
             batch = []
     if batch:
         s.execute(insert(EvidenceRow), batch)
+
+
+def _source_row(doc_id: int, source: SourceFile) -> SourceFileRow:
+    return SourceFileRow(doc_id=doc_id, file_name=source.file_name, media_type=source.media_type,
+                         size=len(source.data), data=bytes(source.data))
 
 
 def _node_row(doc_id: int, n: Node) -> dict[str, Any]:

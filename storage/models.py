@@ -1,4 +1,5 @@
-"""The database schema: documents, their tree nodes, node memories and the query log.
+"""The database schema: documents, their tree nodes, node memories, the uploaded source files
+and the query log.
 
 Portable SQLAlchemy types only, so any SQLAlchemy URL works (SQLite by default, PostgreSQL too).
 A node's sibling position is the column ``position`` (``order`` is a reserved word).
@@ -39,6 +40,20 @@ class DocumentRow(Base):
     tree_ms: Mapped[float] = mapped_column(Float, default=0.0)
     memory_ms: Mapped[float] = mapped_column(Float, default=0.0)
     status: Mapped[str] = mapped_column(String(32), default="ready")
+
+
+class SourceFileRow(Base):
+    """The bytes of the file a document was built from (its pages are rendered from them).
+    Documents stored by an older version have none until their file is uploaded again."""
+
+    __tablename__ = "source_files"
+
+    doc_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    file_name: Mapped[str] = mapped_column(Text)
+    media_type: Mapped[str] = mapped_column(String(128))
+    size: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class NodeRow(Base):

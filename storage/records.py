@@ -19,6 +19,19 @@ class DocumentMeta:
 
 
 @dataclass(frozen=True)
+class SourceFile:
+    """The uploaded file a document was built from, byte for byte."""
+
+    file_name: str
+    media_type: str  # e.g. application/pdf, text/markdown
+    data: bytes
+
+    @property
+    def is_pdf(self) -> bool:
+        return self.media_type == "application/pdf"
+
+
+@dataclass(frozen=True)
 class DocumentInfo:
     """A stored document, as listed to users."""
 

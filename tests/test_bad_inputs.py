@@ -276,3 +276,33 @@ def test_app_upload_handler_reports_each_bad_file(bad, explorer_server):
     for name, line in zip(names, lines):
         assert line.startswith("✗") and name in line and want[name] in line, (name, line)
     assert {d.id for d in rt.library.list_documents()} == before
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("notaurl://x", "Can't load plugin"),
+    ("mysql://someone@localhost/db", "No module named"),
+    ("postgresql://someone:secret@127.0.0.1:1/db", "Connection refused"),
+    ("sqlite:////proc/no-such-dir/library.sqlite3", "No such file"),
+])
+def test_bad_database_urls_give_one_line_and_no_traceback(url, reason, tmp_path):
+    from storage import DatabaseUnavailable, Library
+
+    with pytest.raises(DatabaseUnavailable, match=reason) as e:
+        Library(url)
+    assert "secret" not in str(e.value) and "\n" not in str(e.value)
+    proc = subprocess.run([sys.executable, "-m", "engine", "list", "--db", url], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "secret" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: cannot open the database")
+
+
+@pytest.mark.parametrize("command", [["-m", "engine", "list"], ["app.py", "--port", "7989"]])
+def test_bad_settings_give_one_line_and_no_traceback(command, tmp_path):
+    env = dict(os.environ, H2MT_ROUTER="bogus", H2MT_DATA_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, *command], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: H2MT_ROUTER='bogus' is not one of fused, memory, lexical, dense")

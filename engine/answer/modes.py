@@ -6,8 +6,9 @@ Modes (all through the backbone's chat template, greedy decoding):
   alone. Slots go through the ArcAligner projector and, when enabled, its masked LoRA and gate
   (engine/aligner.py); otherwise through the parts' memory input scale. Optionally HDT's
   hierarchical positional encoding of each node's tree path is added to its slot.
-- ``text``: the raw text of the selected nodes, deepest first, within a token budget, numbered
-  for citation.
+- ``text``: the raw text of the selected nodes, best routing score first, each under its
+  heading path and page, within a token budget, numbered for citation, with a prompt made for
+  manuals (``TEXT_SYSTEM_PROMPT``).
 - ``full``: the manual's text in document order up to the context window (the plain baseline).
 - ``flat``: HMT-style: fixed-length segments of the manual, one memory each from the same
   writer, memory search by the same scaled dot-product over all segment memories, no tree.
@@ -17,17 +18,23 @@ Metrics: TTFT (time from the call to the first generated token's logits), total 
 time, prefill tokens (sequence positions of the prompt, slots included), generated tokens, and
 peak memory (CUDA max allocated on GPU; on CPU the growth of the resident set during the call,
 sampled).
+
+Decoding stops on a looping 4-gram (``engine.answer.guard``); ``GenerationResult.stop`` says why
+generation ended (eos, length, time, repeat). ``plan_*`` build a mode's prompt and citations
+before anything is generated, so a caller can show the route first and stream the answer.
 """
 from __future__ import annotations
 
 import math
 import resource
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteriaList
 
+from engine.answer.evidence import EvidenceLine
+from engine.answer.guard import DECODE, RepeatStop
 from engine.memory.backbone import Backbone
 from engine.routing.router import Route
 
@@ -37,6 +44,11 @@ SLOT_MARKER = "\u2063MEMORY\u2063"  # invisible separators: never in user text, 
 CONTEXT_EXCLUDED_KINDS = frozenset({"toc", "index"})
 SYSTEM_PROMPT = ("You answer questions about a technical manual. Use the provided context; "
                  "answer briefly and precisely.")
+# Text mode's prompt (the memory prompt above is the one the parts were trained with).
+TEXT_SYSTEM_PROMPT = ("You answer questions about a technical manual from the numbered manual "
+                      "sections given. Answer from those sections only. Name the exact command, "
+                      "option or function the manual uses. If the sections do not answer the "
+                      "question, say: the manual does not say.")
 
 
 @dataclass
@@ -57,6 +69,7 @@ class Metrics:
     prefill_tokens: int = 0
     generated_tokens: int = 0
     peak_mem_mb: float = 0.0
+    evidence_ms: float = 0.0  # finding the evidence lines after generation
 
 
 @dataclass
@@ -68,6 +81,11 @@ class Answer:
     metrics: Metrics
     route: Route | None = None
     warning: str | None = None  # shown to the user beside the answer (e.g. a left-out channel)
+    evidence: list[EvidenceLine] = field(default_factory=list)  # supporting sentences, best first
+    cut: bool = False  # generation stopped at the token (or time) limit, mid-answer
+    cut_at: int | None = None  # generated tokens when cut
+    degenerate: str | None = None  # why the output is not an answer (engine.answer.guard)
+    stop: str | None = None  # why generation ended (GenerationResult.stop); None: no generation
 
     def as_json(self) -> dict:
         """The CLI's --json object."""
@@ -81,6 +99,9 @@ class Answer:
                 "router": self.route.router if self.route is not None else None,
                 "alternatives": dict(self.route.alternatives) if self.route is not None else {},
                 "warning": self.warning,
+                "degenerate": self.degenerate is not None,
+                "cut": self.cut, "cut_at": self.cut_at, "stop": self.stop,
+                "evidence": [asdict(e) for e in self.evidence],
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},
                 "metrics": {k: round(v, 2) if isinstance(v, float) else v
@@ -148,9 +169,9 @@ class _PeakMemory:
 
 # -- prompts -------------------------------------------------------------------------------------
 
-def chat_parts(backbone: Backbone, user_text: str) -> list[str]:
+def chat_parts(backbone: Backbone, user_text: str, system: str = SYSTEM_PROMPT) -> list[str]:
     """The chat-templated prompt split at SLOT_MARKER (text before, [between...], after)."""
-    messages = [{"role": "system", "content": SYSTEM_PROMPT},
+    messages = [{"role": "system", "content": system},
                 {"role": "user", "content": user_text}]
     rendered = backbone.tokenizer.apply_chat_template(messages, tokenize=False,
                                                       add_generation_prompt=True)
@@ -181,19 +202,43 @@ class GenerationResult:
     generated_tokens: int
     first_token_at: float | None
     loops: torch.Tensor | None = None  # [n_slots, n_gated_layers] when the gate ran
+    stop: str = "eos"  # why generation ended: eos | length | time | loop (cut off) | repeat
+
+    @property
+    def cut(self) -> bool:
+        """Stopped by the token or time limit, not by the model (nor by the repetition stop)."""
+        return self.stop in ("length", "time")
+
+
+def _eos_ids(backbone: Backbone) -> set[int]:
+    ids = backbone.model.generation_config.eos_token_id
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if backbone.tokenizer.eos_token_id is not None:
+        ids.append(backbone.tokenizer.eos_token_id)
+    return set(ids)
 
 
 @torch.no_grad()
 def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch.Tensor | None = None,
              aligner=None, max_new_tokens: int = 128,
-             max_time: float | None = None) -> GenerationResult:
-    """Greedy generation from concatenated input embeddings [n, d] (text and slots)."""
+             max_time: float | None = None, streamer=None, guard: bool = True) -> GenerationResult:
+    """Greedy generation from concatenated input embeddings [n, d] (text and slots).
+
+    ``streamer``: a transformers streamer fed the new tokens as they come (a ``GuardedStreamer``
+    is given this call's guard); ``guard``: stop on a loop (``RepeatStop``), cutting it off."""
     embeds = torch.cat(pieces).unsqueeze(0).to(backbone.device, backbone.dtype)
     mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=backbone.device)
     first = _FirstToken()
+    stop = RepeatStop()
     kwargs = dict(inputs_embeds=embeds, attention_mask=mask, max_new_tokens=max_new_tokens,
                   do_sample=False, logits_processor=LogitsProcessorList([first]),
                   pad_token_id=backbone.tokenizer.pad_token_id)
+    if guard:
+        kwargs["stopping_criteria"] = StoppingCriteriaList([stop])
+    if streamer is not None:
+        kwargs["streamer"] = streamer
+        if hasattr(streamer, "guard"):
+            streamer.guard = stop if guard else None
     if max_time is not None:  # a wall-clock cap (seconds): generation stops, keeping its text
         kwargs["max_time"] = max_time
     loops = None
@@ -204,9 +249,18 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
     else:
         out = backbone.model.generate(**kwargs)
     new = out[0]  # with inputs_embeds only, generate returns just the new tokens
-    text = backbone.tokenizer.decode(new, skip_special_tokens=True).strip()
+    text = backbone.tokenizer.decode(new[: len(new) - stop.trim], **DECODE).strip()
+    if stop.fired:
+        why = stop.fired
+    elif new.numel() and int(new[-1]) in _eos_ids(backbone):
+        why = "eos"
+    elif new.numel() >= max_new_tokens:
+        why = "length"
+    else:
+        why = "time"
     return GenerationResult(text=text, prefill_tokens=embeds.shape[1],
-                            generated_tokens=int(new.numel()), first_token_at=first.at, loops=loops)
+                            generated_tokens=int(new.numel()), first_token_at=first.at, loops=loops,
+                            stop=why)
 
 
 # -- modes ---------------------------------------------------------------------------------------
@@ -226,20 +280,28 @@ class Context:
     max_new_tokens: int = 128
     max_time: float | None = None  # seconds of generation at most (Settings.request_timeout_s)
     text_budget: int = 1024  # context tokens for the text mode
+    streamer: object | None = None  # a transformers streamer fed the answer's tokens
+    guard: bool = True  # stop on a looping 4-gram (engine.answer.guard)
+
+
+@dataclass
+class Plan:
+    """A mode's prompt, ready to generate from: input embedding pieces, slot mask, gate."""
+
+    pieces: list[torch.Tensor]
+    slot_mask: torch.Tensor | None = None
+    aligner: object | None = None
+
+
+def run_plan(ctx: Context, plan: Plan) -> GenerationResult:
+    return generate(ctx.backbone, plan.pieces, slot_mask=plan.slot_mask, aligner=plan.aligner,
+                    max_new_tokens=ctx.max_new_tokens, max_time=ctx.max_time,
+                    streamer=ctx.streamer, guard=ctx.guard)
 
 
 def _embed_text(backbone: Backbone, text: str) -> torch.Tensor:
     ids = torch.tensor(backbone.encode(text), dtype=torch.long)
     return backbone.embed(ids).float().cpu() if len(ids) else torch.zeros(0, backbone.hidden_size)
-
-
-def _node_text(ctx: Context, rid: int) -> str:
-    """A routed node's text for the answer context; "" for tables of contents and indexes."""
-    doc_id, node_id = ctx.routing.origin[rid]
-    if doc_id not in ctx.trees:
-        return ""
-    node = ctx.trees[doc_id].node(node_id)
-    return "" if node.kind in CONTEXT_EXCLUDED_KINDS else node.local_text
 
 
 def _citation(ctx: Context, rid: int) -> Citation:
@@ -283,71 +345,107 @@ def prompt_around_slots(backbone: Backbone, question: str) -> tuple[torch.Tensor
     return _embed_text(backbone, before), _embed_text(backbone, after)
 
 
-def generate_with_slots(ctx: Context, question: str, memories: torch.Tensor,
-                        paths: list[list[int]] | None) -> GenerationResult:
+def slots_plan(ctx: Context, question: str, memories: torch.Tensor,
+               paths: list[list[int]] | None) -> Plan:
     """H2MT generation: [chat prefix; "Context:"; slots; question; assistant prefix]."""
     head, tail = prompt_around_slots(ctx.backbone, question)
     slots = slot_embeddings(ctx, memories, paths)
     slot_mask = torch.cat([torch.zeros(len(head), dtype=torch.bool), torch.ones(len(slots), dtype=torch.bool),
                            torch.zeros(len(tail), dtype=torch.bool)])
-    aligner = ctx.aligner if ctx.gate else None
-    return generate(ctx.backbone, [head, slots, tail], slot_mask=slot_mask, aligner=aligner,
-                    max_new_tokens=ctx.max_new_tokens, max_time=ctx.max_time)
+    return Plan([head, slots, tail], slot_mask, ctx.aligner if ctx.gate else None)
+
+
+def generate_with_slots(ctx: Context, question: str, memories: torch.Tensor,
+                        paths: list[list[int]] | None) -> GenerationResult:
+    return run_plan(ctx, slots_plan(ctx, question, memories, paths))
+
+
+def text_plan(ctx: Context, question: str, context_text: str) -> Plan:
+    """With context: the manual sections under ``TEXT_SYSTEM_PROMPT``; without: the question
+    alone under the generic prompt (the backbone alone)."""
+    if context_text:
+        user = f"Manual sections:\n{context_text}\n\nQuestion: {question.strip()}"
+        (prompt,) = chat_parts(ctx.backbone, user, TEXT_SYSTEM_PROMPT)
+    else:
+        (prompt,) = chat_parts(ctx.backbone, question.strip())
+    return Plan([_embed_text(ctx.backbone, prompt)])
 
 
 def generate_with_text(ctx: Context, question: str, context_text: str) -> GenerationResult:
-    user = f"Context:\n{context_text}\n\nQuestion: {question.strip()}" if context_text else question.strip()
-    (prompt,) = chat_parts(ctx.backbone, user)
-    return generate(ctx.backbone, [_embed_text(ctx.backbone, prompt)],
-                    max_new_tokens=ctx.max_new_tokens, max_time=ctx.max_time)
+    return run_plan(ctx, text_plan(ctx, question, context_text))
+
+
+def plan_memory(ctx: Context, question: str, route: Route) -> tuple[Plan, list[int]]:
+    ids = sorted(route.selected)  # document order
+    if not ids:
+        return text_plan(ctx, question, ""), []
+    mem = ctx.routing.memories[ids]
+    return slots_plan(ctx, question, mem, [_path_indices(ctx, i) for i in ids]), ids
 
 
 def answer_memory(ctx: Context, question: str, route: Route) -> tuple[GenerationResult, list[int]]:
-    ids = sorted(route.selected)  # document order
-    if not ids:
-        return generate_with_text(ctx, question, ""), []
-    mem = ctx.routing.memories[ids]
-    res = generate_with_slots(ctx, question, mem, [_path_indices(ctx, i) for i in ids])
-    return res, ids
+    plan, ids = plan_memory(ctx, question, route)
+    return run_plan(ctx, plan), ids
+
+
+def heading_path(tree, node_id: int, levels: int = 3) -> str:
+    """The node's headings below the manual's title, the last ``levels`` of them, " > "-joined."""
+    titles = [n.title.strip() for n in tree.path(node_id)[1:] if n.title.strip()]
+    return " > ".join(titles[-levels:])
+
+
+def pack_blocks(encode, budget: int, items: list[tuple[object, int]]) -> tuple[str, list[int]]:
+    """Numbered blocks ``[i] heading path (p. N):\\n body`` of (tree, node_id) items, in the
+    given order, skipping what would pass ``budget`` tokens, tables of contents, indexes and
+    nodes without body text. Returns (context, indices of the items used)."""
+    blocks, used, kept = [], 0, []
+    for j, (tree, node_id) in enumerate(items):
+        node = tree.node(node_id)
+        if node.kind in CONTEXT_EXCLUDED_KINDS or not node.text.strip():
+            continue
+        pages = f" (p. {node.page_start})" if node.page_start else ""
+        block = f"[{len(kept) + 1}] {heading_path(tree, node_id) or node.title}{pages}:\n{node.text.strip()}"
+        n = len(encode(block))
+        if used + n > budget:
+            continue
+        used += n
+        kept.append(j)
+        blocks.append(block)
+    return "\n\n".join(blocks), kept
 
 
 def pack_context(ctx: Context, route: Route) -> tuple[str, list[int]]:
-    """The text mode's context: selected nodes' raw text within ctx.text_budget tokens,
-    numbered, with their titles and pages. Order: by the fused score of each node's own
-    evidence when the route has one (best first), else deepest first. Tables of contents and
-    indexes never go in. Returns (context text, routed ids cited in that order)."""
+    """The text mode's context: selected nodes' body text within ctx.text_budget tokens,
+    numbered, under their heading paths and pages (``pack_blocks``). Order: by the fused score
+    of each node's own evidence when the route has one (best first), else deepest first.
+    Returns (context text, routed ids cited in that order)."""
     if route.pack_scores is not None:
         order = sorted(route.selected, key=lambda i: (-float(route.pack_scores[i]),
                                                       -ctx.routing.depth[i], i))
     else:
         order = sorted(route.selected, key=lambda i: (-ctx.routing.depth[i], i))
-    blocks, used, cited = [], 0, []
-    for rid in order:
-        text = _node_text(ctx, rid)
-        if not text.strip():
-            continue
-        n = len(ctx.backbone.encode(text))
-        if used + n > ctx.text_budget:
-            continue
-        used += n
-        cited.append(rid)
-        c = _citation(ctx, rid)
-        pages = f" (p. {c.page_start})" if c.page_start else ""
-        blocks.append(f"[{len(cited)}] {c.title}{pages}:\n{text}")
-    return "\n\n".join(blocks), cited
+    order = [i for i in order if ctx.routing.origin[i][0] in ctx.trees]
+    items = [(ctx.trees[ctx.routing.origin[i][0]], ctx.routing.origin[i][1]) for i in order]
+    text, kept = pack_blocks(ctx.backbone.encode, ctx.text_budget, items)
+    return text, [order[j] for j in kept]
+
+
+def plan_text(ctx: Context, question: str, route: Route) -> tuple[Plan, list[int]]:
+    context, cited = pack_context(ctx, route)
+    return text_plan(ctx, question, context), cited
 
 
 def answer_text(ctx: Context, question: str, route: Route) -> tuple[GenerationResult, list[int]]:
     """Text mode: the packed context (``pack_context``) and the question."""
-    context, cited = pack_context(ctx, route)
-    return generate_with_text(ctx, question, context), cited
+    plan, cited = plan_text(ctx, question, route)
+    return run_plan(ctx, plan), cited
 
 
 def context_window(backbone: Backbone) -> int:
     return int(getattr(backbone.model.config, "max_position_embeddings", 2048))
 
 
-def answer_full(ctx: Context, question: str) -> tuple[GenerationResult, list[int]]:
+def plan_full(ctx: Context, question: str) -> tuple[Plan, list[int]]:
     """The manual's text in document order, cut to fit the context window."""
     room = context_window(ctx.backbone) - ctx.max_new_tokens - 200 - len(ctx.backbone.encode(question))
     texts, used = [], 0
@@ -366,4 +464,9 @@ def answer_full(ctx: Context, question: str) -> tuple[GenerationResult, list[int
             used += len(ids)
         if used >= room:
             break
-    return generate_with_text(ctx, question, "\n\n".join(texts)), []
+    return text_plan(ctx, question, "\n\n".join(texts)), []
+
+
+def answer_full(ctx: Context, question: str) -> tuple[GenerationResult, list[int]]:
+    plan, cited = plan_full(ctx, question)
+    return run_plan(ctx, plan), cited

@@ -137,6 +137,65 @@ def test_api_flow(client, explorer_server, shared_dir):
     assert modes == ["route", "text"]
 
 
+def test_api_ask_streams_route_first_then_tokens(client, explorer_server, shared_dir):
+    """/ask is a stream: the routing tree (and the sections to be read) come first, before any
+    token; then the answer grows; the last output is the whole answer with its evidence lines
+    (in the summary), each on a page of its section."""
+    from gradio_client import handle_file
+
+    _, rt = explorer_server
+    status, *_ = client.predict([handle_file(str(shared_dir / "corpus" / CORPUS_PDF))],
+                                api_name="/ingest")  # stored by test_api_flow: reused
+    doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
+    job = client.submit(str(doc.id), QUESTION, "text", 3, 0, 0, True, False, 24, "fused",
+                        api_name="/ask")
+    final = job.result(timeout=600)
+    outputs = job.outputs()
+    assert len(outputs) >= 4, f"{len(outputs)} outputs: /ask did not stream"
+    answer, metrics, cited, plot, icicle, route_rows, summary, history = outputs[0]
+    assert answer == "" and "TTFT" not in metrics and summary["generating"] is True
+    assert summary["nodes"]["selected"] >= 1 and cited["data"], "the tree and sections first"
+    grown = [o[0] for o in outputs[1:-1] if o[0]]
+    assert len(set(grown)) >= 2 and all(final[0].startswith(t) for t in grown), grown[:4]
+    assert [len(t) for t in grown] == sorted(len(t) for t in grown)
+    summary = final[6]
+    assert "TTFT" in final[1] and summary["answer"] == rt.library.list_queries(doc.id)[-1].answer
+    assert summary["degenerate"] is None and isinstance(summary["evidence"], list)
+    tree = rt.library.get_tree(doc.id)
+    cited_nodes = {(r[3], r[4]) for r in final[2]["data"]}
+    for e in summary["evidence"]:
+        assert (e["doc_id"], e["node_id"]) in cited_nodes
+        node = tree.node(e["node_id"])
+        assert e["page"] is None or node.page_start <= e["page"] <= node.page_end, e
+
+
+def test_fresh_client_asks_about_a_manual_stored_before_it_connected(client, explorer_server,
+                                                                     shared_dir):
+    """A script's first call names a stored manual by id: no /library call needed; an unknown
+    id is one clear line (it used to be "Value: 1 is not in the list of choices: []")."""
+    from gradio_client import Client, handle_file
+
+    url, rt = explorer_server
+    pdf = shared_dir / "corpus" / CORPUS_PDF
+    if not any(d.file_name == CORPUS_PDF for d in rt.library.list_documents()):
+        client.predict([handle_file(str(pdf))], api_name="/ingest")
+    doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
+    fresh = Client(url, verbose=False)
+    outputs = fresh.predict(str(doc.id), QUESTION, "route", 3, 0, 0, True, False, 8, "fused",
+                            api_name="/ask")
+    assert outputs[6]["nodes"]["selected"] >= 1
+    rows, _, _ = Client(url, verbose=False).predict(str(doc.id), api_name="/outline")
+    assert len(rows["data"]) == doc.n_nodes
+    missing = max(d.id for d in rt.library.list_documents()) + 100
+    for api, args in (("/ask", (str(missing), QUESTION, "route", 3, 0, 0, True, False, 8,
+                                "fused")),
+                      ("/outline", (str(missing),))):
+        with pytest.raises(Exception) as e:
+            Client(url, verbose=False).predict(*args, api_name=api)
+        assert f"id {missing}" in str(e.value) and "list of choices" not in str(e.value), \
+            (api, str(e.value))
+
+
 def test_api_rejects_bad_upload(client, tmp_path):
     from gradio_client import handle_file
 

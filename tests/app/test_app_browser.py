@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import threading
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -120,8 +121,62 @@ def _wait_ready(page, doc_id: int, timeout_ms: int = 30_000) -> None:
                            arg=[doc_id, LIBRARY_COLUMNS.index("memories")], timeout=timeout_ms)
 
 
-def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path):
+RECORD_JS = """() => {
+  window.__seen = [];
+  const t0 = performance.now();
+  window.__rec = setInterval(() => {
+    const v = document.querySelector('#answer-text textarea')?.value || '';
+    const gd = document.querySelector('#route-plot .js-plotly-plot');
+    const t = gd && gd.data && gd.data.find(t => t.meta && t.meta.status === 'selected');
+    const fused = !!(t && Array.from(t.hovertext || []).some(h => h.includes('fused score:')));
+    const last = window.__seen[window.__seen.length - 1];
+    if (!last || last.v !== v || last.fused !== fused)
+      window.__seen.push({v, fused, t: performance.now() - t0});
+  }, 20);
+}"""
+
+TABLE_JS = """(sel) => {
+  const byRow = {};
+  for (const c of document.querySelectorAll(sel + " [data-testid^='cell-']")) {
+    const [, r, k] = c.dataset.testid.split('-');
+    (byRow[r] = byRow[r] || [])[Number(k)] = c.innerText.trim();
+  }
+  return Object.keys(byRow).sort((a, b) => a - b).map(r => byRow[r]);
+}"""
+
+YELLOW_JS = """async () => {
+  const img = document.querySelector('#page-view-image img');
+  if (!img || !img.src) return -1;
+  if (!img.complete || !img.naturalWidth) await img.decode();
+  const c = document.createElement('canvas');
+  c.width = img.naturalWidth; c.height = img.naturalHeight;
+  const g = c.getContext('2d');
+  g.drawImage(img, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4)
+    if (d[i] > 220 && d[i + 1] > 190 && d[i + 2] < 90) n++;
+  return n;
+}"""
+
+
+def _page_view(page) -> tuple[str, int]:
+    """The page view's caption and how many highlight-yellow pixels its page image has."""
+    page.wait_for_function(
+        "() => { const img = document.querySelector('#page-view-image img');"
+        " return img && img.src && (document.querySelector('#page-view-head')?.innerText || '')"
+        ".includes('p. '); }")
+    return page.locator("#page-view-head").inner_text(), page.evaluate(YELLOW_JS)
+
+
+def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path, monkeypatch):
+    import engine.ask
+
     url, rt = explorer_server
+    # Every evidence line is kept here (no threshold), so that whatever the small model writes
+    # there is a sentence to highlight; the threshold is tested in tests/app/test_pages.py.
+    monkeypatch.setattr(engine.ask, "evidence_lines",
+                        partial(engine.ask.evidence_lines, threshold=-1.0))
     origin = urlparse(url).netloc
     outside: list[str] = []
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
@@ -199,18 +254,34 @@ def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path)
     page.locator("#ask-max-new input").fill("32")
     page.locator("#ask-max-new input").press("Tab")
     n_before = len(rt.library.list_queries(doc.id))
+    page.evaluate(RECORD_JS)  # what the answer box and the tree show, every 20 ms
     page.locator("#ask-button").click()
     page.wait_for_function(
         "() => { const v = (document.querySelector('#answer-text textarea')?.value || '').trim();"
         " return v.length > 0 && !v.includes('routing only')"
+        " && (document.querySelector('#answer-metrics')?.innerText || '').includes('TTFT')"
         " && document.querySelector('#route-plot .js-plotly-plot')?.data; }",
         timeout=TIMEOUT_MS)
+    seen = page.evaluate("() => { clearInterval(window.__rec); return window.__seen; }")
     queries = rt.library.list_queries(doc.id)
     assert len(queries) == n_before + 1
     rec = queries[-1]
     assert rec.mode == "text" and rec.settings["max_new_tokens"] == 32
     assert rec.settings["router"] == "fused"
-    assert _value(page, "#answer-text textarea").strip() == rec.answer.strip()
+    final = _value(page, "#answer-text textarea").strip()
+    assert final == rec.answer.strip()
+    # the answer streamed in: the fused route's tree first, then a growing answer, token by
+    # token, each state a beginning of the final answer
+    texts = [x["v"].strip() for x in seen if x["v"].strip()
+             and not x["v"].startswith("(routing only")]
+    growing = list(dict.fromkeys(t for t in texts if t != final))
+    assert len(growing) >= 3, f"the answer did not stream in: {seen[:8]}"
+    assert all(final.startswith(t) for t in growing), (growing[:5], final)
+    assert [len(t) for t in growing] == sorted(len(t) for t in growing)
+    first_token = next(i for i, x in enumerate(seen) if x["v"].strip()
+                       and not x["v"].startswith("(routing only"))
+    assert any(x["fused"] for x in seen[:first_token]), "the tree came after the answer"
+    assert seen[first_token]["fused"]
 
     # the tree the browser drew matches the route the engine logged
     route = route_from_log(rec.route, rec.settings)
@@ -237,16 +308,43 @@ def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path)
     agreement = page.locator("#router-agreement").inner_text()
     assert "fused only: " in agreement and "memory only: " in agreement, agreement
 
-    # cited nodes are listed; selecting one opens its text and pages
+    # cited nodes are listed; selecting one opens its text and its page, with the evidence
+    # lines of that section highlighted (none: the page without a highlight, and said)
     n_cited = page.evaluate(f"() => {_rows_js('#cited-table')}")
     assert 1 <= n_cited <= status_counts["selected"]  # text mode cites selected nodes
+    evidence = page.evaluate(TABLE_JS, "#evidence-table")
+    assert page.locator("#evidence-note").inner_text().strip()
+    cited_rows = page.evaluate(TABLE_JS, "#cited-table")
     _cell(page, "#cited-table", 0, 1).click()
     page.wait_for_function(
         "() => (document.querySelector('#ask-node-text textarea')?.value || '').length > 0")
     head = page.locator("#ask-node-head").inner_text()
     assert "p." in head, head
-    # the history lists the question
+    lines_there = [e for e in evidence if e[5:7] == cited_rows[0][3:5]]
+    caption, yellow = _page_view(page)
+    assert "p. " in caption or "pp. " in caption, caption
+    if lines_there:
+        assert "highlighted" in caption and yellow > 0, (caption, yellow)
+    else:
+        assert "passed the evidence threshold" in caption and yellow == 0, (caption, yellow)
+    # an evidence line opens its page with the sentence highlighted
+    if evidence:
+        _cell(page, "#evidence-table", 0, 4).click()
+        page.wait_for_function("() => (document.querySelector('#page-view-head')?.innerText"
+                               " || '').includes('1 of 1 evidence line highlighted')")
+        caption, yellow = _page_view(page)
+        assert yellow > 0, caption
+        page.locator("#page-view-image").scroll_into_view_if_needed()
+        _shot(page, tmp_path, "evidence")
+    # the history lists the question; restoring it shows its mode and plain metric labels
     assert QUESTION in page.locator("#history-table").inner_text()
+    page.locator("#ask-mode input[value='route']").check()
+    _cell(page, "#history-table", 0, 3).click()
+    page.wait_for_function("() => (document.querySelector('#answer-metrics')?.innerText || '')"
+                           ".includes('from the log')")
+    metrics_text = page.locator("#answer-metrics").inner_text()
+    assert "time to first token" in metrics_text and "ttft_ms" not in metrics_text, metrics_text
+    assert page.locator("#ask-mode input[value='text']").is_checked()
     _no_error_badge(page)
     page.locator("#route-plot").scroll_into_view_if_needed()
     _shot(page, tmp_path, "tree")
@@ -300,6 +398,8 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
     page.set_default_timeout(60_000)
     try:
         page.goto(url)
+        page.wait_for_selector("#delete-button")
+        assert page.locator("#delete-button").is_disabled()  # no manual chosen yet
         page.locator("#upload-files input[type=file]").set_input_files(str(md))
         page.wait_for_function(
             "() => (document.querySelector('#index-status textarea')?.value || '')"
@@ -325,6 +425,12 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
             ".includes('not available yet')", timeout=TIMEOUT_MS)
         assert "memories being written 0/" in page.locator("#router-agreement").inner_text()
         assert "routed on words and meaning only" in page.locator("#ask-notice").inner_text()
+        # a Markdown manual has no pages: a cited section opens its text in the page view
+        _cell(page, "#cited-table", 0, 1).click()
+        page.wait_for_function(
+            "() => (document.querySelector('#page-view-text')?.innerText || '').length > 0")
+        assert "no pages" in page.locator("#page-view-head").inner_text()
+        assert not page.locator("#page-view-image img").count()
         answer_before = _value(page, "#answer-text textarea")
         # memory mode waits: a notice, not an error; the last answer stays
         page.locator("#ask-mode input[value='memory']").check()
@@ -336,10 +442,95 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
         assert _value(page, "#answer-text textarea") == answer_before
         page.locator("#ask-notice").scroll_into_view_if_needed()
         _shot(page, tmp_path, "pending")
+        # an empty question: one line under the question box, no red badge, nothing wiped
+        notice_before = page.locator("#ask-notice").inner_text()
+        page.locator("#ask-question textarea").fill("   ")
+        page.locator("#ask-button").click()
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.validation-error')]"
+            ".some(e => e.innerText.includes('Type a question first'))")
+        _no_error_badge(page)
+        assert _value(page, "#answer-text textarea") == answer_before
+        assert page.locator("#ask-notice").inner_text() == notice_before
     finally:
         gate.set()
     assert writer.wait_idle(MEMORIES_S)
     page.get_by_role("tab", name="Library").click()
     _wait_ready(page, doc.id)
+    _no_error_badge(page)
+    # delete (live since the upload chose this manual); choosing its library row deletes it
+    row = page.evaluate("""(docId) => {
+      for (const c of document.querySelectorAll("#library-table [data-testid^='cell-']")) {
+        const [, r, k] = c.dataset.testid.split('-');
+        if (k === '0' && c.innerText.trim() === String(docId)) return Number(r);
+      }
+      return null; }""", doc.id)
+    assert row is not None
+    _cell(page, "#library-table", row, 1).click()
+    page.wait_for_function("() => !document.querySelector('#delete-button').disabled")
+    page.locator("#delete-button").click()
+    page.wait_for_function("() => (document.querySelector('#index-status textarea')?.value || '')"
+                           f".includes('Deleted manual #{doc.id}')")
+    assert all(d.id != doc.id for d in rt.library.list_documents())
+    assert page.evaluate(LIBRARY_CELL_JS, [doc.id, 0]) is None
+    _no_error_badge(page)
+    page.close()
+
+
+def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser, explorer_server,
+                                                                        shared_dir, monkeypatch,
+                                                                        tmp_path):
+    """Memory mode whose output the engine labels degenerate (forced here: the engine's check
+    answers "repeat" for this one question) is not shown as an answer: the answer box says so,
+    the notice gives the engine's warning and the output, and one click asks the same question
+    in text mode, whose answer is shown as usual."""
+    import engine.ask
+
+    url, rt = explorer_server
+    assert memory_writer(rt).wait_idle(MEMORIES_S)
+    if not any(d.file_name == CORPUS_PDF for d in rt.library.list_documents()):  # run alone
+        from engine.ingest import ingest_file
+
+        ingest_file(shared_dir / "corpus" / CORPUS_PDF, rt)
+    doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
+    monkeypatch.setattr(engine.ask, "degeneracy", lambda text, *a, **k: "repeat")
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.goto(url)
+    page.get_by_role("tab", name="Ask").click()
+    page.locator("#ask-doc input").click()
+    page.get_by_role("option", name=f"#{doc.id} ").first.click()
+    page.locator("#ask-mode input[value='memory']").check()
+    page.locator("#ask-max-new input").fill("8")
+    page.locator("#ask-max-new input").press("Tab")
+    page.locator("#ask-question textarea").fill(QUESTION)
+    page.locator("#ask-button").click()
+    page.wait_for_function(
+        "() => (document.querySelector('#ask-notice')?.innerText || '').includes('not an answer')",
+        timeout=TIMEOUT_MS)
+    assert _value(page, "#answer-text textarea").startswith("(no answer")
+    notice = page.locator("#ask-notice").inner_text()
+    assert "Ask in text mode" in notice and "The model wrote" in notice, notice
+    assert rt.library.list_queries(doc.id)[-1].mode == "memory"
+    button = page.locator("#text-instead-button")
+    assert button.is_visible()
+    _no_error_badge(page)
+    _shot(page, tmp_path, "degenerate")
+    monkeypatch.undo()  # the text answer is checked for real
+    n_before = len(rt.library.list_queries(doc.id))
+    button.click()
+    page.wait_for_function(
+        "() => { const v = (document.querySelector('#answer-text textarea')?.value || '').trim();"
+        " return v.length > 0 && !v.startsWith('(no answer')"
+        " && (document.querySelector('#answer-metrics')?.innerText || '').includes('TTFT'); }",
+        timeout=TIMEOUT_MS)
+    assert page.locator("#ask-mode input[value='text']").is_checked()
+    rec = rt.library.list_queries(doc.id)[-1]
+    assert len(rt.library.list_queries(doc.id)) == n_before + 1
+    assert rec.mode == "text" and rec.question == QUESTION
+    assert _value(page, "#answer-text textarea").strip() == rec.answer.strip()
+    page.wait_for_function("() => !(document.querySelector('#ask-notice')?.innerText || '')"
+                           ".includes('not an answer')")
+    assert not button.is_visible()
     _no_error_badge(page)
     page.close()

@@ -1,0 +1,237 @@
+"""Load and soak of the app through its HTTP API, the way scripts would use it (gradio_client).
+
+    python -m bench.load [--clients 8] [--requests 25] [--soak 300] [--port 7870]
+
+1. Prepares a fresh data folder and stores one manual in it (both ingest phases, by the CLI),
+   then starts the app (``app.py``) as its own process on that folder.
+2. Load: ``--clients`` fresh clients connect at once, each sends ``--requests`` requests in a
+   fixed mix: asks in every answer mode (text, memory, route, full, flat) about the manual that
+   was stored before they connected, an upload of a small Markdown manual of its own, and reads
+   (/library, /outline, /node). Every request's latency and any error are recorded; the report
+   gives p50 / p95 / max per kind and the error count (the goal is zero errors).
+3. Soak: ``--soak`` asks in one client, one after another (route and short text answers in
+   turn), with the app process's resident memory (VmRSS) read after every ask. Reported: RSS
+   after the warm-up (the first tenth), at the end, and the least-squares slope over the asks
+   after the warm-up in MB per 100 asks (flat is the goal).
+
+Answers are capped at ``--max-new-tokens`` (16) so that the run measures the app, not decoding.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
+MANUAL = "camlidl-manual_no-outline.pdf"
+QUESTIONS = [
+    "How are arrays passed between C and OCaml?",
+    "What does the camlidl compiler generate from an IDL file?",
+    "How do I declare a pointer that may be null?",
+    "Which attribute gives the length of an array?",
+    "How are C structs mapped to OCaml records?",
+]
+MODES = ("text", "memory", "route", "full", "flat")
+
+
+@dataclass
+class Outcome:
+    kind: str
+    seconds: float
+    error: str | None = None
+
+
+@dataclass
+class Report:
+    outcomes: list[Outcome] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, o: Outcome) -> None:
+        with self.lock:
+            self.outcomes.append(o)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def _wait_up(url: str, proc: subprocess.Popen, timeout: float = 600) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            raise SystemExit(f"the app exited with {proc.returncode} before serving")
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            time.sleep(1)
+    raise SystemExit(f"the app did not serve {url} within {timeout:.0f} s")
+
+
+def small_manual(folder: Path, i: int) -> Path:
+    """A short Markdown manual of its own for client ``i`` (distinct bytes: no duplicate)."""
+    p = folder / f"client{i}-guide.md"
+    p.write_text(f"# Valve controller guide {i}\n\n## Installing\n\nMount controller {i} on the "
+                 "rail, connect the 24 V supply and the bus cable, then switch it on.\n\n"
+                 "## Calibrating\n\nHold the SET key for five seconds; the display shows CAL. "
+                 "Open the valve fully, press SET, close it fully, press SET again.\n\n"
+                 "## Error codes\n\nE1 means the supply is below 20 V. E2 means the bus cable "
+                 "is not connected. E3 means the calibration was interrupted.\n")
+    return p
+
+
+def ask_args(doc: str, question: str, mode: str, max_new: int) -> tuple:
+    # /ask: doc, question, mode, k, max_depth (0: none), budget (0: none), gate, hier_pos,
+    # max_new_tokens, router
+    return (doc, question, mode, 3, 0, 0, True, False, max_new, "fused")
+
+
+def timed(report: Report, kind: str, fn, *args, **kw):
+    t0 = time.perf_counter()
+    try:
+        out = fn(*args, **kw)
+    except Exception as e:  # the bench records every failure instead of stopping
+        report.add(Outcome(kind, time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:300]))
+        return None
+    report.add(Outcome(kind, time.perf_counter() - t0))
+    return out
+
+
+def client_run(url: str, i: int, doc: str, node_doc: int, requests: int, max_new: int,
+               folder: Path, report: Report, start: threading.Barrier) -> None:
+    from gradio_client import Client, handle_file
+
+    client = Client(url, verbose=False)
+    start.wait()
+    for r in range(requests):
+        step = (i + r) % 10
+        if step < 5:
+            mode = MODES[(i + r) % len(MODES)]
+            q = QUESTIONS[(i * 7 + r) % len(QUESTIONS)]
+            timed(report, f"ask {mode}", client.predict, *ask_args(doc, q, mode, max_new),
+                  api_name="/ask")
+        elif step == 5 and r < 10:
+            timed(report, "upload", client.predict, [handle_file(str(small_manual(folder, i)))],
+                  api_name="/ingest")
+        elif step in (5, 6, 7):
+            timed(report, "library", client.predict, api_name="/library")
+        elif step == 8:
+            timed(report, "outline", client.predict, doc, api_name="/outline")
+        else:
+            timed(report, "node", client.predict, node_doc, 1, api_name="/node")
+
+
+def summarise(report: Report) -> list[str]:
+    lines = ["| request | n | errors | p50 s | p95 s | max s |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    kinds = sorted({o.kind for o in report.outcomes})
+    for kind in kinds + ["all"]:
+        rows = [o for o in report.outcomes if kind == "all" or o.kind == kind]
+        t = np.array([o.seconds for o in rows])
+        lines.append(f"| {kind} | {len(rows)} | {sum(o.error is not None for o in rows)} | "
+                     f"{np.percentile(t, 50):.2f} | {np.percentile(t, 95):.2f} | {t.max():.2f} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--requests", type=int, default=25)
+    ap.add_argument("--soak", type=int, default=300)
+    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--keep", action="store_true", help="keep the data folder")
+    args = ap.parse_args(argv)
+
+    data = Path(tempfile.mkdtemp(prefix="h2mt-load-"))
+    env = dict(os.environ, H2MT_DATA_DIR=str(data), GRADIO_ANALYTICS_ENABLED="False",
+               PYTHONUNBUFFERED="1")
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "engine", "ingest", str(CORPUS / MANUAL), "--quiet"],
+                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    print(f"stored {MANUAL} with its memories in {time.perf_counter() - t0:.0f} s", flush=True)
+    port = args.port or _free_port()
+    url = f"http://127.0.0.1:{port}/"
+    log = open(data / "app.log", "w")
+    proc = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_up(url, proc)
+        print(f"app up at {url} (pid {proc.pid}, RSS {_rss_mb(proc.pid):.0f} MB)", flush=True)
+        doc, node_doc = "1", 1  # the manual stored before any client connected
+
+        report = Report()
+        barrier = threading.Barrier(args.clients)
+        threads = [threading.Thread(target=client_run, args=(url, i, doc, node_doc, args.requests,
+                                                             args.max_new_tokens, data, report,
+                                                             barrier)) for i in range(args.clients)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        errors = [o for o in report.outcomes if o.error]
+        print(f"\nload: {args.clients} clients x {args.requests} requests in {wall:.0f} s, "
+              f"{len(errors)} errors", flush=True)
+        print("\n".join(summarise(report)))
+        for o in errors[:10]:
+            print(f"  error in {o.kind}: {o.error}")
+
+        if args.soak:
+            from gradio_client import Client
+
+            client = Client(url, verbose=False)
+            rss, soak = [], Report()
+            for n in range(args.soak):
+                mode = "route" if n % 2 else "text"
+                timed(soak, f"ask {mode}", client.predict,
+                      *ask_args(doc, QUESTIONS[n % len(QUESTIONS)], mode, args.max_new_tokens),
+                      api_name="/ask")
+                rss.append(_rss_mb(proc.pid))
+                if (n + 1) % 50 == 0:
+                    print(f"  soak {n + 1}/{args.soak}: RSS {rss[-1]:.0f} MB", flush=True)
+            warm = max(1, args.soak // 10)
+            y = np.array(rss[warm:])
+            slope = np.polyfit(np.arange(len(y)), y, 1)[0] * 100 if len(y) > 1 else 0.0
+            errs = sum(o.error is not None for o in soak.outcomes)
+            print(f"\nsoak: {args.soak} asks, {errs} errors; RSS after warm-up ({warm} asks) "
+                  f"{rss[warm - 1]:.0f} MB, at the end {rss[-1]:.0f} MB, max {max(rss):.0f} MB; "
+                  f"slope after warm-up {slope:+.2f} MB per 100 asks; median ask "
+                  f"{statistics.median(o.seconds for o in soak.outcomes):.2f} s")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        if args.keep:
+            print(f"data folder kept: {data}")
+        else:
+            shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""What ``engine.ask.ask_stream`` yields, in order: one ``RouteReady`` when routing ends (before
+any generation), zero or more ``TokenChunk`` (the text decoded since the previous chunk), one
+``AnswerReady`` with the final Answer."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.answer.modes import Answer, Citation
+from engine.routing.router import Route
+
+
+@dataclass
+class RouteReady:
+    route: Route | None  # None in full mode
+    cited: list[Citation]  # the nodes the answer will read (text mode: those packed)
+
+
+@dataclass
+class TokenChunk:
+    text: str
+
+
+@dataclass
+class AnswerReady:
+    answer: Answer

@@ -1,0 +1,147 @@
+"""Guards on generated answers: a stop on a loop during decoding, and a check that labels a
+finished answer degenerate (a loop, markup debris, nothing) so it is never shown as an answer
+without a warning.
+
+The stop (``RepeatStop``, a transformers ``StoppingCriteria``; greedy decoding is otherwise
+unchanged) has two rules:
+- loop: the newest ``LOOP_N`` = 16 generated tokens already occurred among the generated tokens.
+  The model has started to repeat itself; those 16 tokens are cut off (``trim``) and the answer
+  ends where the repetition began. ``GuardedStreamer`` holds the newest 16 tokens back, so a cut
+  loop is never shown while streaming. Sixteen tokens is longer than a command name mentioned
+  twice (``\\patchcmd[<prefix>]{<command>}`` is 12).
+- repeat: the newest 4 tokens occur for the third time (a loop whose rounds differ, e.g. in a
+  list number). Nothing is cut; ``degeneracy`` judges the text.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+from transformers import StoppingCriteria, TextIteratorStreamer
+
+LOOP_N = 16
+REPEAT_N = 4
+REPEAT_TIMES = 3
+_TAG = re.compile(r"</?[A-Za-z][\w:-]*\s*/?>")
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_RUN = re.compile(r"(\S.+?)\1{3,}")  # a unit repeated four times in a row
+_TAIL = re.compile(r"(\S.*?\s)\1+$")  # the text ends in a unit said twice or more
+DECODE = dict(skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+class RepeatStop(StoppingCriteria):
+    """The two stop rules of the module docstring; ``fired`` is "loop", "repeat" or None and
+    ``trim`` the number of newest tokens to drop."""
+
+    def __init__(self, loop_n: int = LOOP_N, n: int = REPEAT_N, times: int = REPEAT_TIMES):
+        self.loop_n, self.n, self.times = loop_n, n, times
+        self.start: int | None = None  # prompt length (0 when generating from embeddings)
+        self.fired: str | None = None
+        self.trim = 0
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        if self.start is None:  # first call: one new token has been appended
+            self.start = input_ids.shape[1] - 1
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for b in range(input_ids.shape[0]):
+            toks = input_ids[b, self.start:].tolist()
+            if repeats(toks, self.loop_n) >= 2:
+                done[b], self.fired, self.trim = True, "loop", self.loop_n
+            elif repeats(toks, self.n) >= self.times:
+                done[b], self.fired = True, "repeat"
+        return done
+
+
+class GuardedStreamer(TextIteratorStreamer):
+    """A ``TextIteratorStreamer`` (iterate it for text pieces) that shows the generated text
+    ``hold`` tokens late and, at the end, drops what the ``guard`` (a RepeatStop) cut off: the
+    pieces join to exactly the decoded kept tokens."""
+
+    def __init__(self, tokenizer, hold: int = LOOP_N, guard: RepeatStop | None = None):
+        super().__init__(tokenizer, skip_prompt=True, **DECODE)
+        self.hold, self.guard = hold, guard
+        self.ids: list[int] = []
+        self.shown = ""
+
+    def _show(self, ids: list[int], end: bool = False) -> None:
+        text = self.tokenizer.decode(ids, **DECODE)
+        if not end and (text.endswith("\ufffd") or not text.startswith(self.shown)):
+            return  # a character still incomplete: wait for its next byte
+        piece = text[len(self.shown):] if text.startswith(self.shown) else ""
+        self.shown += piece
+        if piece or end:
+            self.on_finalized_text(piece, stream_end=end)
+
+    def put(self, value) -> None:
+        if len(value.shape) > 1:
+            value = value[0]
+        if self.next_tokens_are_prompt:  # the (empty, with inputs_embeds) prompt
+            self.next_tokens_are_prompt = False
+            return
+        self.ids.extend(value.tolist())
+        if len(self.ids) > self.hold:
+            self._show(self.ids[: len(self.ids) - self.hold])
+
+    def end(self) -> None:
+        trim = self.guard.trim if self.guard is not None else 0
+        self._show(self.ids[: len(self.ids) - trim], end=True)
+        self.next_tokens_are_prompt = True
+
+
+def repeats(tokens: list, n: int = REPEAT_N) -> int:
+    """How often the last n items of ``tokens`` occur in ``tokens`` (0 when shorter than n)."""
+    if len(tokens) < n:
+        return 0
+    tail = tokens[-n:]
+    return sum(1 for i in range(len(tokens) - n + 1) if tokens[i:i + n] == tail)
+
+
+def max_ngram_repeats(words: list[str], n: int = REPEAT_N) -> int:
+    """The highest count of any word n-gram."""
+    counts: dict[tuple, int] = {}
+    for i in range(len(words) - n + 1):
+        key = tuple(words[i:i + n])
+        counts[key] = counts.get(key, 0) + 1
+    return max(counts.values(), default=0)
+
+
+def _words(text: str) -> list[str]:
+    """Lower-case words without punctuation; list numbers ("2.") left out."""
+    out = [re.sub(r"[^\w\\]", "", w.lower()) for w in text.split()]
+    return [w for w in out if w and not w.isdigit()]
+
+
+def degeneracy(text: str, stop: str | None = None) -> str | None:
+    """Why ``text`` is not an answer ("empty", "repeat", "markup"), or None when it reads as one.
+
+    ``stop``: why decoding ended (``GenerationResult.stop``). The decoding stop ends a loop, but
+    an answer that names ``\\patchcmd`` three times is still an answer, so the words decide:
+    - repeat: some word 4-gram occurs three times or more; or fewer than 60% of the word
+      4-grams are distinct; or a unit of two or more characters with a letter or digit comes
+      four times in a row (``pin-pin-pin-pin-``); or the 4-token stop fired and a stretch of
+      six words came twice or the text ends in a unit said twice in a row (a loop stopped in
+      its third round); or a loop was cut off and fewer than five words remain;
+    - markup: three or more tags (``<defs>``) that make up a fifth of the characters, or fewer
+      than 40% of the non-space characters belong to words (debris such as ``}}}} \\\\ ]]``).
+    """
+    t = (text or "").strip()
+    if not t:
+        return "empty"
+    words = _words(t)
+    grams = [tuple(words[i:i + REPEAT_N]) for i in range(len(words) - REPEAT_N + 1)]
+    if grams and (max_ngram_repeats(words) >= REPEAT_TIMES or len(set(grams)) < 0.6 * len(grams)):
+        return "repeat"
+    if any(re.search(r"[A-Za-z0-9]", m.group(1)) for m in _RUN.finditer(t)):
+        return "repeat"
+    if stop == "repeat" and (max_ngram_repeats(words, 6) >= 2
+                             or _TAIL.search(" ".join(t.split()) + " ")):
+        return "repeat"
+    if stop == "loop" and len(words) < 5:
+        return "repeat"
+    tags = _TAG.findall(t)
+    dense = len(t.replace(" ", ""))
+    if len(tags) >= 3 and sum(map(len, tags)) >= 0.2 * dense:
+        return "markup"
+    if dense >= 24 and sum(map(len, _WORD.findall(t))) < 0.4 * dense:
+        return "markup"
+    return None
