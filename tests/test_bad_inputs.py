@@ -224,7 +224,7 @@ def test_cli_prints_one_json_error_per_bad_file_and_exits_1(bad, tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-2000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert [Path(x["file"]).name for x in lines] == names
+    assert [Path(x["file"]).name for x in lines] == names, proc.stderr[-3000:]
     for line in lines:
         name = Path(line["file"]).name
         assert "error" in line and want[name] in line["error"], line
