@@ -43,6 +43,7 @@ nothing of it is stored. Titles and text from manuals are shown as text, never a
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import logging
@@ -567,13 +568,12 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                           max_new_tokens=int(max_new_tokens or 64),
                           router=router or settings.router)
 
-    @gpu
-    def run_ask(doc, question, opts: AskOptions):
-        """The engine's Answer; MemoriesPending when the request needs memories still being
-        written (a notice, not an error); gr.Error for anything else wrong with the request."""
-        target = _doc_arg(doc)
+    @contextlib.contextmanager
+    def user_errors():
+        """The engine's errors about a request as the page shows them: MemoriesPending (a
+        notice, not an error) when it needs memories still being written, else gr.Error."""
         try:
-            return ask(rt, target, question, opts)
+            yield
         except AskError as e:
             if isinstance(e, MemoriesNotWritten):
                 raise MemoriesPending(str(e)) from None
@@ -585,21 +585,19 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             raise gr.Error(str(e)) from None
 
     @gpu
+    def run_ask(doc, question, opts: AskOptions):
+        """The engine's Answer (errors as ``user_errors`` says)."""
+        target = _doc_arg(doc)
+        with user_errors():
+            return ask(rt, target, question, opts)
+
+    @gpu
     def run_ask_stream(doc, question, opts: AskOptions):
         """``run_ask`` as the engine's events (RouteReady, TokenChunk..., AnswerReady), with the
         same errors; they can only come before the first event."""
         target = _doc_arg(doc)
-        try:
+        with user_errors():
             yield from ask_stream(rt, target, question, opts)
-        except AskError as e:
-            if isinstance(e, MemoriesNotWritten):
-                raise MemoriesPending(str(e)) from None
-            raise gr.Error(str(e)) from None
-        except (StaleMemories, MissingMemories):
-            raise gr.Error("This manual's memories were written by another model or "
-                           "aggregation policy: upload the file again to rewrite them.") from None
-        except StorageError as e:
-            raise gr.Error(str(e)) from None
 
     def metrics_md(a) -> str:
         rows = [("mode", a.mode), *metric_rows(asdict(a.metrics))]
