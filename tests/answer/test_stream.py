@@ -10,16 +10,7 @@ from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.guard import degeneracy
 from engine.ask import AskError, AskOptions, ask, ask_stream, register_source
 from engine.ingest import ingest_file
-from tests.test_ask import MANUAL, make_runtime
-
-
-@pytest.fixture(scope="module")
-def tiny_rt(tiny_backbone, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tiny_stream")
-    rt = make_runtime(tiny_backbone, tmp)
-    md = tmp / "widgets.md"
-    md.write_text(MANUAL)
-    return rt, ingest_file(md, rt).doc_id
+from tests.test_ask import make_runtime, tiny_rt  # noqa: F401  (tiny_rt: the widgets manual)
 
 
 def _events(rt, doc, q, opts):
