@@ -398,8 +398,9 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
     page.set_default_timeout(60_000)
     try:
         page.goto(url)
-        page.wait_for_selector("#delete-button")
-        assert page.locator("#delete-button").is_disabled()  # no manual chosen yet
+        # the library already holds manuals (this server is shared): on load the newest one is
+        # chosen, which makes Delete live (the empty library is tested on its own server below)
+        page.wait_for_function("() => !document.querySelector('#delete-button')?.disabled")
         page.locator("#upload-files input[type=file]").set_input_files(str(md))
         page.wait_for_function(
             "() => (document.querySelector('#index-status textarea')?.value || '')"
@@ -534,3 +535,35 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     assert not button.is_visible()
     _no_error_badge(page)
     page.close()
+
+
+def test_delete_is_disabled_on_an_empty_library(browser, real_backbone, tmp_path):
+    """A fresh library: the page loads, the library lists nothing and Delete stays disabled
+    (before the fix it was live with nothing to delete)."""
+    from app.ui import build_app
+    from engine.memory.parts import load_or_init_parts
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+    from storage import Library
+    from tests.conftest import _free_port
+
+    settings = Settings(data_dir=tmp_path / "data")
+    rt = Runtime(settings, real_backbone, load_or_init_parts(settings, real_backbone),
+                 Library(settings.database_url))
+    demo = build_app(rt)
+    port = _free_port()
+    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
+                        ssr_mode=False, quiet=True)
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    try:
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector("#delete-button")
+        # let the page's load events (library refresh, memory poll) run and settle
+        page.wait_for_function("() => document.querySelector('#library-table') !== null")
+        page.wait_for_timeout(2_000)
+        assert page.locator("#delete-button").is_disabled()
+        _no_error_badge(page)
+    finally:
+        page.close()
+        demo.close()
+        rt.library.close()
