@@ -72,7 +72,8 @@ from bench.metrics import (clean_reference, evidence_precision, gold_regions, ma
 from bench.routers import flat_rows, router_row
 from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
 from engine.answer.guard import degeneracy
-from engine.answer.modes import CONTEXT_EXCLUDED_KINDS, Context, generate_with_text, pack_blocks
+from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, TEXT_PROMPTS, Context, generate_with_text,
+                                 pack_blocks)
 from engine.routing.fused import ROUTERS
 from engine.routing.router import RoutingTree
 from engine.ask import AskOptions, MemoriesPending, ask
@@ -218,7 +219,9 @@ class Runner:
                     label: str | None = None) -> dict:
         a = self.args
         opts = AskOptions(mode=mode, k=k, max_depth=a.max_depth, gate=gate,
-                          max_new_tokens=a.max_new_tokens, text_budget=a.text_budget)
+                          max_new_tokens=a.max_new_tokens, text_budget=a.text_budget,
+                          text_prompt=a.text_prompt, repetition_penalty=a.repetition_penalty,
+                          no_repeat_ngram=a.no_repeat_ngram)
         ans = ask(self.rt, q.doc_id, q.question, opts, log=False)
         row = self._base(q, label or mode, k)
         m = ans.metrics
@@ -254,8 +257,11 @@ class Runner:
         return [[e.node_id, e.score, e.node_id in gold] for e in lines]
 
     def _ctx(self) -> Context:
+        a = self.args
         return Context(backbone=self.rt.backbone, parts=self.rt.parts, routing=None, trees={},
-                       max_new_tokens=self.args.max_new_tokens, text_budget=self.args.text_budget)
+                       max_new_tokens=a.max_new_tokens, text_budget=a.text_budget,
+                       text_system=TEXT_PROMPTS[a.text_prompt],
+                       repetition_penalty=a.repetition_penalty, no_repeat_ngram=a.no_repeat_ngram)
 
     def none_mode(self, q: Question) -> dict:
         row = self._base(q, "none", 0)
@@ -547,6 +553,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--text-prompt", choices=("manual", "generic"), default="manual",
                     help="text-mode system prompt: the manual prompt (default) or the generic "
                          "one (for the prompt comparison of issue 16)")
+    ap.add_argument("--repetition-penalty", type=float, default=AskOptions.repetition_penalty,
+                    help="decoding: transformers' repetition penalty for every generating mode")
+    ap.add_argument("--no-repeat-ngram", type=int, default=AskOptions.no_repeat_ngram,
+                    help="decoding: never repeat an n-gram of this size (0 = off), every mode")
     ap.add_argument("--text-budget", type=int, default=1024, help="context tokens for text/bm25/dense")
     ap.add_argument("--no-ingest", action="store_true",
                     help="skip documents not already stored; write no memories")
@@ -564,10 +574,6 @@ def main(argv: list[str] | None = None) -> None:
                     help="compare trained parts in one run: comma-separated 'untrained', 'shipped' "
                          "or safetensors paths; each gets its own rows (mode [label])")
     args = ap.parse_args(argv)
-    if args.text_prompt == "generic":
-        from engine.answer import modes as _modes
-
-        _modes.TEXT_SYSTEM_PROMPT = _modes.SYSTEM_PROMPT
     args.routers = [r for r in (args.routers or "").split(",") if r]
     bad = [r for r in args.routers if r not in ROUTERS]
     if bad:
@@ -674,7 +680,9 @@ def main(argv: list[str] | None = None) -> None:
           f"parts: {'; '.join(f'{label} (fingerprint `{r.fingerprint[:12]}`, aggregation `{r.parts.aggregation}`)' for label, r in runtimes)}",
           f"- k={args.k}, max depth {args.max_depth}, max new tokens {args.max_new_tokens}, "
           f"text budget {args.text_budget} tokens, limit {args.limit}, gen limit {args.gen_limit}, "
-          f"gate {args.gate}, baseline generation {'on' if args.baseline_gen else 'off'}",
+          f"gate {args.gate}, baseline generation {'on' if args.baseline_gen else 'off'}, "
+          f"text prompt {args.text_prompt}, repetition penalty {args.repetition_penalty}, "
+          f"no-repeat n-gram {args.no_repeat_ngram or 'off'}",
           "- hit: some gold item reached by a selected/retrieved node (gold node or inside its subtree); "
           "all gold reached: every gold item; coverage: mean fraction reached; ctx hit: the same on "
           "the nodes that fitted the context budget. bm25/dense retrieve as many nodes as the route "

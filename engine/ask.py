@@ -19,8 +19,8 @@ import torch
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.evidence import EvidenceLine, Section, SourceFiles, evidence_lines
 from engine.answer.guard import GuardedStreamer, degeneracy
-from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, MODES, Answer, Context, Metrics,
-                                 _PeakMemory, citation, plan_full, plan_memory, plan_text,
+from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, MODES, TEXT_PROMPTS, Answer, Context,
+                                 Metrics, _PeakMemory, citation, plan_full, plan_memory, plan_text,
                                  run_plan, slots_plan)
 from engine.answer.flat import FlatIndex, build_flat_index, search
 from engine.document.tree import Tree
@@ -61,6 +61,9 @@ class AskOptions:
     query_fraction: float = 0.5  # H2MT 3.3 uses the first half of the question's tokens
     flat_segment_tokens: int = 256
     router: str = "fused"  # fused | memory | lexical | dense (engine.routing.fused)
+    text_prompt: str = "manual"  # text mode's system prompt (engine.answer.modes.TEXT_PROMPTS)
+    repetition_penalty: float = 1.0  # decoding; 1.0 = off
+    no_repeat_ngram: int = 0  # decoding; 0 = off
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -71,6 +74,13 @@ class AskOptions:
             raise AskError("the depth cap must be at least 1")
         if self.budget is not None and self.budget < 1:
             raise AskError("the node budget must be at least 1")
+        if self.text_prompt not in TEXT_PROMPTS:
+            raise AskError(f"unknown text prompt {self.text_prompt!r}; choose one of "
+                           f"{', '.join(TEXT_PROMPTS)}")
+        if not 1.0 <= self.repetition_penalty <= 2.0:
+            raise AskError("the repetition penalty must lie in [1, 2] (1 = off)")
+        if self.no_repeat_ngram < 0:
+            raise AskError("no_repeat_ngram must be 0 (off) or more")
         if not 0 < self.query_fraction <= 1:
             raise AskError("query_fraction must lie in (0, 1]")
         if self.router not in ROUTERS:
@@ -294,7 +304,8 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
                   trees={d: doc.tree for d, doc in docs.items()},
                   aligner=getattr(rt.parts, "aligner", None), gate=opts.gate,
                   hier_pos=opts.hier_pos, max_new_tokens=opts.max_new_tokens,
-                  text_budget=opts.text_budget,
+                  text_budget=opts.text_budget, text_system=TEXT_PROMPTS[opts.text_prompt],
+                  repetition_penalty=opts.repetition_penalty, no_repeat_ngram=opts.no_repeat_ngram,
                   max_time=getattr(rt.settings, "request_timeout_s", None))
     metrics = Metrics()
     peak = _PeakMemory(rt.backbone.device).__enter__()

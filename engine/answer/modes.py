@@ -49,6 +49,8 @@ TEXT_SYSTEM_PROMPT = ("You answer questions about a technical manual from the nu
                       "sections given. Answer from those sections only. Name the exact command, "
                       "option or function the manual uses. If the sections do not answer the "
                       "question, say: the manual does not say.")
+# Text mode's prompts by name (AskOptions.text_prompt): "generic" is the memory prompt above.
+TEXT_PROMPTS = {"manual": TEXT_SYSTEM_PROMPT, "generic": SYSTEM_PROMPT}
 
 
 @dataclass
@@ -221,8 +223,13 @@ def _eos_ids(backbone: Backbone) -> set[int]:
 @torch.no_grad()
 def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch.Tensor | None = None,
              aligner=None, max_new_tokens: int = 128,
-             max_time: float | None = None, streamer=None, guard: bool = True) -> GenerationResult:
+             max_time: float | None = None, streamer=None, guard: bool = True,
+             repetition_penalty: float = 1.0, no_repeat_ngram: int = 0) -> GenerationResult:
     """Greedy generation from concatenated input embeddings [n, d] (text and slots).
+
+    ``repetition_penalty`` and ``no_repeat_ngram`` are transformers' own logits processors
+    (CTRL's penalty on tokens already generated; a ban on repeating an n-gram); with
+    ``inputs_embeds`` they see the generated tokens only, never the prompt's.
 
     ``streamer``: a transformers streamer fed the new tokens as they come (a ``GuardedStreamer``
     is given this call's guard); ``guard``: stop on a loop (``RepeatStop``), cutting it off."""
@@ -233,6 +240,10 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
     kwargs = dict(inputs_embeds=embeds, attention_mask=mask, max_new_tokens=max_new_tokens,
                   do_sample=False, logits_processor=LogitsProcessorList([first]),
                   pad_token_id=backbone.tokenizer.pad_token_id)
+    if repetition_penalty != 1.0:
+        kwargs["repetition_penalty"] = repetition_penalty
+    if no_repeat_ngram:
+        kwargs["no_repeat_ngram_size"] = no_repeat_ngram
     if guard:
         kwargs["stopping_criteria"] = StoppingCriteriaList([stop])
     if streamer is not None:
@@ -282,6 +293,9 @@ class Context:
     text_budget: int = 1024  # context tokens for the text mode
     streamer: object | None = None  # a transformers streamer fed the answer's tokens
     guard: bool = True  # stop on a looping 4-gram (engine.answer.guard)
+    text_system: str = TEXT_SYSTEM_PROMPT  # text mode's system prompt (TEXT_PROMPTS)
+    repetition_penalty: float = 1.0  # decoding (``generate``); 1.0 = off
+    no_repeat_ngram: int = 0  # decoding (``generate``); 0 = off
 
 
 @dataclass
@@ -296,7 +310,8 @@ class Plan:
 def run_plan(ctx: Context, plan: Plan) -> GenerationResult:
     return generate(ctx.backbone, plan.pieces, slot_mask=plan.slot_mask, aligner=plan.aligner,
                     max_new_tokens=ctx.max_new_tokens, max_time=ctx.max_time,
-                    streamer=ctx.streamer, guard=ctx.guard)
+                    streamer=ctx.streamer, guard=ctx.guard,
+                    repetition_penalty=ctx.repetition_penalty, no_repeat_ngram=ctx.no_repeat_ngram)
 
 
 def _embed_text(backbone: Backbone, text: str) -> torch.Tensor:
@@ -361,11 +376,11 @@ def generate_with_slots(ctx: Context, question: str, memories: torch.Tensor,
 
 
 def text_plan(ctx: Context, question: str, context_text: str) -> Plan:
-    """With context: the manual sections under ``TEXT_SYSTEM_PROMPT``; without: the question
+    """With context: the manual sections under ``ctx.text_system``; without: the question
     alone under the generic prompt (the backbone alone)."""
     if context_text:
         user = f"Manual sections:\n{context_text}\n\nQuestion: {question.strip()}"
-        (prompt,) = chat_parts(ctx.backbone, user, TEXT_SYSTEM_PROMPT)
+        (prompt,) = chat_parts(ctx.backbone, user, ctx.text_system)
     else:
         (prompt,) = chat_parts(ctx.backbone, question.strip())
     return Plan([_embed_text(ctx.backbone, prompt)])

@@ -22,6 +22,14 @@ FILE_EXTENSIONS = (".pdf", ".md", ".markdown", ".html", ".htm", ".txt", ".json")
 SUPPORTED = ", ".join(FILE_EXTENSIONS)
 
 
+def _with_text(tree: Tree, name: str) -> Tree:
+    """The tree, if some node has body text: a file of headings, scripts or styles alone is
+    nothing to read (it would go in as empty sections and answer nothing)."""
+    if not any(n.text.strip() for n in tree.preorder()):
+        raise DocumentError(f"{name} has no text to read (only headings or markup)")
+    return tree
+
+
 def build_raw_tree(path: Path) -> Tree:
     """The document's tree before token-limit splitting."""
     path = Path(path)
@@ -39,7 +47,7 @@ def build_raw_tree(path: Path) -> Tree:
     ext = path.suffix.lower()
     # A PDF is recognised by its header (some writers put a few bytes before it).
     if PDF_MAGIC in data[:1024]:
-        return _build_pdf(path, data)
+        return _with_text(_build_pdf(path, data), path.name)
     if ext == ".pdf":
         raise DocumentError(f"{path.name} is named .pdf but is not a PDF file")
 
@@ -48,26 +56,44 @@ def build_raw_tree(path: Path) -> Tree:
         title = path.stem
         if ext in JSON_EXTS:
             from engine.document.builders.ordqa import build_ordqa_tree
-            return build_ordqa_tree(text, title, path.name)
+            return _with_text(build_ordqa_tree(text, title, path.name), path.name)
         if ext in MARKDOWN_EXTS:
             from engine.document.builders.markup import build_markdown_tree
-            return build_markdown_tree(text, title)
+            return _with_text(build_markdown_tree(text, title), path.name)
         if ext in HTML_EXTS:
             from engine.document.builders.markup import build_html_tree
-            return build_html_tree(text, title)
+            return _with_text(build_html_tree(text, title), path.name)
         from engine.document.builders.markup import build_text_tree
-        return build_text_tree(text, title)
+        return _with_text(build_text_tree(text, title), path.name)
     raise DocumentError(f"{path.name}: unsupported file type {ext!r} (supported: {SUPPORTED})")
 
 
 def _decode_text(path: Path, data: bytes) -> str:
-    """UTF-8 (with or without BOM), else Latin-1 when the bytes still look like text."""
+    """UTF-16/32 with their byte-order mark, UTF-8 (with or without BOM), else Windows-1252
+    (Latin-1 where 1252 leaves a byte undefined), when the result still looks like text."""
+    import codecs
+
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                       (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):  # UTF-32-LE's mark starts with UTF-16-LE's: checked first
+            try:
+                return _text_or_junk(path, data.decode(codec))
+            except UnicodeDecodeError:
+                raise DocumentError(f"{path.name} is a damaged {codec.upper()} text "
+                                    "(its byte-order mark says so, its bytes do not)") from None
     if b"\x00" in data[:8192]:
         raise DocumentError(f"{path.name} is a binary file, not text")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        text = data.decode("latin-1")
+        try:
+            text = data.decode("cp1252")
+        except UnicodeDecodeError:
+            text = data.decode("latin-1")
+    return _text_or_junk(path, text)
+
+
+def _text_or_junk(path: Path, text: str) -> str:
     sample = text[:8192]
     # Control characters other than tab/newline/CR/form feed mean binary junk.
     junk = sum(1 for c in sample if (ord(c) < 32 and c not in "\t\n\r\f") or 0x7f <= ord(c) < 0xa0)
