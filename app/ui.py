@@ -583,6 +583,10 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                            "aggregation policy: upload the file again to rewrite them.") from None
         except StorageError as e:
             raise gr.Error(str(e)) from None
+        except Exception as e:  # a bug or a failing model: this request fails, the app stays up
+            log.exception("answering failed")  # the traceback goes to the server's log
+            raise gr.Error(f"Answering failed ({type(e).__name__}: {e}). The app is still "
+                           "running: ask again, or report this with the server's log.") from None
 
     @gpu
     def run_ask(doc, question, opts: AskOptions):

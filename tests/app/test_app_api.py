@@ -314,3 +314,33 @@ def test_memory_writer_one_document_at_a_time_resumes_and_cancels():
     assert w.state(3)[0] == "failed" and "disk full" in w.failure(3)
     assert w.submit(3)  # an upload of the same file queues it again
     assert w.wait_idle(10) and w.state(3)[0] == "failed"
+
+
+def test_a_crashed_request_fails_alone_and_the_next_one_works(client, explorer_server,
+                                                              shared_dir, monkeypatch):
+    """The model fails in the middle of one answer (a RuntimeError from generate): that caller
+    gets one line naming the failure, the app stays up, and the next question is answered."""
+    from gradio_client import Client, handle_file
+
+    url, rt = explorer_server
+    pdf = shared_dir / "corpus" / CORPUS_PDF
+    if not any(d.file_name == CORPUS_PDF for d in rt.library.list_documents()):
+        client.predict([handle_file(str(pdf))], api_name="/ingest")
+    doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
+    model = rt.backbone.model
+    calls = []
+
+    def failing_generate(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("simulated model failure")
+
+    monkeypatch.setattr(model, "generate", failing_generate)
+    with pytest.raises(Exception) as e:
+        client.predict(str(doc.id), QUESTION, "text", 3, 0, 0, True, False, 16, api_name="/ask")
+    assert calls, "the failing model was called"
+    message = str(e.value)
+    assert "simulated model failure" in message and "still running" in message, message
+    monkeypatch.undo()
+    answer, metrics, *_ = Client(url, verbose=False).predict(
+        str(doc.id), QUESTION, "text", 3, 0, 0, True, False, 16, api_name="/ask")
+    assert answer.strip() and "TTFT" in metrics
