@@ -509,7 +509,8 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             tree = tree_of(_doc_arg(doc))
         except DocumentNotFound:
             raise gr.Error(f"no manual with id {doc}") from None
-        rows = [[n.id, ("\u00a0\u00a0\u00a0" * n.depth) + (n.title or _preview(n.text)),
+        labels = tree.labels()
+        rows = [[n.id, ("\u00a0\u00a0\u00a0" * n.depth) + labels[n.id],
                  pages_label(n.page_start, n.page_end), n.tokens, n.kind]
                 for n in tree.preorder()]
         return rows, "Select a row of the outline to read that node.", ""
@@ -521,8 +522,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             n = tree.node(int(node_id))
         except (DocumentNotFound, KeyError, TypeError, ValueError):
             return "That node is not in the library any more.", ""
-        path = " › ".join(md_text(p.title or _preview(p.text)) for p in tree.path(n.id)[1:-1])
-        title = md_text(n.title or _preview(n.text)) or "(untitled)"
+        labels = tree.labels()
+        path = " › ".join(md_text(labels[p.id]) for p in tree.path(n.id)[1:-1])
+        title = md_text(labels[n.id])
         head = (f"**{title}** — {pages_label(n.page_start, n.page_end)}, depth {n.depth}, "
                 f"{n.tokens} tokens, node {n.id} of manual #{int(doc_id)}")
         if path:
@@ -780,14 +782,13 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                 gr.update(value=None, visible=False), gr.update(value="", visible=False))
 
     def section_title(doc_id, node_id, title: str | None) -> str:
-        """A node's title, or (paragraphs and chunks have none) its nearest titled ancestor's."""
+        """A node's title, or (paragraphs and chunks have none) its label (``Tree.labels``)."""
         if title:
             return title
         try:
-            path = tree_of(int(doc_id)).path(int(node_id))
+            return tree_of(int(doc_id)).label(int(node_id))
         except (DocumentNotFound, KeyError, TypeError, ValueError):
             return "(untitled)"
-        return next((n.title for n in reversed(path) if n.title), "(untitled)")
 
     def evidence_rows(evidence: list[dict]) -> list[list]:
         return [[i + 1, round(float(e["score"]), 3), e["page"] if e["page"] else "",
@@ -1198,6 +1199,3 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
     return demo
 
 
-def _preview(text: str, n: int = 60) -> str:
-    one = " ".join((text or "").split())
-    return one if len(one) <= n else one[: n - 1] + "…"

@@ -212,7 +212,8 @@ def _sections(ctx: Context, cited: list[int]) -> list[Section]:
         n = tree.node(node_id)
         if n.kind in CONTEXT_EXCLUDED_KINDS or not n.text.strip():
             continue
-        out.append(Section(doc_id, node_id, n.title, n.text, n.page_start, n.page_end))
+        out.append(Section(doc_id, node_id, ctx.routing.title[rid], n.text, n.page_start,
+                           n.page_end))
     return out
 
 

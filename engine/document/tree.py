@@ -132,11 +132,40 @@ class Tree:
             cur = n.parent
         return out[::-1]
 
+    def labels(self) -> dict[int, str]:
+        """What a reader calls each node: its title; an untitled node (a paragraph, a piece of
+        a token-limit split) is "<nearest titled ancestor> › part i of n", i counting its
+        untitled siblings ("› text" when it is the only one), so no sentence fragment of a body ever reads as a heading."""
+        out: dict[int, str] = {}
+        stack: list[tuple[int, str]] = [(ROOT, "")]  # (node, nearest titled ancestor's title)
+        while stack:
+            nid, above = stack.pop()
+            node = self.node(nid)
+            own = node.title.strip()
+            if nid == ROOT and not own:
+                out[nid] = self.title or preview(node.text) or "(untitled)"
+            elif own:
+                out[nid] = node.title
+            heading = own or above
+            kids = self.children(nid)
+            untitled = [k.id for k in kids if not k.title.strip()]
+            for i, kid in enumerate(untitled, 1):
+                part = f"part {i} of {len(untitled)}" if len(untitled) > 1 else "text"
+                out[kid] = f"{heading} › {part}" if heading else part
+            stack.extend((k.id, heading) for k in reversed(kids))
+        return out
+
+    def label(self, node_id: int) -> str:
+        """``labels()`` of one node (a titled node's title at once; else one pass)."""
+        node = self.node(node_id)
+        return node.title if node.title.strip() and node.parent is not None else self.labels()[node_id]
+
     def subtree_ids(self, node_id: int) -> set[int]:
         return {node_id} | nx.descendants(self.graph, node_id)
 
     def outline(self, max_depth: int | None = None) -> str:
         """Indented outline, one node a line, for the CLI and quick inspection."""
+        labels = self.labels()
         lines = []
         for n in self.preorder():
             if max_depth is not None and n.depth > max_depth:
@@ -144,7 +173,7 @@ class Tree:
             pages = ""
             if n.page_start is not None:
                 pages = f"  p.{n.page_start}" + (f"-{n.page_end}" if n.page_end != n.page_start else "")
-            label = n.title or preview(n.text)
+            label = labels[n.id]
             ref = f"  [{n.ref}]" if n.ref else ""
             lines.append(f"{'  ' * n.depth}{n.id:>5} {label}{pages}  ({n.tokens} tok){ref}")
         return "\n".join(lines)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from engine.document.induce import INDUCED_KIND
-from engine.document.tree import Tree, preview
+from engine.document.tree import Tree
 from engine.memory.projections import RouterProjections, centre, normalise
 from engine.memory.writer import _Item, read_out
 from engine.routing.channels import ChannelScores, TreeLevels
@@ -105,10 +105,11 @@ class RoutingTree:
         ids = sorted(tree.graph.nodes)
         assert ids == list(range(len(ids))), "tree ids must be 0..n-1"
         nodes = [tree.node(i) for i in ids]
+        labels = tree.labels()
         return cls(parent=[n.parent for n in nodes],
                    children=[[c.id for c in tree.children(i)] for i in ids],
                    depth=[n.depth for n in nodes],
-                   title=[n.title or preview(n.text) for n in nodes],
+                   title=[labels[n.id] for n in nodes],
                    pages=[(n.page_start, n.page_end) for n in nodes],
                    origin=[(doc_id, i) for i in ids],
                    memories=(torch.stack([memories[i] for i in ids]).float()
@@ -142,12 +143,13 @@ class RoutingTree:
         for doc_id, (tree, mem, ev) in docs.items():
             offset = len(parent)
             children[0].append(offset)
+            labels = tree.labels()
             for i in sorted(tree.graph.nodes):
                 n = tree.node(i)
                 parent.append(0 if n.parent is None else n.parent + offset)
                 children.append([c.id + offset for c in tree.children(i)])
                 depth.append(n.depth + 1)
-                title.append(n.title or preview(n.text))
+                title.append(labels[i])
                 pages.append((n.page_start, n.page_end))
                 origin.append((doc_id, i))
                 induced.append(n.kind == INDUCED_KIND)

@@ -31,6 +31,32 @@ def test_no_node_exceeds_the_limit_on_real_manuals(shared_dir, codec, name):
         assert long and len(tree.children(long[0].id)) > 10
 
 
+def test_labels_of_split_pieces_name_their_section_not_a_body_fragment(shared_dir, codec):
+    """A piece of a split section is "<section title> › part i of n", never the first words of
+    its own body (cited titles used to read as sentence fragments); the routing tree, the
+    citations and the outline use these labels."""
+    from engine.routing.router import RoutingTree
+
+    enc, dec = codec
+    tree = build_tree(shared_dir / "corpus" / "camlidl-manual_no-outline.pdf", enc, dec, 256)
+    labels = tree.labels()
+    assert set(labels) == set(tree.graph.nodes)
+    untitled = [n for n in tree.preorder() if not n.title.strip() and n.parent is not None]
+    assert len(untitled) >= 10
+    for n in untitled:
+        head = next(p.title for p in reversed(tree.path(n.parent)) if p.title.strip())
+        siblings = [c.id for c in tree.children(n.parent) if not c.title.strip()]
+        part = (f"part {siblings.index(n.id) + 1} of {len(siblings)}" if len(siblings) > 1
+                else "text")
+        assert labels[n.id] == f"{head} › {part}"
+        assert tree.label(n.id) == labels[n.id]
+    titled = [n for n in tree.preorder() if n.title.strip() and n.parent is not None]
+    assert all(labels[n.id] == n.title for n in titled)
+    routing = RoutingTree.from_tree(tree, None)
+    assert routing.title == [labels[i] for i in sorted(tree.graph.nodes)]
+    assert all(labels[n.id] in tree.outline() for n in untitled)
+
+
 def test_ordqa_keeps_290_chunk_ids_after_splitting(shared_dir, codec):
     enc, dec = codec
     tree = build_tree(shared_dir / "bench" / "ordqa" / "openroad_documentation.json", enc, dec, 256)
