@@ -71,7 +71,7 @@ from bench.metrics import (clean_reference, evidence_precision, gold_regions, ma
                            median, ordqa_gold, rouge_l, routing_hit, token_f1)
 from bench.routers import flat_rows, router_row
 from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
-from engine.answer.guard import degeneracy
+from engine.answer.guard import clean_answer, degeneracy
 from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, TEXT_PROMPTS, Context, generate_with_text,
                                  pack_blocks)
 from engine.routing.fused import ROUTERS
@@ -175,6 +175,14 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _clean(row: dict) -> None:
+    """The baselines' answers (none, bm25-3) get the text mode's loop cut (``clean_answer``)."""
+    text, reason, trimmed = clean_answer(row["answer"], row.get("stop"))
+    row.update(answer=text, degenerate=reason, repetition_cut=trimmed)
+    if trimmed:
+        row["cut"] = False
+
+
 def _quality(row: dict, q: Question) -> None:
     if row.get("answer") is not None:
         plain = strip_cut_marker(row["answer"])
@@ -230,6 +238,7 @@ class Runner:
         if mode != "route":
             row.update(answer=ans.text, prefill_tokens=m.prefill_tokens,
                        generated_tokens=m.generated_tokens, degenerate=ans.degenerate,
+                       repetition_cut=ans.repetition_cut,
                        cut=ans.cut, warning=ans.warning, stop=ans.stop,
                        evidence=[[e.node_id, e.page, e.score, e.text] for e in ans.evidence])
         else:
@@ -273,6 +282,7 @@ class Runner:
                    generated_tokens=res.generated_tokens, total_ms=total,
                    ttft_ms=(res.first_token_at - t0) * 1e3 if res.first_token_at else None,
                    peak_mem_mb=max(0.0, _peak_rss_mb() - base))
+        _clean(row)
         _quality(row, q)
         return row
 
@@ -299,6 +309,7 @@ class Runner:
                        generated_tokens=res.generated_tokens, used=used,
                        total_ms=(time.perf_counter() - t0) * 1e3,
                        ttft_ms=(res.first_token_at - t0) * 1e3 if res.first_token_at else None)
+            _clean(row)
         row["peak_mem_mb"] = max(0.0, _peak_rss_mb() - base)
         _hit(row, q, got, used)
         _quality(row, q)
@@ -382,6 +393,7 @@ def summarise(rows: list[dict]) -> dict:
             "degenerate": sum(1 for r in gen if r.get("degenerate")),
             "warned": sum(1 for r in gen if r.get("degenerate") and r.get("warning")),
             "cut": sum(1 for r in gen if r.get("cut")),
+            "loop_cut": sum(1 for r in gen if r.get("repetition_cut")),
         }
     return out
 
@@ -409,9 +421,10 @@ def routers_table(summ: dict, set_name: str) -> str:
 def summary_table(summ: dict, set_name: str) -> str:
     lines = ["| mode | questions (routed / generated) | hit rate | all gold reached | gold coverage "
              "| ctx hit | ROUGE-L F | token F1 | median TTFT ms | median prefill tok "
-             "| median routing ms | median nodes | peak mem MB | degenerate (warned) | cut |",
+             "| median routing ms | median nodes | peak mem MB | degenerate (warned) | cut "
+             "| loop cut |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: | ---: |"]
+             "| ---: | ---: | ---: |"]
     def order(m: str) -> tuple[int, str]:  # "memory [shipped]": by mode, then by label
         base = m.split(" [")[0]
         return (MODE_ORDER.index(base) if base in MODE_ORDER else 99, m)
@@ -423,7 +436,8 @@ def summary_table(summ: dict, set_name: str) -> str:
                      f"| {_f(s['coverage'], 100)} | {_f(s['ctx_hit'], 100)} | {_f(s['rouge_l'], 100, 2)} "
                      f"| {_f(s['token_f1'], 100, 2)} | {_f(s['ttft_ms'], 1, 0)} | {_f(s['prefill'], 1, 0)} "
                      f"| {_f(s['route_ms'], 1, 1)} | {_f(s['n_selected'], 1, 0)} | {_f(s['peak_mem_mb'], 1, 0)} "
-                     + (f"| {s['degenerate']} ({s['warned']}) | {s['cut']} |" if s["n_gen"] else "| - | - |"))
+                     + (f"| {s['degenerate']} ({s['warned']}) | {s['cut']} | {s['loop_cut']} |"
+                        if s["n_gen"] else "| - | - | - |"))
     return "\n".join(lines)
 
 

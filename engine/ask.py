@@ -18,7 +18,7 @@ import torch
 
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.evidence import EvidenceLine, Section, SourceFiles, evidence_lines
-from engine.answer.guard import GuardedStreamer, degeneracy
+from engine.answer.guard import GuardedStreamer, clean_answer, degeneracy
 from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, MODES, TEXT_PROMPTS, Answer, Context,
                                  Metrics, _PeakMemory, citation, plan_full, plan_memory, plan_text,
                                  run_plan, slots_plan)
@@ -396,10 +396,15 @@ def _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, pea
     if pending and opts.router == "fused" and rt_route is not None:
         warnings.append(f"{_pending_line(pending)}: routed on words and meaning only until they "
                         "are done")
-    reason = None
+    reason, trimmed = None, False
     evidence: list[EvidenceLine] = []
     if result is not None:
-        reason = degeneracy(text, result.stop)
+        if opts.mode in ("text", "full"):  # what came before a loop is the answer
+            text, reason, trimmed = clean_answer(text, result.stop)
+            if trimmed:
+                warnings.append("The answer began to repeat itself; the repetition was cut.")
+        else:  # a looping memory output is the fast path failing: said, not trimmed
+            reason = degeneracy(text, result.stop)
         if reason is not None:
             warnings.append(degenerate_warning(opts.mode, reason))
         # a text answer that began to loop may still be right up to there: it keeps its
@@ -409,13 +414,13 @@ def _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, pea
             te = time.perf_counter()
             evidence = answer_evidence(rt, ctx, text, cited)
             metrics.evidence_ms = (time.perf_counter() - te) * 1e3
-    cut = result is not None and result.cut
+    cut = result is not None and result.cut and not trimmed
     if cut:
         text = f"{text} (cut at {result.generated_tokens} tokens)"
     answer = Answer(text=text, mode=opts.mode, cited=citations, gate=gate, metrics=metrics,
                     route=rt_route, warning=" ".join(warnings) or None, evidence=evidence,
                     cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
-                    stop=result.stop if result is not None else None)
+                    stop=result.stop if result is not None else None, repetition_cut=trimmed)
     if log:
         rt.library.log_query(question, opts.mode, text,
                              doc_id=doc_ids[0] if len(doc_ids) == 1 else None,

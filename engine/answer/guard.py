@@ -111,6 +111,51 @@ def _words(text: str) -> list[str]:
     return [w for w in out if w and not w.isdigit()]
 
 
+_SENTENCE_END = re.compile(r"[.!?:;)\]`](?=\s)|\n")
+_LIST_MARK = re.compile(r"(?:^|\s)(?:\d{1,2}[.)]|[-*•])\s*$")
+
+
+def trim_loop(text: str, n: int = REPEAT_N) -> str | None:
+    """The text up to where it began to repeat itself, or None when no word n-gram repeats.
+
+    The cut is at the second occurrence of the earliest-repeated word ``n``-gram (or, for a
+    shorter unit said again and again, ``-header -header -header``, after its first time), then back to
+    the last sentence end (a period, colon, closing bracket or line break) before it when there
+    is one, without a dangling list mark ("2."). Used on a text answer judged "repeat" by
+    ``degeneracy``: what came before the loop is the answer; the loop adds nothing.
+    """
+    spans = [(m.start(), w) for m in re.finditer(r"\S+", text)
+             if (w := re.sub(r"[^\w\\]", "", m.group().lower())) and not w.isdigit()]
+    seen: dict[tuple, int] = {}
+    cut = None
+    for i in range(len(spans) - n + 1):
+        key = tuple(w for _, w in spans[i:i + n])
+        if key in seen:
+            cut = spans[i][0]
+            break
+        seen[key] = i
+    if cut is None:  # a loop of fewer than n words: a unit said over and over, cut after its
+        # first time (found on the text with its white space made single spaces)
+        flat = " ".join(text.split()) + " "
+        m = _RUN.search(flat) or _TAIL.search(flat)
+        if m is None:
+            return None
+        keep = len(flat[:m.start(1) + len(m.group(1))].replace(" ", ""))
+        pos = len(text)
+        for i, ch in enumerate(text):  # the same number of non-space characters in text
+            keep -= not ch.isspace()
+            if keep < 0:
+                pos = i
+                break
+        return text[:pos].rstrip()
+    head = text[:cut].rstrip()
+    ends = [m.end() for m in _SENTENCE_END.finditer(head + "\n")]
+    ends = [e for e in ends if e <= len(head) and head[:e].strip()]
+    if ends:
+        head = head[:ends[-1]].rstrip()
+    return _LIST_MARK.sub("", head).rstrip()
+
+
 def degeneracy(text: str, stop: str | None = None) -> str | None:
     """Why ``text`` is not an answer ("empty", "repeat", "markup"), or None when it reads as one.
 
@@ -145,3 +190,15 @@ def degeneracy(text: str, stop: str | None = None) -> str | None:
     if dense >= 24 and sum(map(len, _WORD.findall(t))) < 0.4 * dense:
         return "markup"
     return None
+
+
+def clean_answer(text: str, stop: str | None = None) -> tuple[str, str | None, bool]:
+    """A generated text answer as shown: (text, degeneracy reason or None, repetition cut).
+    An answer judged "repeat" whose start before the loop (``trim_loop``) reads as an answer
+    is cut there; else it keeps its text and its reason."""
+    reason = degeneracy(text, stop)
+    if reason == "repeat":
+        kept = trim_loop(text)
+        if kept and degeneracy(kept) is None:
+            return kept, None, True
+    return text, reason, False

@@ -88,6 +88,7 @@ class Answer:
     cut_at: int | None = None  # generated tokens when cut
     degenerate: str | None = None  # why the output is not an answer (engine.answer.guard)
     stop: str | None = None  # why generation ended (GenerationResult.stop); None: no generation
+    repetition_cut: bool = False  # a loop at the end was cut off (engine.answer.guard.trim_loop)
 
     def as_json(self) -> dict:
         """The CLI's --json object."""
@@ -103,6 +104,7 @@ class Answer:
                 "warning": self.warning,
                 "degenerate": self.degenerate is not None,
                 "cut": self.cut, "cut_at": self.cut_at, "stop": self.stop,
+                "repetition_cut": self.repetition_cut,
                 "evidence": [asdict(e) for e in self.evidence],
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},

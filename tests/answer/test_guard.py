@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.answer.guard import DECODE, GuardedStreamer, RepeatStop, degeneracy, repeats
+from engine.answer.guard import (DECODE, GuardedStreamer, RepeatStop, degeneracy, repeats,
+                                 trim_loop)
 from engine.answer.modes import chat_parts, generate
 
 
@@ -78,6 +79,25 @@ def test_a_loop_stopped_in_its_third_round_is_degenerate():
     assert degeneracy("Use \\patchcmd.", stop="loop") == "repeat"  # little left before the loop
     tail = "Use the -tail_pin option. Here is an example:\n\n# Restructure\n\n# Restructure\n\n# Restructure"
     assert degeneracy(tail) is None and degeneracy(tail, stop="repeat") == "repeat"
+
+
+@pytest.mark.parametrize("text,kept", [
+    # real SmolLM2 text answers that began to loop (ORD-QA and manual dev runs)
+    ("The \\newrobustcmd command is a macro, while \\DeclareRobustCommand is a command.\n\n"
+     "The \\newrobustcmd command is a macro that is defined by",
+     "The \\newrobustcmd command is a macro, while \\DeclareRobustCommand is a command."),
+    ("The steps are:\n\n1. The IDL compiler generates the IDL source files.\n2. The IDL "
+     "compiler generates the IDL source files.\n3. The IDL",
+     "The steps are:\n\n1. The IDL compiler generates the IDL source files."),
+    ("The command line for running camlidl is:\n\ncamlidl -cpp -header -header -header -header",
+     "The command line for running camlidl is:\n\ncamlidl -cpp -header"),
+    ("Here is an example:\n\n```\n<pre>\n<pre>\n<pre>", "Here is an example:\n\n```\n<pre>"),
+    ("Use \\patchcmd: it replaces <search> by <replace> in the command's code.", None),
+])
+def test_trim_loop_keeps_what_came_before_the_repetition(text, kept):
+    assert trim_loop(text) == kept
+    if kept is not None:
+        assert degeneracy(kept) is None and text.startswith(kept)
 
 
 @pytest.mark.real_model
