@@ -11,13 +11,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Iterator
 
 import torch
 
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
-from engine.answer.evidence import EvidenceLine, Section, SourceFiles, evidence_lines
+from engine.answer.evidence import EvidenceLine, PageTexts, Section, evidence_lines
 from engine.answer.guard import GuardedStreamer, clean_answer, degeneracy
 from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, MODES, TEXT_PROMPTS, Answer, Context,
                                  Metrics, _PeakMemory, citation, plan_full, plan_memory, plan_text,
@@ -187,19 +186,11 @@ def resolve_docs(rt: Runtime, doc: int | str | None) -> list[int]:
     return [doc_id]
 
 
-def register_source(rt: Runtime, path: str | Path) -> None:
-    """Tell this runtime where a stored document's file is (by content hash), so evidence lines
-    of sections over several pages get the page of each sentence (engine.answer.evidence)."""
-    from engine.ingest import file_sha256
-
-    source_files(rt).add(file_sha256(Path(path)), path)
-
-
-def source_files(rt: Runtime) -> SourceFiles:
-    """The runtime's registry of document files (plus ``<data_dir>/sources/<sha256>.pdf``)."""
-    if "sources" not in rt.cache:
-        rt.cache["sources"] = SourceFiles([Path(rt.settings.data_dir) / "sources"])
-    return rt.cache["sources"]
+def page_texts(rt: Runtime) -> PageTexts:
+    """The runtime's cache of PDF page texts (for the pages of evidence lines)."""
+    if "page_texts" not in rt.cache:
+        rt.cache["page_texts"] = PageTexts()
+    return rt.cache["page_texts"]
 
 
 def _sections(ctx: Context, cited: list[int]) -> list[Section]:
@@ -222,7 +213,7 @@ def answer_evidence(rt: Runtime, ctx: Context, text: str, cited: list[int]) -> l
     sections = _sections(ctx, cited)
     if not sections or not text.strip():
         return []
-    files = source_files(rt)
+    cache = page_texts(rt)
     shas: dict[int, str] = {}
 
     def pages_of(sec: Section):
@@ -232,11 +223,10 @@ def answer_evidence(rt: Runtime, ctx: Context, text: str, cited: list[int]) -> l
             shas[sec.doc_id] = rt.library.get_document(sec.doc_id).sha256
 
         def stored() -> bytes | None:  # the file kept in the library with its document
-            get = getattr(rt.library, "get_source", None)
-            src = get(sec.doc_id) if get is not None else None
-            return src.data if src is not None and src.media_type == "application/pdf" else None
+            src = rt.library.get_source(sec.doc_id)
+            return src.data if src is not None and src.is_pdf else None
 
-        return files.page_texts(shas[sec.doc_id], load=stored)
+        return cache.get(shas[sec.doc_id], stored)
 
     return evidence_lines(rt.encoder, text, sections, pages_of=pages_of)
 

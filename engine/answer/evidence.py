@@ -13,9 +13,8 @@ a person can check").
 Pages: a sentence of a one-page section is on that page. For a section over several pages the
 PDF is read (PyMuPDF) and the sentence's opening words are looked up, normalised (case,
 spacing, punctuation), on the section's pages; without the file the page is None (unknown,
-never guessed). The file is the library's stored copy (``Library.get_source``) or is found by
-content hash (``SourceFiles``): registered in the process (``engine.ask.register_source``) or
-under ``<data_dir>/sources/<sha256>.pdf``.
+never guessed). The file is the library's stored copy (``Library.get_source``), its pages
+read once per content hash (``PageTexts``).
 """
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ import re
 import threading
 import unicodedata
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -85,42 +83,24 @@ def _norm(text: str) -> str:
     return _NORM.sub("", unicodedata.normalize("NFKC", text).lower())
 
 
-class SourceFiles:
-    """Where a stored document's file is, by content hash: files registered in this process
-    (``add``), else ``<folder>/<sha256><suffix>`` in the given folders."""
+class PageTexts:
+    """Normalised text of every page of a PDF, read once per content hash (``get``), from the
+    bytes a loader returns (the library's stored copy)."""
 
-    def __init__(self, folders: list[Path] | None = None):
-        self.folders = [Path(f) for f in (folders or [])]
-        self.known: dict[str, Path] = {}
-        self._pages: dict[str, list[str]] = {}
+    def __init__(self):
+        self._pages: dict[str, list[str] | None] = {}
         self._lock = threading.Lock()
 
-    def add(self, sha256: str, path: str | Path) -> None:
-        self.known[sha256] = Path(path)
-
-    def find(self, sha256: str, suffix: str = ".pdf") -> Path | None:
-        p = self.known.get(sha256)
-        if p is not None and p.is_file():
-            return p
-        for folder in self.folders:
-            q = folder / f"{sha256}{suffix}"
-            if q.is_file():
-                return q
-        return None
-
-    def page_texts(self, sha256: str, suffix: str = ".pdf", load=None) -> list[str] | None:
-        """Normalised text of every page of the file (cached), or None without the file.
-        ``load()``: the file's bytes (or None) when no path is known, e.g. from the library."""
+    def get(self, sha256: str, load) -> list[str] | None:
+        """The pages of the file with this hash; ``load()`` gives its bytes (None: unknown)."""
         with self._lock:
             if sha256 not in self._pages:
                 import pymupdf
 
-                path = self.find(sha256, suffix)
-                data = load() if path is None and load is not None else None
-                if path is None and not data:
-                    return None
-                with (pymupdf.open(path) if path is not None
-                      else pymupdf.open(stream=data, filetype="pdf")) as doc:
+                data = load()
+                if not data:
+                    return None  # not cached: the file may be stored later
+                with pymupdf.open(stream=data, filetype="pdf") as doc:
                     self._pages[sha256] = [_norm(page.get_text()) for page in doc]
             return self._pages[sha256]
 

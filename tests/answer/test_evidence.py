@@ -4,7 +4,7 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
-from engine.answer.evidence import (THRESHOLD, Section, SourceFiles, evidence_lines,
+from engine.answer.evidence import (THRESHOLD, Section, PageTexts, evidence_lines,
                                     locate_page, split_sentences)
 
 
@@ -19,8 +19,7 @@ def encoder():
 def etoolbox(shared_dir, corpus_tree):
     path = shared_dir / "corpus" / "etoolbox-manual.pdf"
     tree = corpus_tree("etoolbox-manual.pdf")
-    files = SourceFiles()
-    files.add("etoolbox", path)
+    files = PageTexts()
     # the sections of chapters 3.4-3.6 (pages 13-16, patching among them): a route's worth
     sections = [Section(1, n.id, n.title, n.text, n.page_start, n.page_end)
                 for n in tree.preorder() if n.text.strip() and 13 <= (n.page_start or 0) <= 16]
@@ -45,7 +44,7 @@ def test_evidence_lines_carry_their_pages(encoder, etoolbox):
     path, tree, files, sections = etoolbox
     answer = ("To patch a command, use \\patchcmd. It extracts the replacement text of a "
               "command, replaces search with replace, and reassembles the command.")
-    lines = evidence_lines(encoder, answer, sections, pages_of=lambda s: files.page_texts("etoolbox"))
+    lines = evidence_lines(encoder, answer, sections, pages_of=lambda s: files.get("etoolbox", path.read_bytes))
     assert lines and all(e.score >= THRESHOLD for e in lines)
     assert lines == sorted(lines, key=lambda e: -e.score)
     assert "extracts the replacement text" in lines[0].text
@@ -61,7 +60,7 @@ def test_page_of_a_sentence_in_a_section_over_two_pages(etoolbox):
     path, tree, files, _ = etoolbox
     node = next(n for n in tree.preorder() if n.title == "\\docsvlist")
     assert node.page_end > node.page_start
-    pages = files.page_texts("etoolbox")
+    pages = files.get("etoolbox", path.read_bytes)
     found = {locate_page(s, node.page_start, node.page_end, pages) for s in split_sentences(node.text)}
     assert found == {node.page_start, node.page_end}
     for s in split_sentences(node.text):

@@ -8,7 +8,7 @@ import pytest
 
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.guard import degeneracy
-from engine.ask import AskError, AskOptions, ask, ask_stream, register_source
+from engine.ask import AskError, AskOptions, ask, ask_stream
 from engine.ingest import ingest_file
 from tests.test_ask import make_runtime, tiny_rt  # noqa: F401  (tiny_rt: the widgets manual)
 
@@ -78,7 +78,6 @@ def test_text_mode_json_on_a_real_manual(real_backbone, shared_dir, tmp_path):
     rt = make_runtime(real_backbone, tmp_path)
     pdf = shared_dir / "corpus" / "etoolbox-manual.pdf"
     doc = ingest_file(pdf, rt, memories=False).doc_id
-    register_source(rt, pdf)
     a = ask(rt, doc, "How do I patch a command?", AskOptions(mode="text", max_new_tokens=48),
             log=False)
     out = a.as_json()
