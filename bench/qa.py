@@ -564,9 +564,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--resume", action="store_true",
                     help="keep the questions already in --out's results.jsonl, run the others")
-    ap.add_argument("--text-prompt", choices=("manual", "generic"), default="manual",
-                    help="text-mode system prompt: the manual prompt (default) or the generic "
-                         "one (for the prompt comparison of issue 16)")
+    ap.add_argument("--text-prompt", choices=tuple(TEXT_PROMPTS), default=AskOptions.text_prompt,
+                    help="text-mode system prompt (engine.answer.modes.TEXT_PROMPTS); the "
+                         "product's default unless given")
     ap.add_argument("--repetition-penalty", type=float, default=AskOptions.repetition_penalty,
                     help="decoding: transformers' repetition penalty for every generating mode")
     ap.add_argument("--no-repeat-ngram", type=int, default=AskOptions.no_repeat_ngram,

@@ -49,8 +49,9 @@ TEXT_SYSTEM_PROMPT = ("You answer questions about a technical manual from the nu
                       "sections given. Answer from those sections only. Name the exact command, "
                       "option or function the manual uses. If the sections do not answer the "
                       "question, say: the manual does not say.")
-# Text mode's prompts by name (AskOptions.text_prompt): "generic" is the memory prompt above.
-TEXT_PROMPTS = {"manual": TEXT_SYSTEM_PROMPT, "generic": SYSTEM_PROMPT}
+# Text mode's prompts by name (AskOptions.text_prompt, which says why "generic" is the default):
+# "generic" is the memory prompt above, "manual" the stricter one.
+TEXT_PROMPTS = {"generic": SYSTEM_PROMPT, "manual": TEXT_SYSTEM_PROMPT}
 
 
 @dataclass
@@ -295,7 +296,7 @@ class Context:
     text_budget: int = 1024  # context tokens for the text mode
     streamer: object | None = None  # a transformers streamer fed the answer's tokens
     guard: bool = True  # stop on a looping 4-gram (engine.answer.guard)
-    text_system: str = TEXT_SYSTEM_PROMPT  # text mode's system prompt (TEXT_PROMPTS)
+    text_system: str = SYSTEM_PROMPT  # text mode's system prompt (TEXT_PROMPTS)
     repetition_penalty: float = 1.0  # decoding (``generate``); 1.0 = off
     no_repeat_ngram: int = 0  # decoding (``generate``); 0 = off
 
