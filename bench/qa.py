@@ -228,6 +228,7 @@ class Runner:
         a = self.args
         opts = AskOptions(mode=mode, k=k, max_depth=a.max_depth, gate=gate,
                           max_new_tokens=a.max_new_tokens, text_budget=a.text_budget,
+                          text_sections=a.text_sections or None,
                           text_prompt=a.text_prompt, repetition_penalty=a.repetition_penalty,
                           no_repeat_ngram=a.no_repeat_ngram)
         ans = ask(self.rt, q.doc_id, q.question, opts, log=False)
@@ -571,6 +572,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="decoding: transformers' repetition penalty for every generating mode")
     ap.add_argument("--no-repeat-ngram", type=int, default=AskOptions.no_repeat_ngram,
                     help="decoding: never repeat an n-gram of this size (0 = off), every mode")
+    ap.add_argument("--text-sections", type=int, default=AskOptions.text_sections,
+                    help="text mode: at most this many sections in the context (0: as many as fit)")
     ap.add_argument("--text-budget", type=int, default=1024, help="context tokens for text/bm25/dense")
     ap.add_argument("--no-ingest", action="store_true",
                     help="skip documents not already stored; write no memories")
@@ -695,6 +698,7 @@ def main(argv: list[str] | None = None) -> None:
           f"- k={args.k}, max depth {args.max_depth}, max new tokens {args.max_new_tokens}, "
           f"text budget {args.text_budget} tokens, limit {args.limit}, gen limit {args.gen_limit}, "
           f"gate {args.gate}, baseline generation {'on' if args.baseline_gen else 'off'}, "
+          f"text sections {args.text_sections or 'no cap'}, "
           f"text prompt {args.text_prompt}, repetition penalty {args.repetition_penalty}, "
           f"no-repeat n-gram {args.no_repeat_ngram or 'off'}",
           "- hit: some gold item reached by a selected/retrieved node (gold node or inside its subtree); "

@@ -57,6 +57,10 @@ class AskOptions:
     hier_pos: bool = False
     max_new_tokens: int = 128
     text_budget: int = 1024
+    # At most this many sections (best routing score first) in text mode's context; None: as
+    # many as fit the budget. Three, as many as the BM25 top-3 baseline: with 5-8 sections
+    # (1,100 tokens) SmolLM2-135M's answers drifted (docs/results.md, "Text-mode context").
+    text_sections: int | None = 3
     query_fraction: float = 0.5  # H2MT 3.3 uses the first half of the question's tokens
     flat_segment_tokens: int = 256
     router: str = "fused"  # fused | memory | lexical | dense (engine.routing.fused)
@@ -82,6 +86,8 @@ class AskOptions:
                            f"{', '.join(TEXT_PROMPTS)}")
         if not 1.0 <= self.repetition_penalty <= 2.0:
             raise AskError("the repetition penalty must lie in [1, 2] (1 = off)")
+        if self.text_sections is not None and self.text_sections < 1:
+            raise AskError("text_sections must be at least 1 (or None: as many as fit)")
         if self.no_repeat_ngram < 0:
             raise AskError("no_repeat_ngram must be 0 (off) or more")
         if not 0 < self.query_fraction <= 1:
@@ -299,7 +305,8 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
                   trees={d: doc.tree for d, doc in docs.items()},
                   aligner=getattr(rt.parts, "aligner", None), gate=opts.gate,
                   hier_pos=opts.hier_pos, max_new_tokens=opts.max_new_tokens,
-                  text_budget=opts.text_budget, text_system=TEXT_PROMPTS[opts.text_prompt],
+                  text_budget=opts.text_budget, text_sections=opts.text_sections,
+                  text_system=TEXT_PROMPTS[opts.text_prompt],
                   repetition_penalty=opts.repetition_penalty, no_repeat_ngram=opts.no_repeat_ngram,
                   max_time=getattr(rt.settings, "request_timeout_s", None))
     metrics = Metrics()

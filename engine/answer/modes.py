@@ -294,6 +294,7 @@ class Context:
     max_new_tokens: int = 128
     max_time: float | None = None  # seconds of generation at most (Settings.request_timeout_s)
     text_budget: int = 1024  # context tokens for the text mode
+    text_sections: int | None = 3  # at most this many sections in the text mode's context
     streamer: object | None = None  # a transformers streamer fed the answer's tokens
     guard: bool = True  # stop on a looping 4-gram (engine.answer.guard)
     text_system: str = SYSTEM_PROMPT  # text mode's system prompt (TEXT_PROMPTS)
@@ -412,12 +413,16 @@ def heading_path(tree, node_id: int, levels: int = 3) -> str:
     return " > ".join(titles[-levels:])
 
 
-def pack_blocks(encode, budget: int, items: list[tuple[object, int]]) -> tuple[str, list[int]]:
+def pack_blocks(encode, budget: int, items: list[tuple[object, int]],
+                max_blocks: int | None = None) -> tuple[str, list[int]]:
     """Numbered blocks ``[i] heading path (p. N):\\n body`` of (tree, node_id) items, in the
     given order, skipping what would pass ``budget`` tokens, tables of contents, indexes and
-    nodes without body text. Returns (context, indices of the items used)."""
+    nodes without body text, at most ``max_blocks`` of them. Returns (context, indices of the
+    items used)."""
     blocks, used, kept = [], 0, []
     for j, (tree, node_id) in enumerate(items):
+        if max_blocks is not None and len(kept) >= max_blocks:
+            break
         node = tree.node(node_id)
         if node.kind in CONTEXT_EXCLUDED_KINDS or not node.text.strip():
             continue
@@ -433,10 +438,10 @@ def pack_blocks(encode, budget: int, items: list[tuple[object, int]]) -> tuple[s
 
 
 def pack_context(ctx: Context, route: Route) -> tuple[str, list[int]]:
-    """The text mode's context: selected nodes' body text within ctx.text_budget tokens,
-    numbered, under their heading paths and pages (``pack_blocks``). Order: by the fused score
-    of each node's own evidence when the route has one (best first), else deepest first.
-    Returns (context text, routed ids cited in that order)."""
+    """The text mode's context: selected nodes' body text within ctx.text_budget tokens and
+    ctx.text_sections blocks, numbered, under their heading paths and pages (``pack_blocks``).
+    Order: by the fused score of each node's own evidence when the route has one (best first),
+    else deepest first. Returns (context text, routed ids cited in that order)."""
     if route.pack_scores is not None:
         order = sorted(route.selected, key=lambda i: (-float(route.pack_scores[i]),
                                                       -ctx.routing.depth[i], i))
@@ -444,7 +449,7 @@ def pack_context(ctx: Context, route: Route) -> tuple[str, list[int]]:
         order = sorted(route.selected, key=lambda i: (-ctx.routing.depth[i], i))
     order = [i for i in order if ctx.routing.origin[i][0] in ctx.trees]
     items = [(ctx.trees[ctx.routing.origin[i][0]], ctx.routing.origin[i][1]) for i in order]
-    text, kept = pack_blocks(ctx.backbone.encode, ctx.text_budget, items)
+    text, kept = pack_blocks(ctx.backbone.encode, ctx.text_budget, items, ctx.text_sections)
     return text, [order[j] for j in kept]
 
 
