@@ -8,9 +8,10 @@ of ingest) routes on its text channels; memory mode waits for its memories.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 import torch
@@ -104,34 +105,43 @@ class StoredDocument:
     evidence: NodeEvidence
     memories: dict[int, torch.Tensor] | None  # None until phase two has written every node's
     progress: MemoryProgress
+    # unique per load (an id() could be reused once an evicted document is freed)
+    serial: int = field(default_factory=itertools.count().__next__)
+
+
+DOCUMENTS_CACHED = 16  # documents whose tree, evidence and memories stay loaded (least recent out)
 
 
 def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, StoredDocument]:
-    """Trees, evidence and (complete) memories of the documents, cached per runtime."""
+    """Trees, evidence and (complete) memories of the documents, cached per runtime (the
+    ``DOCUMENTS_CACHED`` most recently asked about)."""
     cache = rt.cache.setdefault("docs", {})
     out = {}
     for doc_id in doc_ids:
         # The sha256 is part of the key: a database may reuse a deleted document's id.
         key = (doc_id, rt.library.get_document(doc_id).sha256, rt.fingerprint,
                evidence_fingerprint(rt.encoder))
-        doc = cache.get(key)
+        doc = cache.pop(key, None)  # re-inserted below: the dict's order is least recent first
         if doc is None:
             tree = rt.library.get_tree(doc_id)
             doc = StoredDocument(tree, document_evidence(doc_id, tree, rt), None,
                                  MemoryProgress(0, len(tree)))
-            cache[key] = doc
+        cache[key] = doc
         if doc.memories is None:  # phase two may have finished since
             doc.progress = rt.library.memory_progress(doc_id, rt.fingerprint)
             if doc.progress.complete:
                 doc.memories = rt.library.get_memories(doc_id, rt.fingerprint)
         out[doc_id] = doc
+    # a long-running app does not keep every manual: the least recent go, never this request's
+    while len(cache) > max(DOCUMENTS_CACHED, len(out)):
+        cache.pop(next(iter(cache)), None)
     return out
 
 
 def routing_tree(rt: Runtime, docs: dict[int, StoredDocument]) -> RoutingTree:
     """The routed structure of these documents, cached with its lexical index and keys."""
     cache = rt.cache.setdefault("routing", {})
-    key = tuple((d, id(doc.tree), doc.memories is not None) for d, doc in sorted(docs.items()))
+    key = tuple((d, doc.serial, doc.memories is not None) for d, doc in sorted(docs.items()))
     if key not in cache:
         if len(cache) > 8:  # a handful of recent document sets
             cache.pop(next(iter(cache)))

@@ -153,3 +153,31 @@ def test_fused_router_beats_the_memory_router_on_a_real_question(real_backbone, 
     assert reaches("fused")
     assert not reaches("memory")
     assert reaches("lexical")
+
+
+def test_loaded_documents_are_bounded_and_routing_follows_reloads(tiny_backbone, tmp_path,
+                                                                 monkeypatch):
+    """The runtime keeps the most recently asked-about documents only (never evicting those of
+    the request at hand), and a document loaded again gets a new routing tree, not a stale one
+    found by a reused object id."""
+    import engine.ask as ask_module
+    from engine.ask import load_documents, routing_tree
+
+    monkeypatch.setattr(ask_module, "DOCUMENTS_CACHED", 2)
+    rt = make_runtime(tiny_backbone, tmp_path)
+    ids = []
+    for i in range(3):
+        md = tmp_path / f"manual-{i}.md"
+        md.write_text(MANUAL.replace("Widgets", f"Widgets of series {i}"))
+        ids.append(ingest_file(md, rt, memories=False).doc_id)
+    first = load_documents(rt, [ids[0]])
+    tree_before = routing_tree(rt, first)
+    load_documents(rt, [ids[1]])
+    load_documents(rt, [ids[2]])
+    cached = {key[0] for key in rt.cache["docs"]}
+    assert cached == {ids[1], ids[2]}, "the least recently asked-about document went"
+    assert len(load_documents(rt, ids)) == 3 and len(rt.cache["docs"]) == 3  # one request: all
+    again = load_documents(rt, [ids[0]])  # evicted after the first load, loaded anew since
+    assert again[ids[0]] is not first[ids[0]] and again[ids[0]].serial != first[ids[0]].serial
+    assert routing_tree(rt, again) is not tree_before
+    assert routing_tree(rt, again) is routing_tree(rt, load_documents(rt, [ids[0]]))  # cached
