@@ -111,7 +111,7 @@ def _words(text: str) -> list[str]:
     return [w for w in out if w and not w.isdigit()]
 
 
-_SENTENCE_END = re.compile(r"[.!?:;)\]`](?=\s)|\n")
+_SENTENCE_END = re.compile(r"[.!?:;](?=\s)|\n")
 _LIST_MARK = re.compile(r"(?:^|\s)(?:\d{1,2}[.)]|[-*•])\s*$")
 
 
@@ -148,7 +148,13 @@ def trim_loop(text: str, n: int = REPEAT_N) -> str | None:
                 pos = i
                 break
         return text[:pos].rstrip()
-    head = text[:cut].rstrip()
+    return to_sentence_end(text[:cut])
+
+
+def to_sentence_end(text: str) -> str:
+    """``text`` back to its last sentence end (``.``, ``!``, ``?``, ``:`` or ``;`` before a
+    space, or a line break) when it has one, without a dangling list mark ("2.")."""
+    head = text.rstrip()
     ends = [m.end() for m in _SENTENCE_END.finditer(head + "\n")]
     ends = [e for e in ends if e <= len(head) and head[:e].strip()]
     if ends:
@@ -195,10 +201,15 @@ def degeneracy(text: str, stop: str | None = None) -> str | None:
 def clean_answer(text: str, stop: str | None = None) -> tuple[str, str | None, bool]:
     """A generated text answer as shown: (text, degeneracy reason or None, repetition cut).
     An answer judged "repeat" whose start before the loop (``trim_loop``) reads as an answer
-    is cut there; else it keeps its text and its reason."""
+    is cut there; one whose loop the decoding stop already cut off (``stop == "loop"``) ends at
+    its last full sentence; else it keeps its text and its reason."""
     reason = degeneracy(text, stop)
     if reason == "repeat":
         kept = trim_loop(text)
         if kept and degeneracy(kept) is None:
+            return kept, None, True
+    if reason is None and stop == "loop":  # the stop cut the loop off, maybe mid-sentence
+        kept = to_sentence_end(text)
+        if kept != text and len(_words(kept)) >= 5 and degeneracy(kept) is None:
             return kept, None, True
     return text, reason, False

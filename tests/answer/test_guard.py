@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.answer.guard import (DECODE, GuardedStreamer, RepeatStop, degeneracy, repeats,
-                                 trim_loop)
+from engine.answer.guard import (DECODE, GuardedStreamer, RepeatStop, clean_answer, degeneracy,
+                                 repeats, trim_loop)
 from engine.answer.modes import chat_parts, generate
 
 
@@ -79,6 +79,15 @@ def test_a_loop_stopped_in_its_third_round_is_degenerate():
     assert degeneracy("Use \\patchcmd.", stop="loop") == "repeat"  # little left before the loop
     tail = "Use the -tail_pin option. Here is an example:\n\n# Restructure\n\n# Restructure\n\n# Restructure"
     assert degeneracy(tail) is None and degeneracy(tail, stop="repeat") == "repeat"
+
+
+def test_a_loop_cut_by_the_stop_ends_at_a_full_sentence():
+    text = "Use `pdn_grid` to build the grid. It takes the layers as options. The manual also"
+    assert clean_answer(text, "loop") == ("Use `pdn_grid` to build the grid. It takes the "
+                                          "layers as options.", None, True)
+    assert clean_answer(text, "eos") == (text, None, False)  # only after a cut loop
+    assert trim_loop("The `place_pin` command places pins. The `place_pin` command places "
+                     "pins. The `place_pin` command") == "The `place_pin` command places pins."
 
 
 @pytest.mark.parametrize("text,kept", [
