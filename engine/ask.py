@@ -58,10 +58,11 @@ class AskOptions:
     hier_pos: bool = False
     max_new_tokens: int = 128
     text_budget: int = 1024
-    # At most this many sections (best routing score first) in text mode's context; None: as
-    # many as fit the budget. Three, as many as the BM25 top-3 baseline: with 5-8 sections
-    # (1,100 tokens) SmolLM2-135M's answers drifted (docs/results.md, "Text-mode context").
-    text_sections: int | None = 3
+    # At most this many sections (best routing score first) in text mode's context; None (the
+    # default): as many as fit the budget. A cap of 3 (as many as the BM25 top-3 baseline) was
+    # tried and not kept: on etoolbox it left \patchcmd's own section out of "How do I patch a
+    # command?" (docs/results.md, "Prompt, decoding and context").
+    text_sections: int | None = None
     query_fraction: float = 0.5  # H2MT 3.3 uses the first half of the question's tokens
     flat_segment_tokens: int = 256
     router: str = "fused"  # fused | memory | lexical | dense (engine.routing.fused)

@@ -294,7 +294,7 @@ class Context:
     max_new_tokens: int = 128
     max_time: float | None = None  # seconds of generation at most (Settings.request_timeout_s)
     text_budget: int = 1024  # context tokens for the text mode
-    text_sections: int | None = 3  # at most this many sections in the text mode's context
+    text_sections: int | None = None  # at most this many sections in text mode's context
     streamer: object | None = None  # a transformers streamer fed the answer's tokens
     guard: bool = True  # stop on a looping 4-gram (engine.answer.guard)
     text_system: str = SYSTEM_PROMPT  # text mode's system prompt (TEXT_PROMPTS)
