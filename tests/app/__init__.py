@@ -1,0 +1,22 @@
+"""Helpers shared by the app's tests."""
+from __future__ import annotations
+
+import threading
+
+
+def hold_memory_writer(rt, monkeypatch, timeout_s: float):
+    """The app's background memory writer, idle first, then made to wait before each write
+    until the returned event is set (a manual stays "memories being written" meanwhile)."""
+    from app.ui import memory_writer
+
+    writer = memory_writer(rt)
+    assert writer.wait_idle(timeout_s)
+    gate = threading.Event()
+    write = writer._write
+
+    def held(doc_id, rt_, progress):
+        gate.wait(timeout_s)
+        return write(doc_id, rt_, progress)
+
+    monkeypatch.setattr(writer, "_write", held)
+    return writer, gate

@@ -13,6 +13,7 @@ import pytest
 
 from app.figures import CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary, visible_tree
 from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
+from tests.app import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
 
@@ -232,16 +233,7 @@ def test_api_memory_mode_waits_for_memories_with_a_notice(client, explorer_serve
     from gradio_client import handle_file
 
     _, rt = explorer_server
-    writer = memory_writer(rt)
-    assert writer.wait_idle(MEMORIES_S)
-    gate = threading.Event()
-    write = writer._write
-
-    def held(doc_id, rt_, progress):  # the background writer waits until the test lets it go
-        gate.wait(MEMORIES_S)
-        return write(doc_id, rt_, progress)
-
-    monkeypatch.setattr(writer, "_write", held)
+    writer, gate = hold_memory_writer(rt, monkeypatch, MEMORIES_S)
     md = tmp_path / "pending.md"
     md.write_text("# Pump manual\n\n## Priming\n\nOpen the bleed valve and fill the housing "
                   "with water before the first start.\n\n## Storage\n\nDrain the pump before "

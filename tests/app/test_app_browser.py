@@ -12,7 +12,6 @@ from outside the app's own server, and no red error badge may appear.
 from __future__ import annotations
 
 import shutil
-import threading
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 
 from app.figures import visible_tree
 from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
+from tests.app import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
 
@@ -380,16 +380,7 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
     the library shows "memories n/N", memory mode gives the engine's one-line notice, no red
     error badge, and the last answer stays; once written the library shows "ready"."""
     url, rt = explorer_server
-    writer = memory_writer(rt)
-    assert writer.wait_idle(MEMORIES_S)
-    gate = threading.Event()
-    write = writer._write
-
-    def held(doc_id, rt_, progress):  # the background writer waits until the test lets it go
-        gate.wait(MEMORIES_S)
-        return write(doc_id, rt_, progress)
-
-    monkeypatch.setattr(writer, "_write", held)
+    writer, gate = hold_memory_writer(rt, monkeypatch, MEMORIES_S)
     md = tmp_path / "valve-guide.md"
     md.write_text("# Valve guide\n\n## Bleeding the valve\n\nTurn the bleed screw a quarter "
                   "turn until water comes out, then close it.\n\n## Replacing the seal\n\n"
