@@ -1,0 +1,74 @@
+"""The page as built (the Blocks config a browser receives): settings in a person's words, the
+advanced ones folded away, and one progress bar for an upload."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+JARGON = re.compile(r"aggregation|hier|gate|policy|\bk\b|budget|depth cap", re.I)
+ADVANCED = ("Sections followed per level", "Deepest level", "Most sections selected",
+            "Re-read memories", "Tell the model where", "memory sums up")
+
+
+@pytest.fixture(scope="module")
+def config(tiny_backbone, tiny_parts, tmp_path_factory):
+    from app.ui import build_app
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+    from storage import Library
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("ui"))
+    rt = Runtime(settings, tiny_backbone, tiny_parts, Library(settings.database_url))
+    try:
+        yield build_app(rt).config
+    finally:
+        rt.library.close()
+
+
+def _inside(layout: dict, target: int) -> set[int] | None:
+    """Ids of the components below ``target`` in the layout tree (None: target not found)."""
+    if layout.get("id") == target:
+        out: set[int] = set()
+        stack = list(layout.get("children", []))
+        while stack:
+            node = stack.pop()
+            out.add(node["id"])
+            stack.extend(node.get("children", []))
+        return out
+    for child in layout.get("children", []):
+        found = _inside(child, target)
+        if found is not None:
+            return found
+    return None
+
+
+def _accordion(config: dict, label: str) -> tuple[dict, set[int]]:
+    acc = next(c for c in config["components"]
+               if c["type"] == "accordion" and c["props"].get("label", "").startswith(label))
+    return acc, _inside(config["layout"], acc["id"])
+
+
+def test_settings_speak_plainly_with_help_and_fold_the_advanced_ones(config):
+    by_id = {c["id"]: c for c in config["components"]}
+    _, settings = _accordion(config, "Settings")
+    advanced_acc, advanced = _accordion(config, "Advanced")
+    inputs = [by_id[i] for i in settings
+              if by_id[i]["type"] in ("radio", "dropdown", "slider", "number", "checkbox")]
+    assert len(inputs) >= 8
+    for c in inputs:
+        label, info = c["props"].get("label") or "", c["props"].get("info") or ""
+        assert info.strip(), f"{label!r} has no help line"
+        assert not JARGON.search(label), f"{label!r} speaks the paper's jargon"
+    folded = {by_id[i]["props"].get("label") for i in advanced}
+    for name in ADVANCED:
+        assert any(name in (f or "") for f in folded), f"{name!r} is not under Advanced"
+    assert advanced_acc["props"].get("open") is False
+
+
+def test_an_upload_shows_one_progress_bar_on_the_indexing_status(config):
+    dep = next(d for d in config["dependencies"] if d.get("api_name") == "ingest")
+    status = next(c["id"] for c in config["components"]
+                  if c["props"].get("elem_id") == "index-status")
+    assert len(dep["outputs"]) > 1  # it updates the library and the pickers too ...
+    assert dep["show_progress_on"] == [status]  # ... but shows its bar on the status alone
