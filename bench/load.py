@@ -154,9 +154,29 @@ def summarise(report: Report) -> list[str]:
     return lines
 
 
+def run_load(args, url: str, doc: str, node_doc: int, data: Path, report: Report) -> None:
+    """The load phase: ``args.clients`` fresh clients at once, ``args.requests`` each."""
+    barrier = threading.Barrier(args.clients)
+    threads = [threading.Thread(target=client_run, args=(url, i, doc, node_doc, args.requests,
+                                                         args.max_new_tokens, data, report,
+                                                         barrier)) for i in range(args.clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    errors = [o for o in report.outcomes if o.error]
+    print(f"\nload: {args.clients} clients x {args.requests} requests in {wall:.0f} s, "
+          f"{len(errors)} errors", flush=True)
+    print("\n".join(summarise(report)))
+    for o in errors[:10]:
+        print(f"  error in {o.kind}: {o.error}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--clients", type=int, default=8, help="0: the soak alone")
     ap.add_argument("--requests", type=int, default=25)
     ap.add_argument("--soak", type=int, default=300)
     ap.add_argument("--max-new-tokens", type=int, default=16)
@@ -182,23 +202,8 @@ def main(argv: list[str] | None = None) -> None:
         doc, node_doc = "1", 1  # the manual stored before any client connected
 
         report = Report()
-        barrier = threading.Barrier(args.clients)
-        threads = [threading.Thread(target=client_run, args=(url, i, doc, node_doc, args.requests,
-                                                             args.max_new_tokens, data, report,
-                                                             barrier)) for i in range(args.clients)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - t0
-        errors = [o for o in report.outcomes if o.error]
-        print(f"\nload: {args.clients} clients x {args.requests} requests in {wall:.0f} s, "
-              f"{len(errors)} errors", flush=True)
-        print("\n".join(summarise(report)))
-        for o in errors[:10]:
-            print(f"  error in {o.kind}: {o.error}")
-
+        if args.clients > 0:
+            run_load(args, url, doc, node_doc, data, report)
         if args.soak:
             from gradio_client import Client
 
