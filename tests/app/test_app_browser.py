@@ -389,9 +389,10 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
     page.set_default_timeout(60_000)
     try:
         page.goto(url)
+        page.wait_for_selector("#delete-button")  # the page is rendered
         if rt.library.list_documents():  # a shared server's manuals: on load the newest one
             # is chosen, which makes Delete live (the empty library has its own test below)
-            page.wait_for_function("() => !document.querySelector('#delete-button').disabled")
+            page.wait_for_function("() => !document.querySelector('#delete-button')?.disabled")
         page.locator("#upload-files input[type=file]").set_input_files(str(md))
         page.wait_for_function(
             "() => (document.querySelector('#index-status textarea')?.value || '')"
@@ -459,7 +460,7 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
       return null; }""", doc.id)
     assert row is not None
     _cell(page, "#library-table", row, 1).click()
-    page.wait_for_function("() => !document.querySelector('#delete-button').disabled")
+    page.wait_for_function("() => !document.querySelector('#delete-button')?.disabled")
     page.locator("#delete-button").click()
     page.wait_for_function("() => (document.querySelector('#index-status textarea')?.value || '')"
                            f".includes('Deleted manual #{doc.id}')")
