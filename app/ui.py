@@ -93,6 +93,9 @@ DEGENERATE_REASONS = {"repeat": "it repeats itself", "markup": "it is markup deb
                       "empty": "it is empty"}
 SOURCE_CACHE = 4  # source files (PDF bytes) kept in memory for the page view
 HISTORY_COLUMNS = ["query", "asked (UTC)", "mode", "question", "answer", "TTFT ms", "selected"]
+# The history table lists this many of a manual's newest questions: every answer refreshes it,
+# so reading a long log whole there would cost time and memory growing with the log.
+HISTORY_ROWS = 50
 ALL = "all"
 MODE_HELP = {
     "text": "answers from the selected sections' text, with pages (the default)",
@@ -668,7 +671,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         except (TypeError, ValueError):
             return []
         rows = []
-        for q in reversed(rt.library.list_queries(doc_id)):
+        for q in reversed(rt.library.list_queries(doc_id, newest=HISTORY_ROWS)):
             m = q.metrics or {}
             sel = sum(1 for r in (q.route or []) if r.get("status") == "selected")
             ans = " ".join((q.answer or "").split())
@@ -812,8 +815,8 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         row = evt.row_value or []
         if not row or doc in (None, "", ALL):
             raise gr.Error("Select a question of the history.")
-        rec = next((q for q in rt.library.list_queries(int(doc)) if q.id == row[0]), None)
-        if rec is None:
+        rec = rt.library.get_query(int(row[0]))
+        if rec is None or rec.doc_id != _doc_arg(doc):
             raise gr.Error("That question is no longer in the log.")
         rows = [("from the log", f"query {rec.id}"), ("mode", rec.mode),
                 *metric_rows(rec.metrics or {})]
@@ -1077,8 +1080,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                     summary = gr.JSON(label="Routing tree summary", elem_id="route-summary")
                 history = gr.Dataframe(headers=HISTORY_COLUMNS, type="array", interactive=False,
                                        max_height=300, elem_id="history-table",
-                                       label="Questions asked about this manual (select one to "
-                                             "see its answer and tree again)")
+                                       label=f"Questions asked about this manual, newest "
+                                             f"{HISTORY_ROWS} (select one to see its answer "
+                                             "and tree again)")
 
             with gr.Tab("Compare", id="compare"):
                 gr.Markdown("Run the same question in two modes and compare answers, time to "

@@ -381,17 +381,32 @@ class Library:
             s.flush()
             return row.id
 
-    def list_queries(self, doc_id: int | None = None) -> list[QueryRecord]:
-        """Logged questions, oldest first; only those over ``doc_id`` when given."""
+    def list_queries(self, doc_id: int | None = None, *,
+                     newest: int | None = None) -> list[QueryRecord]:
+        """Logged questions, oldest first; only those over ``doc_id`` when given; only the
+        ``newest`` n when given (a long log is never read whole for a view of its end)."""
         with self._sessions() as s:
-            stmt = select(QueryRow).order_by(QueryRow.id)
+            stmt = select(QueryRow)
             if doc_id is not None:
                 stmt = stmt.where(QueryRow.doc_id == doc_id)
-            return [QueryRecord(
-                id=r.id, doc_id=r.doc_id, question=r.question, mode=r.mode,
-                settings=r.settings_json, route=r.route_json, answer=r.answer,
-                metrics=r.metrics_json, created_at=_as_utc(r.created_at))
-                for r in s.scalars(stmt)]
+            if newest is not None:
+                stmt = stmt.order_by(QueryRow.id.desc()).limit(max(0, newest))
+                return [_query_record(r) for r in reversed(s.scalars(stmt).all())]
+            return [_query_record(r) for r in s.scalars(stmt.order_by(QueryRow.id))]
+
+    def count_queries(self, doc_id: int | None = None) -> int:
+        """How many questions are logged (over ``doc_id`` when given)."""
+        with self._sessions() as s:
+            stmt = select(func.count()).select_from(QueryRow)
+            if doc_id is not None:
+                stmt = stmt.where(QueryRow.doc_id == doc_id)
+            return s.scalar(stmt)
+
+    def get_query(self, query_id: int) -> QueryRecord | None:
+        """One logged question by its id (None when it is not in the log)."""
+        with self._sessions() as s:
+            row = s.get(QueryRow, query_id)
+            return None if row is None else _query_record(row)
 
     # -- helpers ------------------------------------------------------------------------------
     @staticmethod
@@ -503,3 +518,9 @@ def _document_info(row: DocumentRow, fingerprints: tuple[str, ...]) -> DocumentI
         tree_source=row.tree_source, n_nodes=row.n_nodes, depth=row.depth, tokens=row.tokens,
         created_at=_as_utc(row.created_at), tree_ms=row.tree_ms, memory_ms=row.memory_ms,
         status=row.status, fingerprints=fingerprints)
+
+
+def _query_record(r: QueryRow) -> QueryRecord:
+    return QueryRecord(id=r.id, doc_id=r.doc_id, question=r.question, mode=r.mode,
+                       settings=r.settings_json, route=r.route_json, answer=r.answer,
+                       metrics=r.metrics_json, created_at=_as_utc(r.created_at))

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from app.figures import CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary, visible_tree
-from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
+from app.ui import HISTORY_ROWS, LIBRARY_COLUMNS, memory_writer, route_from_log
 from tests.app import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
@@ -80,9 +80,15 @@ def test_api_flow(client, explorer_server, shared_dir):
     assert summary["router"] == "fused" and rec.settings["router"] == "fused"
     assert len(rt.library.list_documents()) == n_docs
 
-    # a router chosen by name: the route and its log record carry that channel's scores
+    # a router chosen by name: the route and its log record carry that channel's scores; the
+    # history lists the newest questions only, however long the log (it used to read it whole)
+    for i in range(HISTORY_ROWS + 5):
+        rt.library.log_query(f"old question {i}", "route", doc_id=doc.id)
     outputs = client.predict(str(doc.id), QUESTION, "route", 3, 0, 0, True, False, 8, "lexical",
                              api_name="/ask")
+    history = outputs[7]["data"]
+    assert len(history) == HISTORY_ROWS and history[0][3] == QUESTION
+    assert history[-1][3] == "old question 6"
     rows, summary = outputs[5], outputs[6]
     assert summary["router"] == "lexical" and summary["nodes"]["selected"] >= 1
     assert rows["headers"] == ROUTE_COLUMNS

@@ -4,8 +4,10 @@ Upload a corpus PDF, wait for indexing (phase one; the library shows its memorie
 n/N" until the background writer is done, then "ready"), read a node of its outline, route with
 the "words matched" (lexical) router, ask a question in text mode, check the answer, the cited
 nodes, the routing tree the browser drew (against the route the engine logged) with each
-channel in its hover, and the fused-vs-memory disagreement view, open a cited node, compare two
-modes, and see memory mode on a manual still being written give a notice, not an error.
+channel in its hover, and the fused-vs-memory disagreement view, open a cited node and its page,
+restore a question from the history, compare two modes and delete the manual: the whole path a
+newcomer takes, in one test. Then memory mode on a manual still being written gives a notice,
+not an error, and a degenerate memory answer a notice with text mode one click away.
 Screenshots go to the test's output folder and are copied to docs/screenshots/. Nothing may load
 from outside the app's own server, and no red error badge may appear.
 """
@@ -160,6 +162,28 @@ YELLOW_JS = """async () => {
 }"""
 
 
+def _delete_from_library(page, rt, doc_id: int) -> None:
+    """Library tab: choose the manual's row, click Delete, and see it gone from the library
+    (table and store) with one status line and no red badge."""
+    page.get_by_role("tab", name="Library").click()
+    row = page.evaluate("""(docId) => {
+      for (const c of document.querySelectorAll("#library-table [data-testid^='cell-']")) {
+        const [, r, k] = c.dataset.testid.split('-');
+        if (k === '0' && c.innerText.trim() === String(docId)) return Number(r);
+      }
+      return null; }""", doc_id)
+    assert row is not None, f"manual #{doc_id} is not in the library table"
+    _cell(page, "#library-table", row, 1).click()
+    page.wait_for_function("() => !document.querySelector('#delete-button')?.disabled")
+    page.locator("#delete-button").click()
+    page.wait_for_function("() => (document.querySelector('#index-status textarea')?.value || '')"
+                           f".includes('Deleted manual #{doc_id}')")
+    assert all(d.id != doc_id for d in rt.library.list_documents())
+    assert rt.library.list_queries(doc_id) == []
+    page.wait_for_function(f"(a) => ({LIBRARY_CELL_JS})(a) === null", arg=[doc_id, 0])
+    _no_error_badge(page)
+
+
 def _page_view(page) -> tuple[str, int]:
     """The page view's caption and how many highlight-yellow pixels its page image has."""
     page.wait_for_function(
@@ -169,7 +193,7 @@ def _page_view(page) -> tuple[str, int]:
     return page.locator("#page-view-head").inner_text(), page.evaluate(YELLOW_JS)
 
 
-def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path, monkeypatch):
+def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_server, shared_dir, tmp_path, monkeypatch):
     import engine.ask
 
     url, rt = explorer_server
@@ -370,6 +394,18 @@ def test_upload_ask_tree_compare(browser, explorer_server, shared_dir, tmp_path,
     _no_error_badge(page)
     _shot(page, tmp_path, "compare")
 
+    # -- done with it: delete the manual; the Ask tab no longer offers it ------------------
+    _delete_from_library(page, rt, doc.id)
+    page.get_by_role("tab", name="Ask").click()
+    # (the pickers came with the "Deleted" line, in the same update; the list may be empty)
+    assert not _value(page, "#ask-doc input").startswith(f"#{doc.id} ")
+    page.locator("#ask-doc input").click()
+    page.wait_for_timeout(1_000)
+    offered = page.locator("[role='option']").all_inner_texts()
+    assert not any(t.strip().startswith(f"#{doc.id} ") for t in offered), offered
+    page.keyboard.press("Escape")
+    _no_error_badge(page)
+
     assert not outside, f"requests left the app's server: {outside[:5]}"
     page.close()
 
@@ -451,41 +487,29 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
     page.get_by_role("tab", name="Library").click()
     _wait_ready(page, doc.id)
     _no_error_badge(page)
-    # delete (live since the upload chose this manual); choosing its library row deletes it
-    row = page.evaluate("""(docId) => {
-      for (const c of document.querySelectorAll("#library-table [data-testid^='cell-']")) {
-        const [, r, k] = c.dataset.testid.split('-');
-        if (k === '0' && c.innerText.trim() === String(docId)) return Number(r);
-      }
-      return null; }""", doc.id)
-    assert row is not None
-    _cell(page, "#library-table", row, 1).click()
-    page.wait_for_function("() => !document.querySelector('#delete-button')?.disabled")
-    page.locator("#delete-button").click()
-    page.wait_for_function("() => (document.querySelector('#index-status textarea')?.value || '')"
-                           f".includes('Deleted manual #{doc.id}')")
-    assert all(d.id != doc.id for d in rt.library.list_documents())
-    assert page.evaluate(LIBRARY_CELL_JS, [doc.id, 0]) is None
-    _no_error_badge(page)
+    _delete_from_library(page, rt, doc.id)
     page.close()
 
 
 def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser, explorer_server,
-                                                                        shared_dir, monkeypatch,
+                                                                        monkeypatch,
                                                                         tmp_path):
     """Memory mode whose output the engine labels degenerate (forced here: the engine's check
     answers "repeat" for this one question) is not shown as an answer: the answer box says so,
     the notice gives the engine's warning and the output, and one click asks the same question
     in text mode, whose answer is shown as usual."""
     import engine.ask
+    from engine.ingest import ingest_file
 
     url, rt = explorer_server
     assert memory_writer(rt).wait_idle(MEMORIES_S)
-    if not any(d.file_name == CORPUS_PDF for d in rt.library.list_documents()):  # run alone
-        from engine.ingest import ingest_file
-
-        ingest_file(shared_dir / "corpus" / CORPUS_PDF, rt)
-    doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
+    md = tmp_path / "pump-guide.md"  # small, so its memories are written in seconds
+    md.write_text("# Pump guide\n\n## Priming the pump\n\nOpen the vent plug, fill the casing "
+                  "with water until it overflows, then refit the plug.\n\n## Changing the "
+                  "impeller\n\nUnplug the pump, remove the six cover screws and pull the "
+                  "impeller off its shaft.\n")
+    doc = rt.library.get_document(ingest_file(md, rt).doc_id)
+    question = "How do I prime the pump?"
     monkeypatch.setattr(engine.ask, "degeneracy", lambda text, *a, **k: "repeat")
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     page.set_default_timeout(60_000)
@@ -496,7 +520,7 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     page.locator("#ask-mode input[value='memory']").check()
     page.locator("#ask-max-new input").fill("8")
     page.locator("#ask-max-new input").press("Tab")
-    page.locator("#ask-question textarea").fill(QUESTION)
+    page.locator("#ask-question textarea").fill(question)
     page.locator("#ask-button").click()
     page.wait_for_function(
         "() => (document.querySelector('#ask-notice')?.innerText || '').includes('not an answer')",
@@ -520,7 +544,7 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     assert page.locator("#ask-mode input[value='text']").is_checked()
     rec = rt.library.list_queries(doc.id)[-1]
     assert len(rt.library.list_queries(doc.id)) == n_before + 1
-    assert rec.mode == "text" and rec.question == QUESTION
+    assert rec.mode == "text" and rec.question == question
     assert _value(page, "#answer-text textarea").strip() == rec.answer.strip()
     page.wait_for_function("() => !(document.querySelector('#ask-notice')?.innerText || '')"
                            ".includes('not an answer')")

@@ -351,6 +351,21 @@ def test_query_log(library):
     assert first.created_at.tzinfo is not None
     assert records[1].settings is None and records[1].route is None and records[1].doc_id is None
     assert [r.id for r in library.list_queries(doc_id)] == [q1]
+    assert library.get_query(q2).question == "Anything?" and library.get_query(q2 + 99) is None
+    assert (library.count_queries(), library.count_queries(doc_id)) == (2, 1)
+
+
+def test_query_log_newest_reads_only_the_end(library):
+    """A view of the log's end (the app's history table) reads the newest n, oldest first."""
+    tree = sample_tree()
+    doc_id = library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
+    ids = [library.log_query(f"q{i}", "text", doc_id=doc_id if i % 3 else None)
+           for i in range(12)]
+    mine = [q for i, q in enumerate(ids) if i % 3]
+    assert [r.id for r in library.list_queries(doc_id, newest=3)] == mine[-3:]
+    assert [r.id for r in library.list_queries(newest=5)] == ids[-5:]
+    assert [r.id for r in library.list_queries(doc_id, newest=100)] == mine
+    assert library.list_queries(doc_id, newest=0) == []
 
 
 def test_sqlite_file_setup_and_reopen(tmp_path):
