@@ -47,6 +47,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+# glibc's M_ARENA_MAX (malloc.h). The server answers in a pool of worker threads; glibc gives
+# threads their own heap arenas (up to 8 per core), and each keeps freed memory, so resident
+# memory crept up over hundreds of asks (docs/results.md, "Soak"). Two arenas keep it flat.
+M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas(environ=os.environ) -> bool:
+    """Cap glibc's heap arenas for the threads started from now on (before the server starts
+    its workers); a MALLOC_ARENA_MAX the user set is left alone, and other C libraries are
+    skipped. True when the cap was set here."""
+    if "MALLOC_ARENA_MAX" in environ or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):  # musl and other C libraries: no mallopt
+        return False
+    return bool(mallopt(M_ARENA_MAX, MALLOC_ARENAS))
+
+
 def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path | None = None,
           db_url: str | None = None, share: bool = False) -> None:
     """Load the runtime (backbone, trained parts, library) and serve the app until stopped."""
@@ -54,6 +79,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     from engine.runtime import Runtime
     from engine.settings import Settings
 
+    limit_malloc_arenas()
     settings = Settings.from_env().with_(data_dir=data_dir, db_url=db_url)
     logging.getLogger("engine").info("library: %s", settings.database_url)
     rt = Runtime.load(settings)

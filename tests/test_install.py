@@ -446,3 +446,15 @@ def test_serve_options(monkeypatch):
     monkeypatch.setenv("GRADIO_SERVER_PORT", "7861")
     a = parse_args(["--data-dir", "/tmp/x", "--share"])
     assert (a.host, a.port, str(a.data_dir), a.share) == ("0.0.0.0", 7861, "/tmp/x", True)
+
+
+def test_server_caps_malloc_arenas_unless_the_user_chose():
+    """The server caps glibc's heap arenas before its worker threads start (its resident memory
+    crept up without it, docs/results.md "Soak"); a MALLOC_ARENA_MAX the user set wins."""
+    import platform
+
+    from app.serve import limit_malloc_arenas
+
+    assert limit_malloc_arenas({"MALLOC_ARENA_MAX": "8"}) is False
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert limit_malloc_arenas({}) is True
