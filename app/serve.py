@@ -48,8 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # glibc's M_ARENA_MAX (malloc.h). The server answers in a pool of worker threads; glibc gives
-# threads their own heap arenas (up to 8 per core), and each keeps freed memory, so resident
-# memory crept up over hundreds of asks (docs/results.md, "Soak"). Two arenas keep it flat.
+# threads their own heap arenas (up to 8 per core), and each keeps freed memory. Two arenas
+# held the app about 200 MB lower over a 200-ask soak (docs/results.md, "Soak, third run"); a
+# slow creep remains.
 M_ARENA_MAX = -8
 MALLOC_ARENAS = 2
 
