@@ -77,6 +77,16 @@ def _rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
+def rss_trend(rss: list[float]) -> str:
+    """A soak's resident memory in words: after the warm-up (the first tenth of the asks), at
+    the end, the highest, and the least-squares slope after the warm-up per 100 asks."""
+    warm = max(1, len(rss) // 10)
+    y = np.array(rss[warm:])
+    slope = np.polyfit(np.arange(len(y)), y, 1)[0] * 100 if len(y) > 1 else 0.0
+    return (f"RSS after warm-up ({warm} asks) {rss[warm - 1]:.0f} MB, at the end {rss[-1]:.0f} "
+            f"MB, max {max(rss):.0f} MB; slope after warm-up {slope:+.2f} MB per 100 asks")
+
+
 def _wait_up(url: str, proc: subprocess.Popen, timeout: float = 600) -> None:
     t0 = time.time()
     while time.time() - t0 < timeout:
@@ -217,13 +227,8 @@ def main(argv: list[str] | None = None) -> None:
                 rss.append(_rss_mb(proc.pid))
                 if (n + 1) % 50 == 0:
                     print(f"  soak {n + 1}/{args.soak}: RSS {rss[-1]:.0f} MB", flush=True)
-            warm = max(1, args.soak // 10)
-            y = np.array(rss[warm:])
-            slope = np.polyfit(np.arange(len(y)), y, 1)[0] * 100 if len(y) > 1 else 0.0
             errs = sum(o.error is not None for o in soak.outcomes)
-            print(f"\nsoak: {args.soak} asks, {errs} errors; RSS after warm-up ({warm} asks) "
-                  f"{rss[warm - 1]:.0f} MB, at the end {rss[-1]:.0f} MB, max {max(rss):.0f} MB; "
-                  f"slope after warm-up {slope:+.2f} MB per 100 asks; median ask "
+            print(f"\nsoak: {args.soak} asks, {errs} errors; {rss_trend(rss)}; median ask "
                   f"{statistics.median(o.seconds for o in soak.outcomes):.2f} s")
     finally:
         proc.terminate()

@@ -21,9 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-from bench.load import CORPUS, MANUAL, QUESTIONS, ROOT, _rss_mb
+from bench.load import CORPUS, MANUAL, QUESTIONS, ROOT, _rss_mb, rss_trend
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,14 +62,8 @@ def soak(args: argparse.Namespace, data: Path) -> None:
         rss.append(_rss_mb(os.getpid()))
         if (n + 1) % 50 == 0:
             print(f"  {n + 1}/{args.asks}: RSS {rss[-1]:.0f} MB", flush=True)
-    warm = max(1, args.asks // 10)
-    y = np.array(rss[warm:])
-    slope = np.polyfit(np.arange(len(y)), y, 1)[0] * 100 if len(y) > 1 else 0.0
-    print(f"\nengine soak{' (trimmed)' if trim else ''}: {args.asks} asks; RSS after warm-up "
-          f"({warm} asks) {rss[warm - 1]:.0f} MB, at the end {rss[-1]:.0f} MB, min "
-          f"{min(y):.0f}, max {max(y):.0f} MB; slope after warm-up {slope:+.2f} MB per 100 asks; "
+    print(f"\nengine soak{' (trimmed)' if trim else ''}: {args.asks} asks; {rss_trend(rss)}; "
           f"median ask {statistics.median(seconds):.2f} s")
-
 
 if __name__ == "__main__":
     main()

@@ -394,14 +394,6 @@ class Library:
                 return [_query_record(r) for r in reversed(s.scalars(stmt).all())]
             return [_query_record(r) for r in s.scalars(stmt.order_by(QueryRow.id))]
 
-    def count_queries(self, doc_id: int | None = None) -> int:
-        """How many questions are logged (over ``doc_id`` when given)."""
-        with self._sessions() as s:
-            stmt = select(func.count()).select_from(QueryRow)
-            if doc_id is not None:
-                stmt = stmt.where(QueryRow.doc_id == doc_id)
-            return s.scalar(stmt)
-
     def get_query(self, query_id: int) -> QueryRecord | None:
         """One logged question by its id (None when it is not in the log)."""
         with self._sessions() as s:
