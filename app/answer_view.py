@@ -1,0 +1,198 @@
+"""An answer (engine/answer/modes.Answer) or a route as the page's component values: metrics in
+plain words, cited rows, the routing tree and icicle (app/figures.py), the disagreement view of
+the two routers, the evidence lines and the page view of a section (app/pages.py). Shared by the
+Ask and Compare tabs; no events here.
+"""
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import asdict
+
+import gradio as gr
+
+from app.figures import (agreement_rows, agreement_summary, figure_summary, manual_figure,
+                         pages_label, route_figure, route_rows, router_agreement, single_channel,
+                         single_channel_reason)
+from app.pages import Line, page_view
+from app.state import AppState, empty_figure, md_text, pending_unavailable, section_title
+from engine.answer.modes import MODES
+from engine.ask import AskOptions
+from engine.routing.channels import LABELS
+from engine.routing.fused import ROUTERS
+from engine.routing.router import Route
+from storage.errors import DocumentNotFound
+
+log = logging.getLogger(__name__)
+
+DEGENERATE_REASONS = {"repeat": "it repeats itself", "markup": "it is markup debris",
+                      "empty": "it is empty"}
+MODE_HELP = {
+    "text": "answers from the selected sections' text, with pages (the default)",
+    "memory": "fast: answers from the sections' memory vectors (H2MT), less reliable",
+    "full": "reads the manual from the start, as much as fits (no routing)",
+    "flat": "baseline: fixed-length pieces, one memory each, no tree",
+    "route": "only finds the sections, no answer",
+}
+assert set(MODE_HELP) == set(MODES), "every answer mode needs its help line"
+# An answer's metrics as the page shows them (key of engine.answer.modes.Metrics, label, unit).
+METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "total", "ms"),
+                 ("route_ms", "routing", "ms"), ("evidence_ms", "evidence lines", "ms"),
+                 ("prefill_tokens", "prefill tokens (the prompt)", ""),
+                 ("generated_tokens", "generated tokens", ""),
+                 ("peak_mem_mb", "memory added at peak", "")]
+ROUTER_LABELS = {"fused": "fused (all evidence combined)", "memory": f"{LABELS['memory']} alone",
+                 "lexical": f"{LABELS['lexical']} alone", "dense": f"{LABELS['dense']} alone"}
+ROUTER_CHOICES = [(ROUTER_LABELS.get(r, r), r) for r in ROUTERS]
+
+
+def route_from_log(records: list[dict], settings: dict | None) -> Route:
+    """A Route rebuilt from the query log (what ask() logged), for history views."""
+    s = settings or {}
+    return Route.from_records(records, k=int(s.get("k", 0) or 0), max_depth=s.get("max_depth"),
+                              budget=s.get("budget"), temperature=float(s.get("temperature", 1.0)),
+                              router=s.get("router") or "memory")  # older logs: memory-routed
+
+
+def metrics_md(a) -> str:
+    rows = [("mode", a.mode), *metric_rows(asdict(a.metrics))]
+    if getattr(a, "cut", False):
+        rows.append(("cut", f"at {a.cut_at} tokens (the max new tokens limit)"))
+    if a.route is not None:
+        rows.insert(1, ("selected nodes", f"{len(a.route.selected)} (stop: {a.route.stop_reason})"))
+        rows.insert(1, ("router", ROUTER_LABELS.get(a.route.router, a.route.router)))
+    return "| metric | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def metric_rows(m: dict) -> list[tuple[str, object]]:
+    """(label, value) rows of an answer's metrics in plain words (a live answer's or a logged
+    one's: the same labels)."""
+    rows = []
+    for key, label, unit in METRIC_LABELS:
+        v = m.get(key)
+        if v is None or (key == "evidence_ms" and not v):
+            continue
+        if key == "peak_mem_mb":  # growth over the process's size at the request's start
+            rows.append((label, "under 1 MB" if v < 1 else f"{v:.0f} MB"))
+        else:
+            rows.append((label, f"{v:.0f} {unit}" if unit else v))
+    return rows
+
+
+def cited_rows(cited) -> list[list]:
+    """Rows of the cited table from an Answer or a list of Citations."""
+    cited = getattr(cited, "cited", cited)
+    return [[i + 1, c.title or "(untitled)", pages_label(c.page_start, c.page_end), c.doc_id,
+             c.node_id] for i, c in enumerate(cited)]
+
+
+def figures(s: AppState, a, doc=None):
+    """Routing tree, icicle, route rows, summary JSON and the disagreement view of ``a``."""
+    return route_views(s, a.route, a, doc, a.mode, [c.id for c in a.cited], a.warning)
+
+
+def route_views(s: AppState, route, a, doc, mode: str, cited: list[int], warning: str | None):
+    """The views of a route: of a finished answer ``a``, or (``a`` None) of a route whose
+    answer is still being generated (no gate loops yet)."""
+    if route is None:
+        msg = f"The {mode} mode does not route: no tree to show."
+        view = {"agreement": f"The {mode} mode does not route: nothing to compare.",
+                "agreement_rows": []}
+        return (empty_figure(msg), empty_figure(msg), [],
+                {"mode": mode, "route": None, "warning": warning}, view)
+    fig = route_figure(route, a)
+    agreement = router_agreement(route)
+    summary = figure_summary(fig)
+    summary.update(mode=mode, router=route.router, selected=list(route.selected),
+                   cited=list(cited), warning=warning,
+                   alternatives={k: list(v) for k, v in route.alternatives.items()},
+                   agreement=agreement.counts() if agreement else None)
+    why = ("" if agreement else single_channel_reason(route) if single_channel(route)
+           else pending_unavailable(s, doc))
+    view = {"agreement": agreement_summary(agreement, why),
+            "agreement_rows": agreement_rows(route, agreement)}
+    return fig, manual_figure(route), route_rows(route, a), summary, view
+
+
+def generating_md(opts: AskOptions, route, text: str) -> str:
+    if opts.mode == "route":
+        return "Routing done."
+    lines = [f"**Generating the answer** ({opts.mode} mode) …"]
+    if route is not None:
+        lines.append(f"routed: {len(route.selected)} nodes selected "
+                     f"(stop: {route.stop_reason})")
+    if text:
+        lines.append(f"{len(text.split())} words so far")
+    return "  \n".join(lines)
+
+
+def evidence_summary(a, evidence: list[dict], degenerate) -> str:
+    if a.mode not in ("text", "memory"):
+        return f"The {a.mode} mode has no evidence lines."
+    if degenerate:
+        return "No evidence lines: the output is not an answer."
+    if not evidence:
+        return ("No sentence of the cited sections supports the answer closely enough "
+                "(below the evidence threshold): nothing is highlighted. Select a cited "
+                "section to read its page.")
+    return (f"{len(evidence)} evidence {'line' if len(evidence) == 1 else 'lines'}: select "
+            "one (or a cited section) to see it highlighted on its page.")
+
+
+def evidence_rows(s: AppState, evidence: list[dict]) -> list[list]:
+    return [[i + 1, round(float(e["score"]), 3), e["page"] if e["page"] else "",
+             section_title(s, e["doc_id"], e["node_id"], e["title"]), e["text"], e["doc_id"],
+             e["node_id"]]
+            for i, e in enumerate(evidence)]
+
+
+def clear_view():
+    return "", "", [], [], "", gr.update(visible=False)
+
+
+def clear_page():
+    return ("Select a cited node or an evidence line to see its page here.",
+            gr.update(value=None, visible=False), gr.update(value="", visible=False))
+
+
+def show_view(s: AppState, view):
+    """The notice line, the disagreement view, the evidence lines and the text-mode offer of
+    the last answer (a State, so that the /ask API keeps its outputs)."""
+    view = view or {}
+    notice = view.get("notice")
+    return (gr.skip() if notice is None else (f"**Note:** {md_text(notice)}" if notice else ""),
+            gr.skip() if "agreement" not in view else view["agreement"],
+            gr.skip() if "agreement_rows" not in view else view["agreement_rows"],
+            gr.skip() if "evidence" not in view else evidence_rows(s, view["evidence"]),
+            gr.skip() if "evidence_note" not in view else view["evidence_note"],
+            gr.skip() if "offer_text" not in view else gr.update(visible=view["offer_text"]))
+
+
+def page_outputs(s: AppState, doc_id, node_id, lines: list[Line]):
+    """The page view (caption, page image, section text) of a stored node with ``lines``
+    highlighted."""
+    hidden = gr.update(value=None, visible=False)
+    try:
+        doc_id, node_id = int(doc_id), int(node_id)
+        node = s.tree_of(doc_id).node(node_id)
+        source = s.source_of(doc_id)
+    except (DocumentNotFound, KeyError, TypeError, ValueError):
+        return "That section is not in the library any more.", hidden, hidden
+    try:
+        pv = page_view(source, node, lines, title=section_title(s, doc_id, node_id, node.title))
+    except Exception as e:  # a damaged file must not take the answer view down
+        log.exception("page view of document %s node %s failed", doc_id, node_id)
+        return (f"The page could not be rendered ({md_text(type(e).__name__)}).", hidden,
+                hidden)
+    if pv.png is not None:
+        from PIL import Image  # noqa: PLC0415
+
+        image = Image.open(io.BytesIO(pv.png))
+        return pv.caption, gr.update(value=image, visible=True), hidden
+    return pv.caption, hidden, gr.update(value=pv.markdown, visible=True)
+
+
+def node_lines(view, doc_id, node_id) -> list[Line]:
+    """The last answer's evidence lines in node (doc_id, node_id)."""
+    return [Line(e["text"], e["page"], e["score"]) for e in (view or {}).get("evidence", [])
+            if str(e["doc_id"]) == str(doc_id) and str(e["node_id"]) == str(node_id)]

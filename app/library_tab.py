@@ -1,0 +1,260 @@
+"""The Library tab: upload manuals, see the library (with how far each one's memories are), read
+a manual's outline node by node, delete a manual.
+
+Indexing in two phases (engine/ingest.py): an upload runs phase one only (tree and routing
+evidence, stored in one transaction), so the manual can be asked in text and route modes as soon
+as the upload returns; phase two (the node memories) is queued on the background memory writer
+(app/memory_writer.py). The library shows "memories n/N" while a document waits or is written
+(``poll``, on a timer: one listing and one COUNT per document still being written) and "ready"
+once done.
+
+Bad input: every file is checked (app/uploads.py, the engine's limits from Settings) and then
+built by the engine; whatever is wrong with it comes back as one line in the indexing status, and
+nothing of it is stored.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from app.figures import pages_label
+from app.state import (ALL, AppState, bind, doc_arg, doc_choices, doc_memory_line,
+                       node_view, pending_list)
+from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
+from engine.document.tree import DocumentError
+from engine.ingest import ingest_file
+from storage.errors import DocumentNotFound, StorageError
+
+log = logging.getLogger(__name__)
+
+LIBRARY_COLUMNS = ["id", "title", "file", "pages", "nodes", "depth", "tree source", "memories",
+                   "ingest s", "added (UTC)"]
+OUTLINE_COLUMNS = ["node", "title", "pages", "tokens", "kind"]
+
+
+# -- handlers ------------------------------------------------------------------------------------
+
+def library_line(labels: dict[int, str]) -> str:
+    """The Library tab's line about memories still being written (empty when none)."""
+    what = pending_list(labels)
+    if not what:
+        return ""
+    return (f"**Memories are being written in the background** ({what}). These manuals "
+            "can be asked now in text and route modes; memory mode, the flat baseline and "
+            "the memory router wait for their memories.")
+
+
+def library_rows(s: AppState, docs=None, labels: dict[int, str] | None = None) -> list[list]:
+    docs = s.rt.library.list_documents() if docs is None else docs
+    labels = {d.id: s.memory_label(d) for d in docs} if labels is None else labels
+    return [[d.id, d.title, d.file_name, d.pages, d.n_nodes, d.depth, d.tree_source,
+             labels[d.id], round((d.tree_ms + d.memory_ms) / 1e3, 1),
+             d.created_at.strftime("%Y-%m-%d %H:%M")]
+            for d in docs]
+
+
+def poll(s: AppState, prev_key, ask_doc_value):
+    """Timer tick: the library rows and memory lines, or nothing when unchanged (one
+    listing and one COUNT per document still being written)."""
+    docs = s.rt.library.list_documents()
+    labels = {d.id: s.memory_label(d) for d in docs}
+    rows = library_rows(s, docs, labels)
+    lib_line, ask_line = library_line(labels), doc_memory_line(s, ask_doc_value, labels)
+    key = repr((rows, lib_line, ask_line))
+    if key == prev_key:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    return rows, lib_line, ask_line, key
+
+
+def pickers(s: AppState, value: str | None):
+    """Updates for the three manual pickers (library, ask, compare)."""
+    lib, asks = doc_choices(s, False), doc_choices(s, True)
+    ids = {v for _, v in asks}
+    v = value if value in ids else (lib[-1][1] if lib else None)
+    return (gr.update(choices=lib, value=v), gr.update(choices=asks, value=v),
+            gr.update(choices=asks, value=v))
+
+
+def upload(s: AppState, files, progress=gr.Progress()):
+    settings, rt = s.settings, s.rt
+    paths = [Path(f) for f in (files or [])]
+    messages, last = [], None
+    n = len(paths)
+    for i, path in enumerate(paths):
+        name = path.name
+        try:
+            check_upload(path, settings)
+        except UploadRejected as e:
+            messages.append(f"✗ {e}")
+            continue
+
+        def report(done: int, total: int, *, stage: str, i=i, name=name) -> None:
+            progress((i + 0.1 + 0.85 * done / max(total, 1)) / n,
+                     desc=f"{of}{name}: {stage} {done}/{total} nodes")
+
+        of = f"file {i + 1} of {n}: " if n > 1 else ""
+        progress(i / n, desc=f"{of}{name}: parsing and building the tree")
+        try:
+            r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s,
+                            memories=False)
+        except DocumentError as e:
+            msg = str(e)
+            messages.append(f"✗ {msg if msg.startswith(name) else f'{name}: {msg}'}")
+            continue
+        except StorageError as e:
+            messages.append(f"✗ {name}: not stored ({e})")
+            continue
+        except Exception as e:  # a bug, not the user's file: say so, keep the other files
+            log.exception("ingest of %s failed", name)
+            messages.append(f"✗ {name}: could not be indexed (internal error "
+                            f"{type(e).__name__}); nothing was stored")
+            continue
+        progress((i + 1) / n, desc=f"{name}: stored")
+        if not r.reused:
+            s.forget(r.doc_id)
+        last = str(r.doc_id)
+        verb = "already in the library" if r.reused else "indexed"
+        line = (f"✓ {name} {verb} as #{r.doc_id}: {r.nodes} nodes ({r.leaves} leaves), "
+                f"depth {r.depth}, {r.pages} pages, tree from {r.source}")
+        if not r.reused:
+            line += f" (tree {r.tree_ms / 1e3:.1f} s, evidence {r.evidence_ms / 1e3:.1f} s)"
+        if r.memories == "pending":
+            s.writer.submit(r.doc_id)
+            line += (". Ask it now in text or route mode; its memories are being written "
+                     "in the background (memory mode and the memory router wait for them).")
+        else:
+            line += ". Memories ready: every mode and router can be used."
+        messages.append(line)
+    msg = "\n".join(messages) or "No file chosen."
+    return (msg, library_rows(s), *pickers(s, last))
+
+
+def refresh(s: AppState, current=None):
+    return (library_rows(s), *pickers(s, current))
+
+
+def outline(s: AppState, doc):
+    if doc in (None, "", ALL):
+        return [], "", ""
+    try:
+        tree = s.tree_of(doc_arg(doc))
+    except DocumentNotFound:
+        raise gr.Error(f"no manual with id {doc}") from None
+    labels = tree.labels()
+    rows = [[n.id, ("\u00a0\u00a0\u00a0" * n.depth) + labels[n.id],
+             pages_label(n.page_start, n.page_end), n.tokens, n.kind]
+            for n in tree.preorder()]
+    return rows, "Select a row of the outline to read that node.", ""
+
+
+def outline_select(s: AppState, doc, evt: gr.SelectData):
+    row = evt.row_value or []
+    if not row or doc in (None, "", ALL):
+        return "", ""
+    return node_view(s, int(doc), row[0])
+
+
+def library_select(s: AppState, evt: gr.SelectData):
+    row = evt.row_value or []
+    return str(row[0]) if row else gr.update()
+
+
+def node_api(s: AppState, doc_id: int, node_id: int) -> tuple[str, str]:
+    """A stored node's header (Markdown) and text."""
+    return node_view(s, doc_id, node_id)
+
+
+def delete(s: AppState, doc):
+    if doc in (None, "", ALL):
+        raise gr.Error("Choose a manual to delete.")
+    doc = doc_arg(doc)
+    try:
+        s.rt.library.get_document(doc)
+    except DocumentNotFound:
+        raise gr.Error(f"no manual with id {doc}") from None
+    s.writer.cancel(doc)  # a document is never deleted under its memory writer
+    try:
+        s.rt.library.delete_document(doc)
+    except DocumentNotFound:
+        raise gr.Error(f"no manual with id {doc}") from None
+    s.forget(doc)
+    return (f"Deleted manual #{doc} (its logged questions stay, without a manual).",
+            library_rows(s), *pickers(s, None), [], "", "")
+
+
+# -- layout and events ---------------------------------------------------------------------------
+
+@dataclass
+class LibraryTab:
+    """The Library tab's components."""
+    files: gr.File
+    status: gr.Textbox
+    mem_line: gr.Markdown
+    table: gr.Dataframe
+    doc: gr.Dropdown
+    delete_btn: gr.Button
+    outline: gr.Dataframe
+    node_head: gr.Markdown
+    node_text: gr.Textbox
+
+
+def build(s: AppState) -> LibraryTab:
+    """The tab's components, inside the caller's ``gr.Tabs``."""
+    with gr.Tab("Library", id="library"):
+        files = gr.File(file_count="multiple", file_types=list(ALLOWED_EXTS),
+                        label=f"Upload manuals (PDF, Markdown, HTML, text; several at "
+                              f"once; up to {s.settings.max_upload_mb:g} MB and "
+                              f"{s.settings.max_pages} pages each)",
+                        elem_id="upload-files")
+        status = gr.Textbox(label="Indexing", lines=3, interactive=False,
+                            elem_id="index-status")
+        mem_line = gr.Markdown(elem_id="memory-status")
+        table = gr.Dataframe(headers=LIBRARY_COLUMNS, value=library_rows(s),
+                             label="Library (memories: ready, or n/N written so far)",
+                             interactive=False, type="array", elem_id="library-table")
+        with gr.Row():
+            doc = gr.Dropdown(label="Manual", choices=doc_choices(s, False), value=None,
+                              scale=4, elem_id="library-doc", allow_custom_value=True)
+            delete_btn = gr.Button("Delete this manual", variant="stop", scale=1,
+                                   elem_id="delete-button", interactive=False)
+        with gr.Row():
+            with gr.Column(scale=3):
+                outline_table = gr.Dataframe(headers=OUTLINE_COLUMNS, label="Outline "
+                                             "(select a row to read the node)",
+                                             interactive=False, type="array",
+                                             max_height=520, elem_id="outline-table",
+                                             column_widths=["9%", "60%", "15%", "8%", "8%"])
+            with gr.Column(scale=2):
+                node_head = gr.Markdown(elem_id="library-node-head")
+                node_text = gr.Textbox(label="Node text", lines=18, interactive=False,
+                                       elem_id="library-node-text")
+    return LibraryTab(files, status, mem_line, table, doc, delete_btn, outline_table, node_head,
+                      node_text)
+
+
+def wire(s: AppState, tab: LibraryTab, pickers_out: list, poll_inputs: list,
+         poll_outputs: list) -> None:
+    """The tab's events. ``pickers_out``: the three manual pickers (library, ask, compare);
+    ``poll_inputs``/``poll_outputs``: those of ``poll``, run once an upload returns."""
+    # one progress bar, on the indexing status (not one per output component)
+    tab.files.upload(bind(s, upload, on_gpu=True), tab.files,
+                     [tab.status, tab.table, *pickers_out], api_name="ingest",
+                     concurrency_limit=1, concurrency_id="indexing",
+                     show_progress_on=[tab.status]).then(
+        bind(s, poll), poll_inputs, poll_outputs, api_visibility="private",
+        show_progress="hidden")
+    tab.doc.change(bind(s, outline), tab.doc, [tab.outline, tab.node_head, tab.node_text],
+                   api_name="outline")
+    tab.outline.select(bind(s, outline_select), tab.doc, [tab.node_head, tab.node_text],
+                       api_visibility="private")
+    tab.table.select(bind(s, library_select), None, tab.doc, api_visibility="private")
+    # Delete is live only while a manual is chosen (an empty library has nothing to delete).
+    tab.doc.change(lambda d: gr.update(interactive=d not in (None, "")), tab.doc,
+                   tab.delete_btn, queue=False, api_visibility="private",
+                   show_progress="hidden")
+    tab.delete_btn.click(bind(s, delete), tab.doc,
+                         [tab.status, tab.table, *pickers_out, tab.outline, tab.node_head,
+                          tab.node_text], api_name="delete_manual")

@@ -1,0 +1,304 @@
+"""The app's state object and the helpers every tab shares.
+
+``AppState`` holds what one built app works over: the runtime, the effective settings, the
+background memory writer and the caches of trees, source files and finished memories. The tab
+modules (library_tab, ask_tab, compare_tab) define their handlers at module level as
+``handler(s: AppState, *inputs)``; ``bind`` turns one into the Gradio handler of its inputs.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import html
+import inspect
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from app.figures import pages_label
+from app.memory_writer import MemoryWriter
+from engine.ask import AskError, AskOptions, ask, ask_stream
+from engine.ask import MemoriesPending as MemoriesNotWritten
+from engine.runtime import Runtime
+from engine.settings import Settings
+from storage.errors import DocumentNotFound, MissingMemories, StaleMemories, StorageError
+
+log = logging.getLogger(__name__)
+
+ANSWER_CONCURRENCY = 2  # answers generated at once (indexing has its own queue of one)
+SOURCE_CACHE = 4  # source files (PDF bytes) kept in memory for the page view
+ALL = "all"
+READY = "ready"
+
+
+def gpu(fn):
+    """``spaces.GPU`` on a Hugging Face ZeroGPU Space; a no-op anywhere else."""
+    try:
+        import spaces  # noqa: PLC0415
+    except ImportError:
+        return fn
+    return spaces.GPU(fn)
+
+
+def bind(s: AppState, fn: Callable, *, on_gpu: bool = False) -> Callable:
+    """``fn(s, *inputs)`` as a Gradio handler of ``*inputs`` (``on_gpu``: wrapped by ``gpu``).
+
+    Written by hand because ``functools.partial`` does not fit: Gradio reads a handler's type
+    hints (``gr.SelectData``) and defaults (``gr.Progress``) from the function itself, which a
+    partial hides, and it streams only from a generator function. The handler keeps ``fn``'s
+    name, signature (less ``s``), annotations and generator-ness. ``s`` is closed over, never
+    passed as an argument, so a ZeroGPU worker receives only the request's plain inputs.
+    """
+    params = list(inspect.signature(fn).parameters.values())
+    first = params[0].name
+    if inspect.isgeneratorfunction(fn):
+        def handler(*args, **kwargs):
+            yield from fn(s, *args, **kwargs)
+    else:
+        def handler(*args, **kwargs):
+            return fn(s, *args, **kwargs)
+    functools.update_wrapper(handler, fn)
+    handler.__signature__ = inspect.signature(fn).replace(parameters=params[1:])
+    handler.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != first}
+    return gpu(handler) if on_gpu else handler
+
+
+# -- small helpers -------------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~])")
+
+
+def md_text(text: str) -> str:
+    """User/manual text shown inside Markdown: HTML escaped and Markdown syntax neutralised."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(" ".join((text or "").split()), quote=False))
+
+
+def empty_figure(message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=html.escape(message), showarrow=False, x=0.5, y=0.5,
+                       xref="paper", yref="paper", font=dict(size=14, color="#6b7280"))
+    fig.update_layout(height=220, xaxis=dict(visible=False), yaxis=dict(visible=False),
+                      plot_bgcolor="white", paper_bgcolor="white",
+                      margin=dict(l=10, r=10, t=10, b=10))
+    return fig
+
+
+def opt_int(x) -> int | None:
+    """Number inputs: blank or 0 mean "no limit"."""
+    if x is None or x == "":
+        return None
+    v = int(float(x))
+    return v if v > 0 else None
+
+
+def doc_arg(doc) -> int | str:
+    if doc in (None, "", ALL):
+        if doc in (None, ""):
+            raise gr.Error("Choose a manual first (upload one in the Library tab).")
+        return ALL
+    try:
+        return int(doc)
+    except (TypeError, ValueError):
+        raise gr.Error(f"not a manual id: {doc!r}") from None
+
+
+class MemoriesPending(Exception):
+    """The request needs memories that are still being written (the engine's one-line message)."""
+
+
+@contextlib.contextmanager
+def user_errors():
+    """The engine's errors about a request as the page shows them: MemoriesPending (a
+    notice, not an error) when it needs memories still being written, else gr.Error."""
+    try:
+        yield
+    except AskError as e:
+        if isinstance(e, MemoriesNotWritten):
+            raise MemoriesPending(str(e)) from None
+        raise gr.Error(str(e)) from None
+    except (StaleMemories, MissingMemories):
+        raise gr.Error("This manual's memories were written by another model or "
+                       "aggregation policy: upload the file again to rewrite them.") from None
+    except StorageError as e:
+        raise gr.Error(str(e)) from None
+    except Exception as e:  # a bug or a failing model: this request fails, the app stays up
+        log.exception("answering failed")  # the traceback goes to the server's log
+        raise gr.Error(f"Answering failed ({type(e).__name__}: {e}). The app is still "
+                       "running: ask again, or report this with the server's log.") from None
+
+
+# -- the state -----------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class AppState:
+    """What one app works over. ``trees`` and ``sources`` cache node views and source files
+    per document; ``complete`` remembers (doc id, sha256) whose memories are all written, so the
+    library stops counting them. ``run_ask``/``run_ask_stream`` answer a request (below)."""
+    rt: Runtime
+    settings: Settings
+    writer: MemoryWriter
+    trees: dict[int, object] = field(default_factory=dict)  # doc_id -> Tree
+    sources: dict[int, tuple[str, object]] = field(default_factory=dict)  # doc_id -> (sha, file)
+    complete: set[tuple[int, str]] = field(default_factory=set)
+    run_ask: Callable = field(init=False, repr=False)
+    run_ask_stream: Callable = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rt = self.rt
+
+        def run_ask(doc, question, opts: AskOptions):
+            """The engine's Answer (errors as ``user_errors`` says)."""
+            target = doc_arg(doc)
+            with user_errors():
+                return ask(rt, target, question, opts)
+
+        def run_ask_stream(doc, question, opts: AskOptions):
+            """``run_ask`` as the engine's events (RouteReady, TokenChunk..., AnswerReady), with
+            the same errors; they can only come before the first event."""
+            target = doc_arg(doc)
+            with user_errors():
+                yield from ask_stream(rt, target, question, opts)
+
+        # closures over the runtime, so that a ZeroGPU worker receives only plain arguments
+        self.run_ask, self.run_ask_stream = gpu(run_ask), gpu(run_ask_stream)
+
+    def tree_of(self, doc_id: int):
+        if doc_id not in self.trees:
+            self.trees[doc_id] = self.rt.library.get_tree(doc_id)
+        return self.trees[doc_id]
+
+    def source_of(self, doc_id: int):
+        """The document's stored file (None when stored without it), a few kept in memory."""
+        sha = self.rt.library.get_document(doc_id).sha256
+        hit = self.sources.get(doc_id)
+        if hit is None or hit[0] != sha:
+            while len(self.sources) >= SOURCE_CACHE:
+                self.sources.pop(next(iter(self.sources)))
+            hit = self.sources[doc_id] = (sha, self.rt.library.get_source(doc_id))
+        return hit[1]
+
+    def forget(self, doc_id: int) -> None:
+        """Drop every cached view of a deleted document (SQLite may reuse its id)."""
+        self.trees.pop(doc_id, None)
+        self.sources.pop(doc_id, None)
+        for name in ("docs", "flat"):
+            cache = self.rt.cache.get(name, {})
+            for key in [k for k in cache if k[0] == doc_id]:
+                cache.pop(key, None)
+
+    def memory_label(self, d) -> str:
+        """"ready", or "memories n/N" (and why it waits) of a listed document's memories under
+        the runtime's fingerprint: one COUNT query until it is ready, none after."""
+        key = (d.id, d.sha256)
+        if key in self.complete:
+            return READY
+        try:
+            p = self.rt.library.memory_progress(d.id, self.rt.fingerprint)
+        except DocumentNotFound:
+            return "deleted"
+        if p.complete:
+            self.complete.add(key)
+            return READY
+        state, live = self.writer.state(d.id)
+        done = max(p.done, live[0]) if live and live[1] == p.total else p.done
+        label = f"memories {done}/{p.total}"
+        if state == "queued":
+            label += " (queued)"
+        elif state == "failed":
+            label += " (failed: upload the file again)"
+        elif state != "writing":
+            label += " (not being written)"
+        return label
+
+
+def options(s: AppState, mode, k, max_depth, budget, gate, hier_pos, max_new_tokens,
+            router=None) -> AskOptions:
+    return AskOptions(mode=mode or "text", k=int(k or 3), max_depth=opt_int(max_depth),
+                      budget=opt_int(budget), gate=bool(gate), hier_pos=bool(hier_pos),
+                      max_new_tokens=int(max_new_tokens or 64),
+                      router=router or s.settings.router)
+
+
+# -- memories still being written ------------------------------------------------------------------
+
+def pending_list(labels: dict[int, str]) -> str:
+    """"#3: 40/120, #4: 0/80 (queued)" of the documents whose memories are not ready."""
+    return ", ".join(f"#{i}: {lab.removeprefix('memories ')}"
+                     for i, lab in labels.items() if lab != READY)
+
+
+def doc_memory_line(s: AppState, doc, labels: dict[int, str] | None = None) -> str:
+    """The Ask tab's line about the chosen manual's memories (empty when they are ready)."""
+    if doc in (None, ""):
+        return ""
+    try:
+        if labels is None:
+            docs = (s.rt.library.list_documents() if doc == ALL
+                    else [s.rt.library.get_document(int(doc))])
+            labels = {d.id: s.memory_label(d) for d in docs}
+        elif doc != ALL:
+            labels = {int(doc): labels.get(int(doc), READY)}
+    except (DocumentNotFound, TypeError, ValueError):
+        return ""
+    what = pending_list(labels)
+    if not what:
+        return ""
+    return (f"Memories are still being written ({what}): ask in text or route mode now "
+            "(fused routing uses words and meaning until they are done); memory mode and "
+            "the memory router wait for them.")
+
+
+def pending_unavailable(s: AppState, doc) -> str:
+    """Why the memory router's selection is missing, for the disagreement view."""
+    try:
+        ids = ([d.id for d in s.rt.library.list_documents()] if doc == ALL else [int(doc)])
+        done = total = 0
+        for i in ids:
+            p = s.rt.library.memory_progress(i, s.rt.fingerprint)
+            done, total = done + p.done, total + p.total
+    except (DocumentNotFound, TypeError, ValueError):
+        return "memory router not available"
+    if done < total:
+        return f"memory router not available yet (memories being written {done}/{total})"
+    return "memory router not available for this route"
+
+
+# -- documents and nodes -------------------------------------------------------------------------
+
+def doc_choices(s: AppState, with_all: bool) -> list[tuple[str, str]]:
+    docs = s.rt.library.list_documents()
+    out = [(f"#{d.id} {d.title} ({d.n_nodes} nodes)", str(d.id)) for d in docs]
+    if with_all and len(docs) > 1:
+        out.append(("All manuals (library-wide routing)", ALL))
+    return out
+
+
+def node_view(s: AppState, doc_id, node_id):
+    """Header (Markdown) and text of one stored node."""
+    try:
+        tree = s.tree_of(int(doc_id))
+        n = tree.node(int(node_id))
+    except (DocumentNotFound, KeyError, TypeError, ValueError):
+        return "That node is not in the library any more.", ""
+    labels = tree.labels()
+    path = " › ".join(md_text(labels[p.id]) for p in tree.path(n.id)[1:-1])
+    title = md_text(labels[n.id])
+    head = (f"**{title}** — {pages_label(n.page_start, n.page_end)}, depth {n.depth}, "
+            f"{n.tokens} tokens, node {n.id} of manual #{int(doc_id)}")
+    if path:
+        head += f"  \nin: {path}"
+    return head, n.text or "(this node has only its heading; its text is in its children)"
+
+
+def section_title(s: AppState, doc_id, node_id, title: str | None) -> str:
+    """A node's title, or (paragraphs and chunks have none) its label (``Tree.labels``)."""
+    if title:
+        return title
+    try:
+        return s.tree_of(int(doc_id)).label(int(node_id))
+    except (DocumentNotFound, KeyError, TypeError, ValueError):
+        return "(untitled)"
