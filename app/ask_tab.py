@@ -32,7 +32,6 @@ from app.pages import Line
 from app.state import (ALL, ANSWER_CONCURRENCY, AppState, MemoriesPending, bind, doc_arg,
                        doc_choices, doc_memory_line, empty_figure, node_view, options)
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
-from engine.answer.modes import MODES
 from engine.memory.aggregate import POLICIES
 
 # route table columns (ROUTE_COLUMNS): status, title, pages, depth, score, three channels, prob,
