@@ -6,7 +6,8 @@ for the gate loop counts); nothing here touches the model or the database.
 The routing tree shows what the router looked at: the root, every scored node (selected ones
 bold on the selected path, pruned ones greyed with dashed edges) and, for every scored node
 whose children were never scored, ONE collapsed marker "+N" standing for the N unvisited nodes
-below it. A manual of 800+ nodes therefore draws only the nodes the router actually scored.
+below it. A pruned node whose branch held one of the best nodes by own evidence (what flat
+retrieval would have kept) is ringed in red (``strong_pruned``). A manual of 800+ nodes therefore draws only the nodes the router actually scored.
 
 Hover text: every scored node lists its evidence channels in plain words ("words matched",
 "meaning", "memory"), each with the node's own score and its subtree's best ("best in branch",
@@ -44,6 +45,10 @@ STATUSES = ("root", "selected", "pruned", "collapsed")
 # Parents guessed by clustering (H2MT 4.3: a document without headings) are drawn as diamonds.
 INDUCED_SYMBOL = "diamond"
 INDUCED_NOTE = "induced: grouped by similarity, the title is guessed (no heading in the file)"
+# A pruned branch that held one of this many best nodes by own evidence (the nodes a flat
+# retriever over the same evidence would rank first) is ringed: routing lost a strong hit there.
+STRONG_HITS = 10
+STRONG_RING = "#dc2626"
 
 
 def _symbols(nodes, ids: list[int]) -> list[str]:
@@ -112,6 +117,53 @@ def visible_tree(route) -> VisibleTree:
             shown.append(m)
         vt.children[n.id] = shown
     return vt
+
+
+# -- pruned branches that held a strong hit -------------------------------------------------------
+
+def strong_pruned(route, top: int = STRONG_HITS) -> dict[int, list[tuple[int, int]]]:
+    """Pruned nodes whose subtree holds one of the ``top`` best nodes ranked flat by their own
+    fused evidence (``Route.pack_scores``, the score text mode packs by): pruned node ->
+    [(rank from 1, hit node id)]. Empty for a route without own scores (one rebuilt from the
+    query log). A hit the route selected, or one below an unvisited branch, marks nothing: only
+    the pruned ancestor closest to the root is the branch the walk dropped."""
+    pack = getattr(route, "pack_scores", None)
+    if pack is None:
+        return {}
+    nodes, parent = route.nodes, route.tree.parent
+    finite = [i for i in range(len(nodes)) if i and math.isfinite(float(pack[i]))]
+    best = sorted(finite, key=lambda i: (-float(pack[i]), i))[:top]
+    out: dict[int, list[tuple[int, int]]] = {}
+    for rank, hit in enumerate(best, 1):
+        path, u = [], hit
+        while u is not None:
+            path.append(u)
+            u = parent[u]
+        dropped = next((u for u in reversed(path) if nodes[u].status == "pruned"), None)
+        if dropped is not None:
+            out.setdefault(dropped, []).append((rank, hit))
+    return out
+
+
+def _strong_trace(route, pos: dict, strong: dict[int, list[tuple[int, int]]]) -> go.Scatter:
+    nodes = route.nodes
+    ids = sorted(strong)
+
+    def hover(i: int) -> str:
+        held = "<br>".join(f"#{r} best by own evidence: {esc(nodes[h].title, 60)}"
+                           for r, h in strong[i][:3])
+        more = f"<br>(+{len(strong[i]) - 3} more)" if len(strong[i]) > 3 else ""
+        return (f"<b>pruned, but held a strong hit</b><br>{esc(nodes[i].title, 70)}<br>"
+                f"{held}{more}")
+
+    return go.Scatter(
+        x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids], mode="markers",
+        name="pruned, held a strong hit",
+        marker=dict(symbol="circle-open", size=19, color=STRONG_RING, line=dict(width=2.5)),
+        hovertext=[hover(i) for i in ids], hoverinfo="text",
+        customdata=[[i, "strong-pruned", nodes[i].doc_id, nodes[i].node_id, strong[i][0][0]]
+                    for i in ids],
+        meta={"kind": "strong-pruned"})
 
 
 # -- the routing tree ----------------------------------------------------------------------------
@@ -267,6 +319,10 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
                     for i in sel],
         meta={"status": "selected"}))
 
+    strong = strong_pruned(route)
+    if strong:
+        traces.append(_strong_trace(route, pos, strong))
+
     cm = sorted(vt.collapsed)
     traces.append(go.Scatter(
         x=[pos[m][0] for m in cm], y=[pos[m][1] for m in cm], mode="markers+text",
@@ -307,7 +363,10 @@ def figure_summary(fig: go.Figure | dict) -> dict:
     counts = {s: 0 for s in STATUSES}
     collapsed_nodes = 0
     collapsed_counts = []
+    strong: list[int] = []
     for tr in d.get("data", []):
+        if (tr.get("meta") or {}).get("kind") == "strong-pruned":
+            strong = [int(row[0]) for row in tr.get("customdata") or []]
         st = (tr.get("meta") or {}).get("status")
         if st not in counts:
             continue
@@ -327,6 +386,7 @@ def figure_summary(fig: go.Figure | dict) -> dict:
             "represented_nodes": (counts["root"] + counts["selected"] + counts["pruned"]
                                   + collapsed_nodes),
             "total_nodes": meta.get("total_nodes"),
+            "strong_pruned": strong,  # pruned nodes ringed: their branch held a strong hit
             "colorbar": bool(cax.get("colorbar")) and cax.get("showscale", True) is not False}
 
 

@@ -69,12 +69,11 @@ from pathlib import Path
 from bench.baselines import BM25Index, DenseIndex, node_corpus
 from bench.metrics import (clean_reference, evidence_precision, gold_regions, manual_gold, mean,
                            median, ordqa_gold, rouge_l, routing_hit, token_f1)
-from bench.routers import flat_rows, router_row
+from bench.routers import FLAT, flat_rows, parse_router, router_row
 from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
 from engine.answer.guard import clean_answer, degeneracy
 from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, TEXT_PROMPTS, Context, generate_with_text,
                                  pack_blocks)
-from engine.routing.fused import ROUTERS
 from engine.routing.router import RoutingTree
 from engine.ask import AskOptions, MemoriesPending, ask
 from engine.ingest import file_sha256, ingest_file
@@ -405,17 +404,47 @@ MODE_ORDER = ["none", "full", "flat", "text", "memory", "memory-nogate", "route"
               "flat-dense", "flat-rrf"]
 
 
+def _router_modes(summ: dict, set_name: str) -> list[str]:
+    """route[...] rows in the order asked, then the flat retrievers."""
+    routes = [m for (s, m) in summ if s == set_name and m.startswith("route[")]
+    return routes + [m for m in FLAT if (set_name, m) in summ]
+
+
 def routers_table(summ: dict, set_name: str) -> str:
     """Routers and flat retrievers: hit among selected, all gold, ctx_hit, hit3, time."""
     lines = ["| router | questions | hit (selected) | all gold | ctx_hit | hit@3 (context) "
              "| median nodes | median ms |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for m in MODE_ORDER[MODE_ORDER.index("route[fused]"):]:
+    for m in _router_modes(summ, set_name):
         s = summ.get((set_name, m))
         if s is None:
             continue
         lines.append(f"| {m} | {s['n_hit']} | {_f(s['hit'], 100)} | {_f(s['full'], 100)} "
                      f"| {_f(s['ctx_hit'], 100)} | {_f(s['hit3'], 100)} "
                      f"| {_f(s['n_selected'], 1, 0)} | {_f(s['route_ms'], 1, 1)} |")
+    return "\n".join(lines)
+
+
+def loss_table(rows: list[dict], set_name: str) -> str:
+    """Per router: questions whose gold no selected node reached, by the depth at which the
+    gold's ancestor on the path was pruned (``bench.routers.gold_loss``), and the median walk
+    time (scoring and walking, without the question's encodings)."""
+    routes = [r for r in rows if r["set"] == set_name and r["mode"].startswith("route[")
+              and "lost_depth" in r]  # routed rows (a skipped router has none)
+    if not routes:
+        return ""
+    modes = list(dict.fromkeys(r["mode"] for r in routes))
+    depths = sorted({r["lost_depth"] for r in routes if r["lost_depth"] is not None})
+    lines = ["| router | questions | gold not reached | "
+             + " | ".join(f"lost at depth {d}" for d in depths) + " | median walk ms |",
+             "| --- | ---: | ---: | " + " | ".join("---:" for _ in depths) + " | ---: |"]
+    for m in modes:
+        rs = [r for r in routes if r["mode"] == m]
+        lost = [r for r in rs if r["lost_depth"] is not None]
+        by = [sum(1 for r in lost if r["lost_depth"] == d) for d in depths]
+        unvisited = sum(1 for r in lost if r["lost_as"] != "pruned")
+        note = f" ({unvisited} never scored)" if unvisited else ""
+        lines.append(f"| {m} | {len(rs)} | {len(lost)}{note} | " + " | ".join(map(str, by))
+                     + f" | {_f(median(r['walk_ms'] for r in rs if r.get('walk_ms') is not None), 1, 2)} |")
     return "\n".join(lines)
 
 
@@ -592,15 +621,18 @@ def main(argv: list[str] | None = None) -> None:
                          "or safetensors paths; each gets its own rows (mode [label])")
     args = ap.parse_args(argv)
     args.routers = [r for r in (args.routers or "").split(",") if r]
-    bad = [r for r in args.routers if r not in ROUTERS]
-    if bad:
-        raise SystemExit(f"unknown routers {bad}; choose from {', '.join(ROUTERS)}")
+    for r in args.routers:
+        try:
+            parse_router(r)
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
     if args.from_results:
         rows = [json.loads(x) for x in args.from_results.read_text().splitlines() if x.strip()]
         summ = summarise(rows)
         md = [f"(re-summarised from {args.from_results}: {len({(r['set'], r['id']) for r in rows})} questions)", ""]
         for s in sorted({s for s, _ in summ}):
-            md += [f"## {s}", "", summary_table(summ, s), "", routers_table(summ, s), ""]
+            md += [f"## {s}", "", summary_table(summ, s), "", routers_table(summ, s), "",
+                   loss_table(rows, s), ""]
         if any(r.get("evidence_all") for r in rows):
             table = evidence_precision(rows, [x / 100 for x in range(50, 96, 5)])
             md += ["## evidence threshold (text mode)", "",
@@ -710,7 +742,8 @@ def main(argv: list[str] | None = None) -> None:
     for s in sorted({s for s, _ in summ}):
         md += [f"## {s}", "", summary_table(summ, s), ""]
         if args.routers:
-            md += [routers_table(summ, s), ""]
+            md += [routers_table(summ, s), "", "Where the routes lost their gold:", "",
+                   loss_table(rows, s), ""]
     if sweep_md:
         md += ["## k sweep", "", sweep_md, "", "![ROUGE-L vs k](rouge_vs_k.png) ![TTFT vs k](ttft_vs_k.png)", ""]
     (args.out / "summary.md").write_text("\n".join(md))

@@ -14,6 +14,11 @@ Reported per row: ``hit`` (a gold item reached by a selected / retrieved node), 
 gold items reached), ``ctx_hit`` (reached by a node whose text is in the packed context) and
 ``hit3`` (reached by one of the first three nodes of that context, i.e. the three the answer
 reads first).
+
+A router may name its walk: ``fused/topk`` is the fused router on the walk before issue 24
+(``engine.routing.fused.WALKS``); a bare name takes the settings' walk. Each route row also
+says where the route lost its gold (``lost_depth``, ``lost_as``: see ``gold_loss``), which
+bench.qa's summary counts per depth.
 """
 from __future__ import annotations
 
@@ -25,7 +30,8 @@ from bench.metrics import routing_hit
 from engine.answer.modes import Context, pack_context
 from engine.ask import AskError, AskOptions, ask, load_documents
 from engine.routing import lexical
-from engine.routing.router import RoutingTree
+from engine.routing.fused import ROUTERS, WALKS
+from engine.routing.router import Route, RoutingTree
 
 RRF_K = 60
 FLAT = ("flat-bm25", "flat-dense", "flat-rrf")
@@ -39,22 +45,64 @@ def _hits(row: dict, regions: list[set[int]], selected: list[int], used: list[in
                hit3=routing_hit(used[:3], regions).hit if used is not None else None)
 
 
-def router_row(runner, q, router: str, k: int) -> dict:
-    """The engine's route with ``router`` and the text context packed from it."""
+def parse_router(spec: str) -> tuple[str, str | None]:
+    """``fused`` -> (fused, None: the settings' walk); ``fused/topk`` -> (fused, topk)."""
+    router, _, how = spec.partition("/")
+    if router not in ROUTERS or (how and how not in WALKS):
+        raise ValueError(f"unknown router {spec!r}: a router of {', '.join(ROUTERS)}, "
+                         f"optionally /<walk> with a walk of {', '.join(WALKS)}")
+    return router, how or None
+
+
+def gold_loss(route: Route, regions: list[set[int]]) -> tuple[int | None, str | None]:
+    """Where the route lost the gold that got furthest down the tree: (depth, status) of the
+    first node on the root-to-gold path that was not selected, the deepest such over the gold
+    items' top nodes (a region's nodes whose parent lies outside it); (None, None) when a
+    selected node reaches some gold. ``status`` is ``pruned`` (scored, not kept: per-parent
+    top-k or the node budget) or ``unvisited`` (its parent was never expanded: a depth cap)."""
+    sel = set(route.selected)
+    routed = {(d, n): i for i, (d, n) in enumerate(route.tree.origin)}
+    doc = route.tree.origin[-1][0]
+    ids = [[routed[(doc, n)] for n in r if (doc, n) in routed] for r in regions]
+    if not ids or any(sel.intersection(r) for r in ids):
+        return None, None
+    best: tuple[int, str] | None = None
+    parent = route.tree.parent
+    for region in ids:
+        inside = set(region)
+        for g in region:
+            if parent[g] in inside:
+                continue
+            path = [g]
+            while parent[path[-1]] is not None:
+                path.append(parent[path[-1]])
+            lost = next(u for u in reversed(path) if u not in sel and parent[u] is not None)
+            here = (route.tree.depth[lost], route.status(lost))
+            if best is None or here[0] > best[0]:
+                best = here
+    return best if best is not None else (None, None)
+
+
+def router_row(runner, q, spec: str, k: int) -> dict:
+    """The engine's route with router ``spec`` (``parse_router``) and the text context packed
+    from it."""
     rt = runner.rt
+    router, how = parse_router(spec)
     try:
-        ans = ask(rt, q.doc_id, q.question, AskOptions(mode="route", router=router, k=k),
-                  log=False)
+        ans = ask(rt, q.doc_id, q.question, AskOptions(mode="route", router=router, k=k,
+                                                       walk=how), log=False)
     except AskError as e:  # e.g. the memory router while memories are being written
-        row = runner._base(q, f"route[{router}]", k)
+        row = runner._base(q, f"route[{spec}]", k)
         row["skipped"] = str(e)
         return row
     route = ans.route
     ctx = Context(backbone=rt.backbone, parts=rt.parts, routing=route.tree,
                   trees={q.doc_id: runner.tree(q.doc_id)}, text_budget=runner.args.text_budget)
     _, cited = pack_context(ctx, route)
-    row = runner._base(q, f"route[{router}]", k)
-    row.update(route_ms=ans.metrics.route_ms, scored=route.scored)
+    row = runner._base(q, f"route[{spec}]", k)
+    row.update(route_ms=ans.metrics.route_ms, walk_ms=route.route_ms, scored=route.scored,
+               walk=route.walk)
+    row["lost_depth"], row["lost_as"] = gold_loss(route, q.regions)
     _hits(row, q.regions, [route.nodes[i].node_id for i in route.selected],
           [route.nodes[i].node_id for i in cited])
     return row

@@ -1,7 +1,8 @@
 """Time to first token per answer mode on one manual, measured in one run.
 
     python -m bench.ttft --db URL --doc FILE_NAME [--questions FILE] [--question Q ...]
-                         [--modes memory,text,full] [--limit N] [--k K] [--max-new-tokens N]
+                         [--modes memory,text,full,route] [--limit N] [--k K] [--max-new-tokens N]
+                         [--routers fused,fused/topk] [--text-only]
 
 Ingests the manual first if the database lacks it. Questions come from a question file in the
 format of ../shared/bench (lines whose "doc" is the manual) and/or --question. Modes run
@@ -9,7 +10,11 @@ interleaved per question so machine noise hits them alike. Prints per-question T
 tokens and routing time, then medians, the memory/full and memory/text TTFT ratios and the
 routing time as a share of memory-mode TTFT. ``--routers fused,memory`` runs memory mode once per
 router (rows ``memory[fused]``, ``memory[memory]``), so the share of routing with every channel
-on and with the memory channel alone come from the same run.
+on and with the memory channel alone come from the same run. A router may name its walk
+(``fused/topk``: the walk before issue 24; ``bench.routers.parse_router``), and ``--modes route``
+times routing alone per router; the ``walk ms`` column is the scoring and walk without the
+question's encodings (``Route.route_ms``), printed with its median and the ratio of each
+router's median to the first router's.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import json
 import statistics
 from pathlib import Path
 
+from bench.routers import parse_router
 from engine.ask import AskOptions, ask
 from engine.ingest import ingest_file
 from engine.runtime import Runtime
@@ -36,12 +42,15 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=16)
-    ap.add_argument("--routers", default="fused", help="routers for memory mode, e.g. fused,memory")
+    ap.add_argument("--routers", default="fused",
+                    help="routers for memory and route modes, e.g. fused,memory or fused,fused/topk")
+    ap.add_argument("--text-only", action="store_true",
+                    help="ingest without memories (phase one only: route and text modes)")
     args = ap.parse_args()
 
     rt = Runtime.load(Settings.from_env().with_(db_url=args.db))
     path = Path(args.doc) if Path(args.doc).is_file() else CORPUS / args.doc
-    doc = ingest_file(path, rt)
+    doc = ingest_file(path, rt, memories=not args.text_only)
     questions = list(args.question)
     if args.questions:
         for line in args.questions.read_text().splitlines():
@@ -50,28 +59,45 @@ def main() -> None:
                 questions.append(row["question"])
     questions = questions[: args.limit]
     routers = args.routers.split(",")
-    modes = [f"memory[{r}]" if m == "memory" and len(routers) > 1 else m
-             for m in args.modes.split(",") for r in (routers if m == "memory" else [routers[0]])]
+    for r in routers:
+        try:
+            parse_router(r)
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
+    per_router = ("memory", "route")
+    modes = [f"{m}[{r}]" if m in per_router and len(routers) > 1 else m
+             for m in args.modes.split(",") for r in (routers if m in per_router else [routers[0]])]
     print(f"{doc.title}: {doc.pages} pages, {doc.nodes} nodes, {doc.tokens} tokens; "
           f"backbone {rt.backbone.name} on {rt.backbone.device}")
     ttft = {m: [] for m in modes}
     prefill = {m: [] for m in modes}
+    walk_ms: dict[str, list[float]] = {m: [] for m in modes}
     route_share: dict[str, list[float]] = {m: [] for m in modes if m.startswith("memory")}
-    print(f"\n{'q':>2} {'mode':15} {'TTFT ms':>9} {'prefill':>8} {'route ms':>9}")
+    print(f"\n{'q':>2} {'mode':22} {'TTFT ms':>9} {'prefill':>8} {'route ms':>9} {'walk ms':>8}")
     for i, q in enumerate(questions):
         for m in modes:
-            mode, router = (m.split("[")[0], m[m.index("[") + 1:-1]) if "[" in m else (m, routers[0])
-            a = ask(rt, doc.doc_id, q, AskOptions(mode=mode, k=args.k, router=router,
+            mode, spec = (m.split("[")[0], m[m.index("[") + 1:-1]) if "[" in m else (m, routers[0])
+            router, how = parse_router(spec)
+            a = ask(rt, doc.doc_id, q, AskOptions(mode=mode, k=args.k, router=router, walk=how,
                                                   max_new_tokens=args.max_new_tokens), log=False)
             ttft[m].append(a.metrics.ttft_ms)
             prefill[m].append(a.metrics.prefill_tokens)
+            walk = a.route.route_ms if a.route is not None else float("nan")
+            walk_ms[m].append(walk)
             if m in route_share and a.metrics.ttft_ms:
                 route_share[m].append(a.metrics.route_ms / a.metrics.ttft_ms)
-            print(f"{i:2d} {m:15} {a.metrics.ttft_ms:9.0f} {a.metrics.prefill_tokens:8d} "
-                  f"{a.metrics.route_ms:9.0f}")
-    print(f"\n{'mode':15} {'median TTFT ms':>15} {'median prefill':>15}")
+            print(f"{i:2d} {m:22} {a.metrics.ttft_ms:9.0f} {a.metrics.prefill_tokens:8d} "
+                  f"{a.metrics.route_ms:9.0f} {walk:8.2f}")
+    print(f"\n{'mode':22} {'median TTFT ms':>15} {'median prefill':>15} {'median walk ms':>15}")
     for m in modes:
-        print(f"{m:15} {statistics.median(ttft[m]):15.0f} {statistics.median(prefill[m]):15.0f}")
+        print(f"{m:22} {statistics.median(ttft[m]):15.0f} {statistics.median(prefill[m]):15.0f} "
+              f"{statistics.median(walk_ms[m]):15.2f}")
+    routed = [m for m in modes if m.startswith("route[")]
+    for m in routed[1:]:
+        print(f"{m}/{routed[0]} median walk ms ratio: "
+              f"{statistics.median(walk_ms[m]) / statistics.median(walk_ms[routed[0]]):.3f}; "
+              f"median route ms ratio (with the question's encodings): "
+              f"{statistics.median(ttft[m]) / statistics.median(ttft[routed[0]]):.3f}")
     med = {m: statistics.median(v) for m, v in ttft.items()}
     for mem in route_share:
         for other in ("full", "text"):

@@ -66,6 +66,7 @@ class AskOptions:
     query_fraction: float = 0.5  # H2MT 3.3 uses the first half of the question's tokens
     flat_segment_tokens: int = 256
     router: str = "fused"  # fused | memory | lexical | dense (engine.routing.fused)
+    walk: str | None = None  # engine.routing.fused.WALKS; None: the settings' walk
     # Text mode's system prompt (engine.answer.modes.TEXT_PROMPTS). "generic" is the default by
     # measurement: on the manual dev questions it scored 13.12 ROUGE-L against 12.04 for the
     # stricter "manual" prompt, whose "say the manual does not say" made SmolLM2-135M refuse
@@ -337,7 +338,8 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
                 rt_route = route_on_evidence(routing, query, rt.parts.router, router=opts.router,
                                              weights=rt.fusion, k=opts.k,
                                              max_depth=opts.max_depth, budget=opts.budget,
-                                             temperature=opts.temperature)
+                                             temperature=opts.temperature,
+                                             walk_how=opts.walk or rt.settings.walk)
             except RouterUnavailable as e:
                 raise AskError(str(e)) from None
             rt_route.query_ms = query_ms

@@ -103,6 +103,7 @@ SHIPPED_CHECKPOINT = _assets_dir() / "smollm2-135m-instruct.h2mt.safetensors"
 # Learned fusion of the routing channels (trained on Debian documentation, assets/MODEL_CARD.md).
 SHIPPED_FUSION = _assets_dir() / "fusion.json"
 ROUTERS = ("fused", "memory", "lexical", "dense")
+WALKS = ("leaf-rescue", "rescue", "leaf", "topk")  # engine.routing.fused.WALKS
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,9 @@ class Settings:
     # Routing (``engine.routing.fused``): "fused" (every available evidence channel), "memory"
     # (H2MT's memory score alone), "lexical" (BM25 alone) or "dense" (sentence encoder alone).
     router: str = "fused"
+    # How the router walks the tree (``engine.routing.fused.WALKS``): "topk" is the paper's
+    # per-parent top-k on channels fused after propagation (the walk before issue 24).
+    walk: str = "leaf-rescue"
     # Sentence encoder of the dense channel: "minilm" (all-MiniLM-L6-v2 from its PyPI package)
     # or "none" (no dense channel: fusion leaves it out).
     dense_encoder: str = "minilm"
@@ -201,6 +205,8 @@ class Settings:
                 raise SettingsError(f"H2MT_{name.upper()} must be positive, not {getattr(self, name)!r}")
         if self.router not in ROUTERS:
             raise SettingsError(f"H2MT_ROUTER={self.router!r} is not one of {', '.join(ROUTERS)}")
+        if self.walk not in WALKS:
+            raise SettingsError(f"H2MT_WALK={self.walk!r} is not one of {', '.join(WALKS)}")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
 

@@ -9,6 +9,20 @@ A single-channel router ranks by that channel's subtree score (z-scoring does no
 ranking). Whatever routes, the trace carries every available channel's own and subtree score
 for each scored node, and the selections the fused and memory routers would have made, so the
 UI can show where they disagree.
+
+Walks (issue 24; ``walk=`` of ``route_on_evidence``, ``AskOptions.walk``, ``Settings.walk``):
+- ``topk``   the paper's per-parent top-k on the fused score as above (channels max-propagated
+             one by one, then fused): the walk before issue 24, kept for comparison;
+- ``leaf``   fuse at the nodes first (the z-scored *own* scores, weighted as ``fuse`` weights
+             the packing score), then max-propagate that one fused score, then the same walk: a
+             chapter is as good as its best section on the fused score, not the lexical best of
+             one section plus the dense best of another;
+- ``rescue`` the ``topk`` walk, but a child that is an ancestor of one of the ``RESCUE`` best
+             nodes ranked flat on the fused own score is never pruned (LATTICE blends a node's
+             score with its path's for the same reason: a first-level mistake is otherwise
+             final);
+- ``leaf-rescue`` both.
+The choice among them is measured (docs/results.md, issue 24).
 """
 from __future__ import annotations
 
@@ -26,6 +40,13 @@ from engine.routing.fusion import FusionWeights, fuse
 from engine.routing.router import Route, RoutingTree, walk
 
 ROUTERS = ("fused", "memory", "lexical", "dense")
+WALKS = ("leaf-rescue", "rescue", "leaf", "topk")
+# How many flat-ranked best nodes the rescue walks keep reachable. Measured on the dev sets
+# (docs/results.md, issue 24): 6 left one manual question's gold at flat rank 9 pruned; 10
+# reaches gold as often as flat RRF on both sets for about 5 more selected nodes a question.
+# Rescuing each channel's own top nodes instead (the memory channel's too) selected twice as
+# many nodes on ORD-QA for the same hits, so the rescue ranks by the one fused own score.
+RESCUE = 10
 
 
 class RouterUnavailable(ValueError):
@@ -76,15 +97,36 @@ def router_weights(router: str, weights: FusionWeights | None) -> FusionWeights:
                          own={c: 0.0 for c in CHANNELS}, source=f"{router} alone")
 
 
-def _selection(tree: RoutingTree, fused: np.ndarray, **walk_kw) -> list[int]:
-    return walk(tree, lambda kids: fused[kids].tolist(), **walk_kw)[3]
+def walk_scores(tree: RoutingTree, fused: np.ndarray, pack: np.ndarray, how: str
+                ) -> tuple[np.ndarray, frozenset[int]]:
+    """The score the walk ranks children by, and the nodes it must keep (see WALKS)."""
+    if how not in WALKS:
+        raise RouterUnavailable(f"unknown walk {how!r}; choose one of {', '.join(WALKS)}")
+    score = tree.levels.propagate_max(pack) if how.startswith("leaf") else fused
+    keep: set[int] = set()
+    if how.endswith("rescue"):
+        has = (np.flatnonzero(tree.has_evidence) if tree.tokens is not None
+               else np.arange(1, len(tree)))  # the root is never a hit
+        best = has[np.lexsort((has, -pack[has]))[:RESCUE]]
+        for u in best.tolist():
+            while u is not None and u not in keep:
+                keep.add(u)
+                u = tree.parent[u]
+    return score, frozenset(keep)
+
+
+def _selection(tree: RoutingTree, fused: np.ndarray, pack: np.ndarray, how: str,
+               **walk_kw) -> list[int]:
+    score, keep = walk_scores(tree, fused, pack, how)
+    return walk(tree, lambda kids: score[kids].tolist(), keep=keep, **walk_kw)[3]
 
 
 def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None, *,
                       router: str = "fused", weights: FusionWeights | None = None, k: int = 3,
                       max_depth: int | None = None, budget: int | None = None,
-                      temperature: float = 1.0) -> Route:
-    """Score the channels, fuse them as ``router`` says, and walk the tree (H2MT 3.3)."""
+                      temperature: float = 1.0, walk_how: str = WALKS[0]) -> Route:
+    """Score the channels, fuse them as ``router`` says, and walk the tree (H2MT 3.3) the way
+    ``walk_how`` says (WALKS)."""
     if router not in ROUTERS:
         raise RouterUnavailable(f"unknown router {router!r}; choose one of {', '.join(ROUTERS)}")
     t0 = time.perf_counter()
@@ -96,18 +138,19 @@ def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjecti
     use = channels if router == "fused" else {router: channels[router]}
     fused, pack = fuse(use, router_weights(router, weights))
     walk_kw = dict(k=k, max_depth=max_depth, budget=budget, temperature=temperature)
+    score, keep = walk_scores(tree, fused, pack, walk_how)
     scores, probs, visits, selected, stop = walk(
-        tree, lambda kids: fused[kids].tolist(), **walk_kw)
+        tree, lambda kids: score[kids].tolist(), keep=keep, **walk_kw)
     route_ms = (time.perf_counter() - t0) * 1e3
     result = Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth, budget=budget,
                    temperature=temperature, stop_reason=stop, route_ms=route_ms, router=router,
-                   channels=channels, pack_scores=pack)
+                   channels=channels, pack_scores=pack, walk=walk_how)
     # What the other router of the pair would have selected (the disagreement view).
     for other in ("fused", "memory"):
         if other != router and (other == "fused" or other in channels):
             use_o = channels if other == "fused" else {other: channels[other]}
             result.alternatives[other] = _selection(
-                tree, fuse(use_o, router_weights(other, weights))[0], **walk_kw)
+                tree, *fuse(use_o, router_weights(other, weights)), walk_how, **walk_kw)
     return result
 
 

@@ -214,9 +214,10 @@ class Route:
                  budget: int | None, temperature: float, stop_reason: str, route_ms: float = 0.0,
                  router: str = "memory", channels: dict[str, ChannelScores] | None = None,
                  pack_scores: np.ndarray | None = None,
-                 node_channels: dict[int, dict] | None = None):
+                 node_channels: dict[int, dict] | None = None, walk: str = "topk"):
         self.tree = tree
         self.router = router  # fused | memory | lexical | dense
+        self.walk = walk  # how the tree was walked (engine.routing.fused.WALKS)
         self.channels = channels or {}  # channel -> scores of every routed node
         self.pack_scores = pack_scores  # fused own-evidence score per node (text packing)
         self._node_channels = node_channels  # restored from the query log
@@ -307,12 +308,15 @@ def _finite(x) -> float | None:
 
 
 def walk(tree: RoutingTree, score_level: Callable[[list[int]], list[float]], *, k: int = 3,
-         max_depth: int | None = None, budget: int | None = None, temperature: float = 1.0):
+         max_depth: int | None = None, budget: int | None = None, temperature: float = 1.0,
+         keep: set[int] | frozenset[int] = frozenset()):
     """Per-parent top-k from the root (H2MT 3.3): S_0 = {r}, S_{l+1} = U_p TopK(C(p)).
 
     ``score_level(kids)`` scores the children of one level's parents (one call per level, so a
-    lazy scorer touches only the explored part). Returns (scores, probs, visits, selected,
-    stop reason)."""
+    lazy scorer touches only the explored part). A child in ``keep`` is a winner beyond the
+    top k (the rescue walk of ``routing.fused``: ancestors of the best nodes scored flat);
+    empty ``keep`` is the paper's walk. Returns (scores, probs, visits, selected, stop
+    reason)."""
     if k < 1:
         raise ValueError("k must be at least 1")
     if budget is not None and budget < 1:
@@ -341,8 +345,11 @@ def walk(tree: RoutingTree, score_level: Callable[[list[int]], list[float]], *, 
             for c, pr in zip(ch, (e / e.sum()).tolist()):
                 probs[c] = pr
                 visits[c] = len(visits)
-            order = np.argsort(-sc, kind="stable")[:k]
-            winners.extend(ch[j] for j in order.tolist())
+            order = np.argsort(-sc, kind="stable").tolist()
+            won = [ch[j] for j in order[:k]]
+            if keep:
+                won += [ch[j] for j in order[k:] if ch[j] in keep]
+            winners.extend(won)
         scores.update(level)
         if budget is not None and len(selected) + len(winners) > budget:
             winners = sorted(winners, key=lambda c: -level[c])[: budget - len(selected)]

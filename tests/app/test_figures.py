@@ -314,3 +314,24 @@ def test_induced_parents_are_marked_and_survive_the_query_log():
     assert fig.layout.meta["induced_drawn"] == 3
     back = Route.from_records(route.as_records())
     assert [n.induced for n in back.nodes] == route.tree.induced
+
+
+def test_pruned_branch_that_held_a_strong_hit_is_ringed():
+    """A pruned chapter whose section is among the best by own evidence is marked in the
+    figure data (and nothing is marked without own scores, e.g. a route from the query log)."""
+    import numpy as np
+
+    route = make_route(PARENTS, STATUS)
+    assert figure_summary(route_figure(route))["strong_pruned"] == []
+    # own evidence: node 12 (unvisited, under the pruned 3) is the best section, node 9
+    # (unvisited, under the selected 4) second, node 7 (pruned itself) third
+    pack = np.full(len(PARENTS), np.nan, np.float32)  # no evidence elsewhere
+    pack[12], pack[9], pack[7] = 5.0, 4.0, 3.0
+    route.pack_scores = pack
+    fig = route_figure(route)
+    summ = figure_summary(fig)
+    assert summ["strong_pruned"] == [3, 7]  # 9's branch was kept: only its node went unscored
+    ring = next(t for t in fig.data if (t.meta or {}).get("kind") == "strong-pruned")
+    assert [row[4] for row in ring.customdata] == [1, 3]  # the best rank each branch held
+    assert "Section 12" in ring.hovertext[0] and "#1 best" in ring.hovertext[0]
+    assert summ["nodes"]["pruned"] == 3  # still drawn as pruned beneath the ring
