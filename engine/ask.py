@@ -32,6 +32,7 @@ from engine.routing.evidence import evidence_fingerprint
 from engine.routing.fused import ROUTERS, RouteQuery, RouterUnavailable, route_on_evidence
 from engine.routing.router import Route, RoutingTree, query_vector
 from engine.runtime import Runtime
+from engine.settings import SettingsError
 from storage import MemoryProgress, NodeEvidence
 
 MAX_QUESTION_CHARS = 2000  # the default of Settings.max_question_chars
@@ -376,6 +377,10 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
         raise MemoriesPending(f"{_pending_line(pending)}; the memory router needs them, use the "
                               "fused router meanwhile", pending.done, pending.total)
     routing = routing_tree(rt, docs)
+    try:
+        reader = rt.reader if opts.mode in ("text", "full") else None
+    except SettingsError as e:
+        raise AskError(str(e)) from None
     ctx = Context(backbone=rt.backbone, parts=rt.parts, routing=routing,
                   trees={d: doc.tree for d, doc in docs.items()},
                   aligner=getattr(rt.parts, "aligner", None), gate=opts.gate,
@@ -384,7 +389,7 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
                   text_system=TEXT_PROMPTS[opts.text_prompt],
                   repetition_penalty=opts.repetition_penalty, no_repeat_ngram=opts.no_repeat_ngram,
                   max_time=getattr(rt.settings, "request_timeout_s", None),
-                  reader=rt.reader, text_packing=opts.text_packing)
+                  reader=reader, text_packing=opts.text_packing)
     metrics = Metrics()
     peak = _PeakMemory(rt.backbone.device).__enter__()
     t0 = time.perf_counter()

@@ -55,7 +55,7 @@ class Runtime:
         if self._reader is None:
             try:
                 self._reader = load_backbone(replace(self.settings, backbone=spec))
-            except OSError as e:  # a missing folder or file, a hub id unreachable offline
+            except (OSError, ValueError) as e:  # a missing folder or file, a bad or unreachable hub id
                 raise SettingsError(f"H2MT_READER={spec!r} cannot be loaded: "
                                     f"{str(e).splitlines()[0]}") from None
         return self._reader
