@@ -62,6 +62,7 @@ from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, agre
                          route_figure, route_rows, router_agreement, single_channel,
                          single_channel_reason)
 from app.pages import Line, page_view
+from app.quote_view import quote_markdown
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from engine.memory.aggregate import POLICIES
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
@@ -103,11 +104,13 @@ MODE_HELP = {
     "full": "reads the manual from the start, as much as fits (no routing)",
     "flat": "baseline: fixed-length pieces, one memory each, no tree",
     "route": "only finds the sections, no answer",
+    "quote": "only the manual's best passage, in its own words (no answer written)",
 }
 assert set(MODE_HELP) == set(MODES), "every answer mode needs its help line"
 # An answer's metrics as the page shows them (key of engine.answer.modes.Metrics, label, unit).
 METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "total", "ms"),
-                 ("route_ms", "routing", "ms"), ("evidence_ms", "evidence lines", "ms"),
+                 ("route_ms", "routing", "ms"), ("quote_ms", "finding the quote", "ms"),
+                 ("evidence_ms", "evidence lines", "ms"),
                  ("prefill_tokens", "prefill tokens (the prompt)", ""),
                  ("generated_tokens", "generated tokens", ""),
                  ("peak_mem_mb", "memory added at peak", "")]
@@ -691,21 +694,35 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             first = next(events)  # the request's errors come before the first event
         except MemoriesPending as e:  # a notice; the last answer and tree stay as they were
             gr.Warning(str(e))
-            yield (*[gr.skip()] * 8, {"notice": str(e)})
+            yield (*[gr.skip()] * 12, {"notice": str(e)})
             return
-        text = ""
+        text, quoted = "", False
         for ev in chain([first], events):
             if isinstance(ev, RouteReady):
                 fig, icicle, rows, summary, view = route_views(
                     ev.route, None, doc, opts.mode, [c.id for c in ev.cited], None)
                 summary["generating"] = opts.mode != "route"
+                summary["quote"] = ev.quote.as_json() if ev.quote is not None else None
+                quoted = ev.quote is not None or ev.not_covered
                 yield ("", generating_md(opts, ev.route, ""), cited_rows(ev.cited), fig, icicle,
-                       rows, summary, gr.skip(), view)
+                       rows, summary, gr.skip(), *quote_outputs(ev.quote, ev.not_covered, opts.mode),
+                       view)
             elif isinstance(ev, TokenChunk):
                 text += ev.text
-                yield (text, generating_md(opts, None, text), *[gr.skip()] * 7)
+                yield (text, generating_md(opts, None, text), *[gr.skip()] * 10)
             elif isinstance(ev, AnswerReady):
-                yield final_outputs(ev.answer, doc)
+                a = ev.answer  # a quote found after generation (memory, full, flat) comes now
+                late = (gr.skip(),) * 4 if quoted else quote_outputs(a.quote, a.not_covered, a.mode)
+                *out, view = final_outputs(a, doc)
+                yield (*out, *late, view)
+
+    def quote_outputs(quote, not_covered: bool, mode: str):
+        """The quote block and its page with the quote highlighted (app/quote_view.py)."""
+        md = quote_markdown(quote, not_covered, mode)
+        if quote is None or quote.doc_id is None:
+            return (gr.update(value=md, visible=bool(md)), gr.skip(), gr.skip(), gr.skip())
+        page = page_outputs(quote.doc_id, quote.node_id, [Line(quote.text, quote.page, quote.score)])
+        return (gr.update(value=md, visible=True), *page)
 
     def generating_md(opts: AskOptions, route, text: str) -> str:
         if opts.mode == "route":
@@ -739,9 +756,11 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             view["offer_text"] = False
         view["evidence"] = evidence
         view["evidence_note"] = evidence_summary(a, evidence, degenerate)
+        quote = getattr(a, "quote", None)
         summary.update(degenerate=degenerate, cut=getattr(a, "cut", False),
                        cut_at=getattr(a, "cut_at", None), evidence=evidence,
-                       answer=a.text)
+                       answer=a.text, quote=quote.as_json() if quote is not None else None,
+                       not_covered=getattr(a, "not_covered", False))
         return (shown, metrics_md(a), cited_rows(a), fig, icicle, rows, summary,
                 history_rows(doc), view)
 
@@ -1025,8 +1044,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                 view = gr.State({})
                 with gr.Row():
                     with gr.Column(scale=3):
-                        answer = gr.Textbox(label="Answer", lines=4, interactive=False,
-                                            elem_id="answer-text")
+                        quote_md = gr.Markdown(visible=False, elem_id="quote-view")
+                        answer = gr.Textbox(label="Answer (written by the model)", lines=4,
+                                            interactive=False, elem_id="answer-text")
                         metrics = gr.Markdown(elem_id="answer-metrics")
                         cited = gr.Dataframe(headers=CITED_COLUMNS, type="array",
                                              interactive=False, elem_id="cited-table",
@@ -1151,7 +1171,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         ask_inputs = [ask_doc, question, mode, k, max_depth, budget, gate, hier_pos, max_new,
                       router]
         ask_outputs = [answer, metrics, cited, route_plot, manual_plot, route_table, summary,
-                       history, view]
+                       history, quote_md, page_head, page_image, page_text, view]
         view_outputs = [notice, agree_md, agree_table, evidence_table, evidence_note, text_btn]
         page_outputs_ = [page_head, page_image, page_text]
         for trigger in (ask_btn.click, question.submit):  # no stale comparison while asking
