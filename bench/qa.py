@@ -645,9 +645,9 @@ def main(argv: list[str] | None = None) -> None:
     db = args.db or f"sqlite:///{(args.out / 'lib.sqlite3').resolve()}"
     settings = Settings.from_env().with_(db_url=db, aggregation=args.aggregation)
     modes = [m for m in args.modes.split(",") if m]
-    bad = [m for m in modes if m not in ALL_MODES + ("route",)]
+    bad = [m for m in modes if m not in ALL_MODES + ("route", "text-sections")]
     if bad:
-        raise SystemExit(f"unknown modes {bad}; choose from {', '.join(ALL_MODES + ('route',))}")
+        raise SystemExit(f"unknown modes {bad}; choose from {', '.join(ALL_MODES + ("route", "text-sections"))}")
     gates = {"on": [True], "off": [False], "both": [True, False]}[args.gate]
 
     t_start = time.perf_counter()

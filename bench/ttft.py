@@ -9,7 +9,10 @@ interleaved per question so machine noise hits them alike. Prints per-question T
 tokens and routing time, then medians, the memory/full and memory/text TTFT ratios and the
 routing time as a share of memory-mode TTFT. ``--routers fused,memory`` runs memory mode once per
 router (rows ``memory[fused]``, ``memory[memory]``), so the share of routing with every channel
-on and with the memory channel alone come from the same run.
+on and with the memory channel alone come from the same run. Mode ``text-sections`` is text mode
+with the earlier packing (whole routed sections, ``AskOptions.text_packing="sections"``), so
+``--modes text,text-sections`` compares the sentence packing with it in one run (the
+text/text-sections ratio is printed).
 """
 from __future__ import annotations
 
@@ -61,8 +64,11 @@ def main() -> None:
     for i, q in enumerate(questions):
         for m in modes:
             mode, router = (m.split("[")[0], m[m.index("[") + 1:-1]) if "[" in m else (m, routers[0])
+            packing = "sections" if mode == "text-sections" else "sentences"
+            mode = "text" if mode == "text-sections" else mode
             a = ask(rt, doc.doc_id, q, AskOptions(mode=mode, k=args.k, router=router,
-                                                  max_new_tokens=args.max_new_tokens), log=False)
+                                                  max_new_tokens=args.max_new_tokens,
+                                                  text_packing=packing), log=False)
             ttft[m].append(a.metrics.ttft_ms)
             prefill[m].append(a.metrics.prefill_tokens)
             if m in route_share and a.metrics.ttft_ms:
@@ -73,6 +79,9 @@ def main() -> None:
     for m in modes:
         print(f"{m:15} {statistics.median(ttft[m]):15.0f} {statistics.median(prefill[m]):15.0f}")
     med = {m: statistics.median(v) for m, v in ttft.items()}
+    if "text" in med and "text-sections" in med:
+        print(f"text/text-sections TTFT ratio (sentence packing / earlier packing): "
+              f"{med['text'] / med['text-sections']:.3f}")
     for mem in route_share:
         for other in ("full", "text"):
             if other in med:
