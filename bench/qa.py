@@ -645,9 +645,10 @@ def main(argv: list[str] | None = None) -> None:
     db = args.db or f"sqlite:///{(args.out / 'lib.sqlite3').resolve()}"
     settings = Settings.from_env().with_(db_url=db, aggregation=args.aggregation)
     modes = [m for m in args.modes.split(",") if m]
-    bad = [m for m in modes if m not in ALL_MODES + ("route", "text-sections")]
+    known = ALL_MODES + ("route", "text-sections")
+    bad = [m for m in modes if m not in known]
     if bad:
-        raise SystemExit(f"unknown modes {bad}; choose from {', '.join(ALL_MODES + ("route", "text-sections"))}")
+        raise SystemExit(f"unknown modes {bad}; choose from {', '.join(known)}")
     gates = {"on": [True], "off": [False], "both": [True, False]}[args.gate]
 
     t_start = time.perf_counter()
