@@ -709,7 +709,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                        view)
             elif isinstance(ev, TokenChunk):
                 text += ev.text
-                yield (text, generating_md(opts, None, text), *[gr.skip()] * 10)
+                yield (text, generating_md(opts, None, text), *[gr.skip()] * 11)
             elif isinstance(ev, AnswerReady):
                 a = ev.answer  # a quote found after generation (memory, full, flat) comes now
                 late = (gr.skip(),) * 4 if quoted else quote_outputs(a.quote, a.not_covered, a.mode)
