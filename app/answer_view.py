@@ -15,6 +15,7 @@ from app.figures import (agreement_rows, agreement_summary, figure_summary, manu
                          pages_label, route_figure, route_rows, router_agreement, single_channel,
                          single_channel_reason)
 from app.pages import Line, page_view
+from app.quote_view import quote_markdown
 from app.state import AppState, empty_figure, md_text, pending_unavailable, section_title
 from engine.answer.modes import MODES
 from engine.ask import AskOptions
@@ -33,11 +34,13 @@ MODE_HELP = {
     "full": "reads the manual from the start, as much as fits (no routing)",
     "flat": "baseline: fixed-length pieces, one memory each, no tree",
     "route": "only finds the sections, no answer",
+    "quote": "only the manual's best passage, in its own words (no answer written)",
 }
 assert set(MODE_HELP) == set(MODES), "every answer mode needs its help line"
 # An answer's metrics as the page shows them (key of engine.answer.modes.Metrics, label, unit).
 METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "total", "ms"),
-                 ("route_ms", "routing", "ms"), ("evidence_ms", "evidence lines", "ms"),
+                 ("route_ms", "routing", "ms"), ("quote_ms", "finding the quote", "ms"),
+                 ("evidence_ms", "evidence lines", "ms"),
                  ("prefill_tokens", "prefill tokens (the prompt)", ""),
                  ("generated_tokens", "generated tokens", ""),
                  ("peak_mem_mb", "memory added at peak", "")]
@@ -117,6 +120,8 @@ def route_views(s: AppState, route, a, doc, mode: str, cited: list[int], warning
 def generating_md(opts: AskOptions, route, text: str) -> str:
     if opts.mode == "route":
         return "Routing done."
+    if opts.mode == "quote":
+        return "Routing done; the quote is the answer (no text generated)."
     lines = [f"**Generating the answer** ({opts.mode} mode) …"]
     if route is not None:
         lines.append(f"routed: {len(route.selected)} nodes selected "
@@ -190,6 +195,16 @@ def page_outputs(s: AppState, doc_id, node_id, lines: list[Line]):
         image = Image.open(io.BytesIO(pv.png))
         return pv.caption, gr.update(value=image, visible=True), hidden
     return pv.caption, hidden, gr.update(value=pv.markdown, visible=True)
+
+
+def quote_outputs(s: AppState, quote, not_covered: bool, mode: str):
+    """The quote block and its page with the quote highlighted (app/quote_view.py)."""
+    md = quote_markdown(quote, not_covered, mode)
+    if quote is None or quote.doc_id is None:
+        return (gr.update(value=md, visible=bool(md)), gr.skip(), gr.skip(), gr.skip())
+    page = page_outputs(s, quote.doc_id, quote.node_id,
+                        [Line(quote.text, quote.page, quote.score)])
+    return (gr.update(value=md, visible=True), *page)
 
 
 def node_lines(view, doc_id, node_id) -> list[Line]:

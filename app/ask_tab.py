@@ -25,7 +25,7 @@ import gradio as gr
 from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUTER_LABELS,
                              clear_page, clear_view, cited_rows, evidence_summary, figures,
                              generating_md, metric_rows, metrics_md, node_lines, page_outputs,
-                             route_from_log, route_views, show_view)
+                             quote_outputs, route_from_log, route_views, show_view)
 from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary,
                          manual_figure, pages_label, route_figure, route_rows)
 from app.pages import Line
@@ -76,21 +76,28 @@ def do_ask(s: AppState, doc, question, mode, k, max_depth, budget, gate, hier_po
         first = next(events)  # the request's errors come before the first event
     except MemoriesPending as e:  # a notice; the last answer and tree stay as they were
         gr.Warning(str(e))
-        yield (*[gr.skip()] * 8, {"notice": str(e)})
+        yield (*[gr.skip()] * 12, {"notice": str(e)})
         return
-    text = ""
+    text, quoted = "", False
     for ev in chain([first], events):
         if isinstance(ev, RouteReady):
             fig, icicle, rows, summary, view = route_views(
                 s, ev.route, None, doc, opts.mode, [c.id for c in ev.cited], None)
-            summary["generating"] = opts.mode != "route"
+            summary["generating"] = opts.mode not in ("route", "quote")
+            summary["quote"] = ev.quote.as_json() if ev.quote is not None else None
+            quoted = ev.quote is not None or ev.not_covered
             yield ("", generating_md(opts, ev.route, ""), cited_rows(ev.cited), fig, icicle,
-                   rows, summary, gr.skip(), view)
+                   rows, summary, gr.skip(),
+                   *quote_outputs(s, ev.quote, ev.not_covered, opts.mode), view)
         elif isinstance(ev, TokenChunk):
             text += ev.text
-            yield (text, generating_md(opts, None, text), *[gr.skip()] * 7)
+            yield (text, generating_md(opts, None, text), *[gr.skip()] * 11)
         elif isinstance(ev, AnswerReady):
-            yield final_outputs(s, ev.answer, doc)
+            a = ev.answer  # a quote found after generation (memory, full, flat) comes now
+            late = ((gr.skip(),) * 4 if quoted
+                    else quote_outputs(s, a.quote, a.not_covered, a.mode))
+            *out, view = final_outputs(s, a, doc)
+            yield (*out, *late, view)
 
 
 def final_outputs(s: AppState, a, doc):
@@ -114,9 +121,11 @@ def final_outputs(s: AppState, a, doc):
         view["offer_text"] = False
     view["evidence"] = evidence
     view["evidence_note"] = evidence_summary(a, evidence, degenerate)
+    quote = getattr(a, "quote", None)
     summary.update(degenerate=degenerate, cut=getattr(a, "cut", False),
                    cut_at=getattr(a, "cut_at", None), evidence=evidence,
-                   answer=a.text)
+                   answer=a.text, quote=quote.as_json() if quote is not None else None,
+                   not_covered=getattr(a, "not_covered", False))
     return (shown, metrics_md(a), cited_rows(a), fig, icicle, rows, summary,
             history_rows(s, doc), view)
 
@@ -231,6 +240,7 @@ class AskTab:
     notice: gr.Markdown
     text_btn: gr.Button
     view: gr.State
+    quote_md: gr.Markdown
     answer: gr.Textbox
     metrics: gr.Markdown
     cited: gr.Dataframe
@@ -315,8 +325,9 @@ def build(s: AppState) -> AskTab:
         view = gr.State({})
         with gr.Row():
             with gr.Column(scale=3):
-                answer = gr.Textbox(label="Answer", lines=4, interactive=False,
-                                    elem_id="answer-text")
+                quote_md = gr.Markdown(visible=False, elem_id="quote-view")
+                answer = gr.Textbox(label="Answer (written by the model)", lines=4,
+                                    interactive=False, elem_id="answer-text")
                 metrics = gr.Markdown(elem_id="answer-metrics")
                 cited = gr.Dataframe(headers=CITED_COLUMNS, type="array",
                                      interactive=False, elem_id="cited-table",
@@ -374,8 +385,8 @@ def build(s: AppState) -> AskTab:
                                      f"{HISTORY_ROWS} (select one to see its answer "
                                      "and tree again)")
     return AskTab(ask_doc, question, ask_btn, ask_mem_line, mode, router, max_new, k, max_depth,
-                  budget, gate, hier_pos, notice, text_btn, view, answer, metrics, cited,
-                  evidence_note, evidence_table, page_head, page_image, page_text, route_plot,
+                  budget, gate, hier_pos, notice, text_btn, view, quote_md, answer, metrics,
+                  cited, evidence_note, evidence_table, page_head, page_image, page_text, route_plot,
                   agree_md, agree_table, route_table, ask_node_head, ask_node_text, manual_plot,
                   summary, history)
 
@@ -385,7 +396,8 @@ def wire(s: AppState, t: AskTab) -> None:
     ask_inputs = [t.doc, t.question, t.mode, t.k, t.max_depth, t.budget, t.gate, t.hier_pos,
                   t.max_new, t.router]
     ask_outputs = [t.answer, t.metrics, t.cited, t.route_plot, t.manual_plot, t.route_table,
-                   t.summary, t.history, t.view]
+                   t.summary, t.history, t.quote_md, t.page_head, t.page_image, t.page_text,
+                   t.view]
     view_outputs = [t.notice, t.agree_md, t.agree_table, t.evidence_table, t.evidence_note,
                     t.text_btn]
     page_outputs_ = [t.page_head, t.page_image, t.page_text]

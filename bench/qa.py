@@ -15,7 +15,10 @@ ORD-QA question on ``openroad_documentation.json`` (looked up beside the questio
 Modes (--modes, comma separated; default all):
 - ``none``   the backbone alone: the question, no context.
 - ``full``   the manual's text up to the context window.
-- ``text``   the routed nodes' text (engine ``text`` mode).
+- ``text``   engine ``text`` mode: the best sentences of the routed sections (sentence packing,
+             ``--sentence-budget`` tokens, ``--quote-threshold``).
+- ``text-sections``: text mode with the earlier packing (whole routed sections, --text-budget).
+- ``quote``  the quote alone (engine ``quote`` mode), scored like an answer, no generation.
 - ``memory`` the routed nodes' memories (H2MT).
 - ``flat``   HMT-style segment memories, no tree (engine ``flat`` mode; its index is built on
              first use per document, which costs about one ingest of that document).
@@ -30,7 +33,9 @@ Every generated row carries ``degenerate`` (engine.answer.guard: a loop, debris 
 summary counts them per mode) and ``cut`` (stopped at the token limit); ROUGE-L and F1 are
 scored without the " (cut at N tokens)" marker. Text-mode rows also carry ``evidence_all``: the
 score of every sentence of the packed sections against the answer (to choose the evidence
-threshold: ``--from-results`` prints its precision table). --resume keeps the rows of questions already in
+threshold: ``--from-results`` prints its precision table). Every engine row carries ``quote_hit``
+(the quote's node is a gold node or inside its subtree; no quote counts as a miss), the quote's
+node and score. --resume keeps the rows of questions already in
 results.jsonl and runs the rest.
 
 Routing hit (../shared/bench/README.md): a gold item is reached when a selected (route) or
@@ -84,9 +89,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "corpus"
 ORDQA_DOC = "openroad_documentation.json"
-ALL_MODES = ("none", "full", "text", "memory", "flat", "bm25", "dense", "bm25-3")
-ENGINE_GEN_MODES = {"full", "text", "memory", "flat"}
-ROUTED_MODES = {"route", "text", "memory"}  # modes whose selected nodes are the memory route
+ALL_MODES = ("none", "full", "text", "memory", "flat", "bm25", "dense", "bm25-3", "quote")
+# "text-sections": text mode with the earlier packing (whole sections, AskOptions.text_packing)
+ENGINE_GEN_MODES = {"full", "text", "memory", "flat", "quote", "text-sections"}
+ROUTED_MODES = {"route", "text", "memory", "quote", "text-sections"}  # modes whose selected nodes are the memory route
 
 
 @dataclass
@@ -220,19 +226,31 @@ class Runner:
                 "rouge_l": None, "token_f1": None, "ttft_ms": None, "total_ms": None,
                 "prefill_tokens": None, "generated_tokens": None, "route_ms": None,
                 "scored": None, "peak_mem_mb": None, "degenerate": False, "cut": None,
-                "warning": None, "evidence": None}
+                "warning": None, "evidence": None, "quote_hit": None, "quote_score": None,
+                "quote_node": None}
 
     def engine_mode(self, q: Question, mode: str, k: int, gate: bool = True,
                     label: str | None = None) -> dict:
         a = self.args
+        packing = "sections" if mode == "text-sections" else "sentences"
+        label = label or (mode if mode != "text-sections" else None)
+        mode = "text" if mode == "text-sections" else mode
         opts = AskOptions(mode=mode, k=k, max_depth=a.max_depth, gate=gate,
+                          text_packing=packing, sentence_budget=a.sentence_budget,
+                          quote_threshold=a.quote_threshold,
                           max_new_tokens=a.max_new_tokens, text_budget=a.text_budget,
                           text_sections=a.text_sections or None,
                           text_prompt=a.text_prompt, repetition_penalty=a.repetition_penalty,
                           no_repeat_ngram=a.no_repeat_ngram)
         ans = ask(self.rt, q.doc_id, q.question, opts, log=False)
-        row = self._base(q, label or mode, k)
+        row = self._base(q, label or ("text-sections" if packing == "sections" else mode), k)
         m = ans.metrics
+        # quote_hit: the quote's node is a gold node or lies inside its subtree (no quote: a miss)
+        quote = ans.quote
+        if q.regions:
+            row["quote_hit"] = quote is not None and routing_hit([quote.node_id], q.regions).hit
+        if quote is not None:
+            row.update(quote_node=quote.node_id, quote_score=quote.score, quote_text=quote.text)
         row.update(ttft_ms=m.ttft_ms, total_ms=m.total_ms, route_ms=m.route_ms if mode != "full" else None,
                    peak_mem_mb=m.peak_mem_mb)
         if mode != "route":
@@ -394,11 +412,12 @@ def summarise(rows: list[dict]) -> dict:
             "warned": sum(1 for r in gen if r.get("degenerate") and r.get("warning")),
             "cut": sum(1 for r in gen if r.get("cut")),
             "loop_cut": sum(1 for r in gen if r.get("repetition_cut")),
+            "quote_hit": mean(float(r["quote_hit"]) for r in rs if r.get("quote_hit") is not None),
         }
     return out
 
 
-MODE_ORDER = ["none", "full", "flat", "text", "memory", "memory-nogate", "route", "bm25", "bm25-3",
+MODE_ORDER = ["none", "full", "flat", "quote", "text", "text-sections", "memory", "memory-nogate", "route", "bm25", "bm25-3",
               "dense",
               "route[fused]", "route[memory]", "route[lexical]", "route[dense]", "flat-bm25",
               "flat-dense", "flat-rrf"]
@@ -452,9 +471,9 @@ def summary_table(summ: dict, set_name: str) -> str:
     lines = ["| mode | questions (routed / generated) | hit rate | all gold reached | gold coverage "
              "| ctx hit | ROUGE-L F | token F1 | median TTFT ms | median prefill tok "
              "| median routing ms | median nodes | peak mem MB | degenerate (warned) | cut "
-             "| loop cut |",
+             "| loop cut | quote hit |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: | ---: | ---: |"]
+             "| ---: | ---: | ---: | ---: |"]
     def order(m: str) -> tuple[int, str]:  # "memory [shipped]": by mode, then by label
         base = m.split(" [")[0]
         return (MODE_ORDER.index(base) if base in MODE_ORDER else 99, m)
@@ -466,8 +485,9 @@ def summary_table(summ: dict, set_name: str) -> str:
                      f"| {_f(s['coverage'], 100)} | {_f(s['ctx_hit'], 100)} | {_f(s['rouge_l'], 100, 2)} "
                      f"| {_f(s['token_f1'], 100, 2)} | {_f(s['ttft_ms'], 1, 0)} | {_f(s['prefill'], 1, 0)} "
                      f"| {_f(s['route_ms'], 1, 1)} | {_f(s['n_selected'], 1, 0)} | {_f(s['peak_mem_mb'], 1, 0)} "
-                     + (f"| {s['degenerate']} ({s['warned']}) | {s['cut']} | {s['loop_cut']} |"
-                        if s["n_gen"] else "| - | - | - |"))
+                     + (f"| {s['degenerate']} ({s['warned']}) | {s['cut']} | {s['loop_cut']} "
+                        if s["n_gen"] else "| - | - | - ")
+                     + f"| {_f(s['quote_hit'], 100)} |")
     return "\n".join(lines)
 
 
@@ -603,6 +623,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="decoding: never repeat an n-gram of this size (0 = off), every mode")
     ap.add_argument("--text-sections", type=int, default=AskOptions.text_sections,
                     help="text mode: at most this many sections in the context (0: as many as fit)")
+    ap.add_argument("--sentence-budget", type=int, default=AskOptions.sentence_budget,
+                    help="text mode's context tokens (sentence packing)")
+    ap.add_argument("--quote-threshold", type=float, default=AskOptions.quote_threshold,
+                    help="sentence score below which there is no quote nor context")
     ap.add_argument("--text-budget", type=int, default=1024, help="context tokens for text/bm25/dense")
     ap.add_argument("--no-ingest", action="store_true",
                     help="skip documents not already stored; write no memories")
@@ -653,9 +677,10 @@ def main(argv: list[str] | None = None) -> None:
     db = args.db or f"sqlite:///{(args.out / 'lib.sqlite3').resolve()}"
     settings = Settings.from_env().with_(db_url=db, aggregation=args.aggregation)
     modes = [m for m in args.modes.split(",") if m]
-    bad = [m for m in modes if m not in ALL_MODES + ("route",)]
+    known = ALL_MODES + ("route", "text-sections")
+    bad = [m for m in modes if m not in known]
     if bad:
-        raise SystemExit(f"unknown modes {bad}; choose from {', '.join(ALL_MODES + ('route',))}")
+        raise SystemExit(f"unknown modes {bad}; choose from {', '.join(known)}")
     gates = {"on": [True], "off": [False], "both": [True, False]}[args.gate]
 
     t_start = time.perf_counter()

@@ -14,7 +14,10 @@ on and with the memory channel alone come from the same run. A router may name i
 (``fused/topk``: the walk before issue 24; ``bench.routers.parse_router``), and ``--modes route``
 times routing alone per router; the ``walk ms`` column is the scoring and walk without the
 question's encodings (``Route.route_ms``), printed with its median and the ratio of each
-router's median to the first router's.
+router's median to the first router's. Mode ``text-sections`` is text mode
+with the earlier packing (whole routed sections, ``AskOptions.text_packing="sections"``), so
+``--modes text,text-sections`` compares the sentence packing with it in one run (the
+text/text-sections ratio is printed).
 """
 from __future__ import annotations
 
@@ -78,8 +81,11 @@ def main() -> None:
         for m in modes:
             mode, spec = (m.split("[")[0], m[m.index("[") + 1:-1]) if "[" in m else (m, routers[0])
             router, how = parse_router(spec)
+            packing = "sections" if mode == "text-sections" else "sentences"
+            mode = "text" if mode == "text-sections" else mode
             a = ask(rt, doc.doc_id, q, AskOptions(mode=mode, k=args.k, router=router, walk=how,
-                                                  max_new_tokens=args.max_new_tokens), log=False)
+                                                  max_new_tokens=args.max_new_tokens,
+                                                  text_packing=packing), log=False)
             ttft[m].append(a.metrics.ttft_ms)
             prefill[m].append(a.metrics.prefill_tokens)
             walk = a.route.route_ms if a.route is not None else float("nan")
@@ -99,6 +105,9 @@ def main() -> None:
               f"median route ms ratio (with the question's encodings): "
               f"{statistics.median(ttft[m]) / statistics.median(ttft[routed[0]]):.3f}")
     med = {m: statistics.median(v) for m, v in ttft.items()}
+    if "text" in med and "text-sections" in med:
+        print(f"text/text-sections TTFT ratio (sentence packing / earlier packing): "
+              f"{med['text'] / med['text-sections']:.3f}")
     for mem in route_share:
         for other in ("full", "text"):
             if other in med:

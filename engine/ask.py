@@ -17,11 +17,13 @@ from typing import Iterator
 import torch
 
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
-from engine.answer.evidence import EvidenceLine, PageTexts, Section, evidence_lines
+from engine.answer.evidence import EvidenceLine, PageTexts, Section, evidence_lines, locate_page
 from engine.answer.guard import GuardedStreamer, clean_answer, degeneracy
-from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, MODES, TEXT_PROMPTS, Answer, Context,
-                                 Metrics, _PeakMemory, citation, plan_full, plan_memory, plan_text,
-                                 run_plan, slots_plan)
+from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, MODES, TEXT_PACKINGS, TEXT_PROMPTS,
+                                 Answer, Context, Metrics, _PeakMemory, citation, heading_path,
+                                 plan_full, plan_memory, plan_text, run_plan, slots_plan)
+from engine.answer import quote as quoting
+from engine.answer import sentences as sentence_evidence
 from engine.answer.flat import FlatIndex, build_flat_index, search
 from engine.document.tree import Tree
 from engine.ingest import document_evidence
@@ -30,6 +32,7 @@ from engine.routing.evidence import evidence_fingerprint
 from engine.routing.fused import ROUTERS, RouteQuery, RouterUnavailable, route_on_evidence
 from engine.routing.router import Route, RoutingTree, query_vector
 from engine.runtime import Runtime
+from engine.settings import SettingsError
 from storage import MemoryProgress, NodeEvidence
 
 MAX_QUESTION_CHARS = 2000  # the default of Settings.max_question_chars
@@ -74,6 +77,12 @@ class AskOptions:
     text_prompt: str = "generic"
     repetition_penalty: float = 1.0  # decoding; 1.0 = off
     no_repeat_ngram: int = 0  # decoding; 0 = off
+    # Text mode's context (engine.answer.modes.TEXT_PACKINGS): "sentences" (the best sentences
+    # of the routed sections within sentence_budget tokens, engine.answer.sentences) or
+    # "sections" (the earlier packing: whole sections within text_budget tokens).
+    text_packing: str = "sentences"
+    sentence_budget: int = sentence_evidence.BUDGET
+    quote_threshold: float = sentence_evidence.THRESHOLD
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -91,6 +100,11 @@ class AskOptions:
             raise AskError("the repetition penalty must lie in [1, 2] (1 = off)")
         if self.text_sections is not None and self.text_sections < 1:
             raise AskError("text_sections must be at least 1 (or None: as many as fit)")
+        if self.text_packing not in TEXT_PACKINGS:
+            raise AskError(f"unknown text packing {self.text_packing!r}; choose one of "
+                           f"{', '.join(TEXT_PACKINGS)}")
+        if self.sentence_budget < 1:
+            raise AskError("sentence_budget must be at least 1 token")
         if self.no_repeat_ngram < 0:
             raise AskError("no_repeat_ngram must be 0 (off) or more")
         if not 0 < self.query_fraction <= 1:
@@ -230,27 +244,78 @@ def _sections(ctx: Context, cited: list[int]) -> list[Section]:
     return out
 
 
+def pages_lookup(rt: Runtime):
+    """``pages_of(item)``: the normalised page texts of ``item.doc_id``'s stored PDF (None when
+    not a PDF or unknown), read once per content hash (``page_texts``)."""
+    cache = page_texts(rt)
+    shas: dict[int, str] = {}
+
+    def pages_of(item):
+        if item.doc_id is None:
+            return None
+        if item.doc_id not in shas:
+            shas[item.doc_id] = rt.library.get_document(item.doc_id).sha256
+
+        def stored() -> bytes | None:  # the file kept in the library with its document
+            src = rt.library.get_source(item.doc_id)
+            return src.data if src is not None and src.is_pdf else None
+
+        return cache.get(shas[item.doc_id], stored)
+
+    return pages_of
+
+
 def answer_evidence(rt: Runtime, ctx: Context, text: str, cited: list[int]) -> list[EvidenceLine]:
     """The evidence lines of an answer from its cited nodes (engine.answer.evidence)."""
     sections = _sections(ctx, cited)
     if not sections or not text.strip():
         return []
-    cache = page_texts(rt)
-    shas: dict[int, str] = {}
+    return evidence_lines(rt.encoder, text, sections, pages_of=pages_lookup(rt))
 
-    def pages_of(sec: Section):
-        if sec.doc_id is None:
-            return None
-        if sec.doc_id not in shas:
-            shas[sec.doc_id] = rt.library.get_document(sec.doc_id).sha256
 
-        def stored() -> bytes | None:  # the file kept in the library with its document
-            src = rt.library.get_source(sec.doc_id)
-            return src.data if src is not None and src.is_pdf else None
+def ranked_sentences(rt: Runtime, ctx: Context, question: str,
+                     route: Route | None) -> list[sentence_evidence.Sentence]:
+    """The routed sections' sentences scored against the question, best first
+    (engine.answer.sentences); tables of contents and indexes left out."""
+    if route is None:
+        return []
+    sections = []
+    for rid in sorted(route.selected):
+        doc_id, node_id = ctx.routing.origin[rid]
+        tree = ctx.trees.get(doc_id)
+        if tree is None:
+            continue
+        n = tree.node(node_id)
+        if n.kind in CONTEXT_EXCLUDED_KINDS or not n.text.strip():
+            continue
+        sections.append(sentence_evidence.SectionText(
+            rid=rid, doc_id=doc_id, node_id=node_id,
+            heading=heading_path(tree, node_id) or ctx.routing.title[rid], body=n.text,
+            page_start=n.page_start, page_end=n.page_end))
+    return sentence_evidence.score(rt.encoder, question, sentence_evidence.candidates(sections))
 
-        return cache.get(shas[sec.doc_id], stored)
 
-    return evidence_lines(rt.encoder, text, sections, pages_of=pages_of)
+def sentence_pager(rt: Runtime):
+    """``page_of(sentence)``: the physical 1-based page where a sentence begins (its section's
+    first page when the section is one page; None when unknown: never guessed)."""
+    pages_of = pages_lookup(rt)
+
+    def page_of(s: sentence_evidence.Sentence) -> int | None:
+        if s.page_start is None or s.page_end is None or s.page_end <= s.page_start:
+            return s.page_start
+        return locate_page(s.text, s.page_start, s.page_end, pages_of(s))
+
+    return page_of
+
+
+def find_quote(rt: Runtime, ctx: Context, question: str, route: Route | None,
+               opts: AskOptions) -> tuple[list[sentence_evidence.Sentence], quoting.Quote | None]:
+    """(ranked sentences, the quote or None below the threshold)."""
+    ranked = ranked_sentences(rt, ctx, question, route)
+    return ranked, quoting.choose(question, ranked, opts.quote_threshold, sentence_pager(rt))
+
+
+NOT_COVERED = "The manual does not seem to cover this: no passage of the routed sections matches it."
 
 
 _REASONS = {"repeat": "it repeats itself", "markup": "it is markup debris",
@@ -313,6 +378,10 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
         raise MemoriesPending(f"{_pending_line(pending)}; the memory router needs them, use the "
                               "fused router meanwhile", pending.done, pending.total)
     routing = routing_tree(rt, docs)
+    try:
+        reader = rt.reader if opts.mode in ("text", "full") else None
+    except SettingsError as e:
+        raise AskError(str(e)) from None
     ctx = Context(backbone=rt.backbone, parts=rt.parts, routing=routing,
                   trees={d: doc.tree for d, doc in docs.items()},
                   aligner=getattr(rt.parts, "aligner", None), gate=opts.gate,
@@ -320,40 +389,64 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
                   text_budget=opts.text_budget, text_sections=opts.text_sections,
                   text_system=TEXT_PROMPTS[opts.text_prompt],
                   repetition_penalty=opts.repetition_penalty, no_repeat_ngram=opts.no_repeat_ngram,
-                  max_time=getattr(rt.settings, "request_timeout_s", None))
+                  max_time=getattr(rt.settings, "request_timeout_s", None),
+                  reader=reader, text_packing=opts.text_packing)
     metrics = Metrics()
     peak = _PeakMemory(rt.backbone.device).__enter__()
     t0 = time.perf_counter()
     rt_route: Route | None = None
+    quote_route: Route | None = None  # full mode routes for its quote only
     q = None
     try:
-        if opts.mode != "full":
-            tq = time.perf_counter()
-            query = channel_query(rt, routing, question, opts)
-            q = query.memory
-            if opts.mode == "flat" and q is None:
-                q = query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
-            query_ms = (time.perf_counter() - tq) * 1e3
-            try:
-                rt_route = route_on_evidence(routing, query, rt.parts.router, router=opts.router,
-                                             weights=rt.fusion, k=opts.k,
-                                             max_depth=opts.max_depth, budget=opts.budget,
-                                             temperature=opts.temperature,
-                                             walk_how=opts.walk or rt.settings.walk)
-            except RouterUnavailable as e:
-                raise AskError(str(e)) from None
-            rt_route.query_ms = query_ms
-            metrics.route_ms = query_ms + rt_route.route_ms
+        # every mode routes: the quote reads the routed sections
+        tq = time.perf_counter()
+        query = channel_query(rt, routing, question, opts)
+        q = query.memory
+        if opts.mode == "flat" and q is None:
+            q = query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
+        query_ms = (time.perf_counter() - tq) * 1e3
+        try:
+            rt_route = route_on_evidence(routing, query, rt.parts.router, router=opts.router,
+                                         weights=rt.fusion, k=opts.k,
+                                         max_depth=opts.max_depth, budget=opts.budget,
+                                         temperature=opts.temperature,
+                                         walk_how=opts.walk or rt.settings.walk)
+        except RouterUnavailable as e:
+            raise AskError(str(e)) from None
+        rt_route.query_ms = query_ms
+        metrics.route_ms = query_ms + rt_route.route_ms
+        if opts.mode == "full":  # the plain baseline reads no route: its clock starts now
+            quote_route, rt_route = rt_route, None
+            metrics.route_ms = 0.0
+            t0 = time.perf_counter()
     except BaseException:
         peak.__exit__(None, None, None)
         raise
-    return _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, peak, t0, log)
+    return _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, peak, t0, log,
+                   quote_route)
 
 
-def _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, peak, t0, log):
+def _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, peak, t0, log,
+            quote_route=None):
     try:
         plan, cited = None, []
-        if opts.mode == "route":
+        # The quote: before generation where the reader needs the sentences (text) or the quote is
+        # the answer (quote); after it in the other modes, so their time to first token is
+        # theirs alone (the app's default mode is text, which shows the quote first).
+        early = opts.mode in ("text", "quote")
+        ranked, quote = [], None
+        if early:
+            tq = time.perf_counter()
+            ranked, quote = find_quote(rt, ctx, question, rt_route, opts)
+            metrics.quote_ms = (time.perf_counter() - tq) * 1e3
+        if opts.mode == "text" and opts.text_packing == "sentences":
+            ctx.sentences = sentence_evidence.select(
+                ranked, lambda t: len(ctx.text_model.encode(t)), opts.sentence_budget,
+                opts.quote_threshold)
+            ctx.sentence_page = sentence_pager(rt)
+        if opts.mode == "quote":
+            cited = [quote.rid] if quote is not None else []
+        elif opts.mode == "route":
             cited = sorted(rt_route.selected)
         elif opts.mode == "memory":
             plan, cited = plan_memory(ctx, question, rt_route)
@@ -367,7 +460,7 @@ def _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, pea
             seg, _ = search(index, q, rt.parts.router, max(1, len(rt_route.selected)))
             plan = slots_plan(ctx, question, index.memories[seg], None)
         citations = [citation(ctx.routing, i) for i in cited]
-        yield RouteReady(rt_route, citations)
+        yield RouteReady(rt_route, citations, quote, not_covered=early and quote is None)
         gate: dict[int, list[int]] = {}
         text, result = "", None
         if plan is not None:
@@ -400,13 +493,23 @@ def _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, pea
             metrics.generated_tokens = result.generated_tokens
             if result.first_token_at is not None:
                 metrics.ttft_ms = (result.first_token_at - t0) * 1e3
+        elif opts.mode == "quote":
+            text = quote.text if quote is not None else NOT_COVERED
+            metrics.ttft_ms = metrics.route_ms + metrics.quote_ms
         else:
             metrics.ttft_ms = metrics.route_ms
         metrics.total_ms = (time.perf_counter() - t0) * 1e3
+        if not early:
+            tq = time.perf_counter()
+            ranked, quote = find_quote(rt, ctx, question, rt_route or quote_route, opts)
+            metrics.quote_ms = (time.perf_counter() - tq) * 1e3
     finally:
         peak.__exit__(None, None, None)
     metrics.peak_mem_mb = max(0.0, peak.mb)
     warnings = []
+    if opts.mode == "text" and opts.text_packing == "sentences" and not ctx.sentences:
+        warnings.append("No passage of the manual matched the question closely enough: this "
+                        "answer is the model's own, without the manual.")
     if pending and opts.router == "fused" and rt_route is not None:
         warnings.append(f"{_pending_line(pending)}: routed on words and meaning only until they "
                         "are done")
@@ -434,7 +537,8 @@ def _events(rt, ctx, question, opts, doc_ids, pending, rt_route, q, metrics, pea
     answer = Answer(text=text, mode=opts.mode, cited=citations, gate=gate, metrics=metrics,
                     route=rt_route, warning=" ".join(warnings) or None, evidence=evidence,
                     cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
-                    stop=result.stop if result is not None else None, repetition_cut=trimmed)
+                    stop=result.stop if result is not None else None, repetition_cut=trimmed,
+                    quote=quote, not_covered=quote is None)
     if log:
         rt.library.log_query(question, opts.mode, text,
                              doc_id=doc_ids[0] if len(doc_ids) == 1 else None,

@@ -77,7 +77,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
                       gate=not args.no_gate, hier_pos=args.hier_pos,
                       max_new_tokens=args.max_new_tokens,
                       text_budget=args.text_budget or AskOptions.text_budget,
-                      router=args.router or rt.settings.router)
+                      router=args.router or rt.settings.router,
+                      text_packing=args.text_packing)
     try:
         answer = ask(rt, args.doc, args.question, opts)
     except AskError as e:
@@ -88,6 +89,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return 0
     if answer.warning:
         print(f"note: {answer.warning}", file=sys.stderr)
+    if answer.quote is not None and answer.mode != "quote":
+        q = answer.quote
+        page = f", p.{q.page}" if q.page else ""
+        print(f"the manual ({q.heading}{page}):\n  \"{q.text}\"\n\nthe model's answer:")
+    elif answer.not_covered:
+        print("the manual does not seem to cover this (no quote)\n")
     print(answer.text or "(routing only)")
     if answer.evidence:
         print("\nevidence:")
@@ -153,10 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("ask", help="answer a question about a document or the whole library")
     p.add_argument("doc", help="document id, or 'all' for the whole library")
     p.add_argument("question")
-    p.add_argument("--mode", default="text", choices=["text", "memory", "full", "flat", "route"],
-                   help="text: the routed sections' text (default); memory: their H2MT memories "
-                        "(fast, less reliable); full: the whole manual; flat: HMT baseline; "
-                        "route: routing only")
+    p.add_argument("--mode", default="text",
+                   choices=["text", "memory", "full", "flat", "route", "quote"],
+                   help="text: the best sentences of the routed sections (default); memory: "
+                        "their H2MT memories (fast, less reliable); full: the whole manual; "
+                        "flat: HMT baseline; route: routing only; quote: the manual's best "
+                        "passage alone, no generation")
     p.add_argument("--k", type=int, default=3, help="children kept per parent")
     p.add_argument("--max-depth", type=int, help="deepest level routed to")
     p.add_argument("--budget", type=int, help="most nodes selected")
@@ -164,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hier-pos", action="store_true", help="add HDT hierarchical position codes")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--text-budget", type=int,
-                   help="backbone tokens of section text in text mode's context (default 1024)")
+                   help="backbone tokens of section text in text mode's context with "
+                        "--text-packing sections (default 1024)")
+    p.add_argument("--text-packing", choices=["sentences", "sections"], default="sentences",
+                   help="text mode's context: the best sentences (default) or whole sections "
+                        "(the earlier packing)")
     p.add_argument("--router", choices=["fused", "memory", "lexical", "dense"],
                    help="how nodes are scored: every evidence channel fused (default), or one")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -5,12 +5,12 @@ around; nothing here is global.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.memory.backbone import Backbone, load_backbone
 from engine.memory.parts import H2MTParts, load_or_init_parts
 from engine.routing.fusion import FusionWeights
-from engine.settings import Settings
+from engine.settings import Settings, SettingsError
 from storage import Library
 
 
@@ -27,6 +27,7 @@ class Runtime:
 
     fusion: FusionWeights = field(init=False)
     _encoder: object = field(default=None, init=False, repr=False)
+    _reader: Backbone | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.fingerprint = self.parts.fingerprint(self.backbone.name)
@@ -43,6 +44,21 @@ class Runtime:
 
             self._encoder = load_encoder(self.settings.device)
         return self._encoder
+
+    @property
+    def reader(self) -> Backbone:
+        """The model that reads text (``Settings.reader``): the backbone itself when the setting
+        names it, else loaded on first use like a backbone (``load_backbone``)."""
+        spec = getattr(self.settings, "reader", self.settings.backbone)
+        if spec == self.settings.backbone:
+            return self.backbone
+        if self._reader is None:
+            try:
+                self._reader = load_backbone(replace(self.settings, backbone=spec))
+            except (OSError, ValueError) as e:  # a missing folder or file, a bad or unreachable hub id
+                raise SettingsError(f"H2MT_READER={spec!r} cannot be loaded: "
+                                    f"{str(e).splitlines()[0]}") from None
+        return self._reader
 
     @classmethod
     def load(cls, settings: Settings) -> "Runtime":

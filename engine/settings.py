@@ -115,6 +115,11 @@ class Settings:
     db_url: str | None = None
     # Backbone: "smollm2" (shipped GGUF), a local folder, or a Hugging Face id (hub only then).
     backbone: str = DEFAULT_BACKBONE
+    # The model that reads text to answer (text and full modes): "smollm2" (the bundled
+    # backbone), a local model folder, a GGUF file or a Hugging Face id (hub only then). Separate
+    # from the backbone, whose trained parts the memories and routing need; when it names the
+    # backbone the one loaded model serves both.
+    reader: str = DEFAULT_BACKBONE
     # Dequantized weights, config and tokenizer of GGUF backbones are cached here.
     cache_dir: Path = field(default_factory=default_cache_dir)
     device: str | None = None  # None: cuda > mps > cpu

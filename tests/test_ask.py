@@ -52,9 +52,13 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     json.dumps(out)  # the CLI's --json object is serialisable
     assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
-                        "repetition_cut", "stop"}
+                        "repetition_cut", "stop", "quote", "not_covered"}
     assert set(out["metrics"]) == {"ttft_ms", "total_ms", "route_ms", "prefill_tokens",
-                                   "generated_tokens", "peak_mem_mb", "evidence_ms"}
+                                   "generated_tokens", "peak_mem_mb", "evidence_ms", "quote_ms"}
+    # every mode carries the quote (the manual's words), generation or not
+    assert out["quote"] is not None and out["not_covered"] is False
+    assert set(out["quote"]) == {"text", "doc", "node", "heading", "page", "score"}
+    assert "widget" in out["quote"]["text"] and out["quote"]["text"] in " ".join(MANUAL.split())
     if mode == "full":
         assert out["route"] is None
     else:
@@ -68,6 +72,8 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
         assert set(out["alternatives"]) == {"memory"}
     if mode == "route":
         assert out["answer"] == "" and out["metrics"]["generated_tokens"] == 0
+    elif mode == "quote":
+        assert out["answer"] == out["quote"]["text"] and out["metrics"]["generated_tokens"] == 0
     else:
         assert 1 <= out["metrics"]["generated_tokens"] <= 4
         assert out["metrics"]["prefill_tokens"] > 0 and out["metrics"]["ttft_ms"] > 0
@@ -126,7 +132,8 @@ def test_every_mode_with_the_real_backbone_on_a_corpus_manual(real_backbone, sha
         ans = ask(rt, doc, q, AskOptions(mode=mode, k=2, max_new_tokens=12))
         if mode != "route":
             assert ans.text.strip(), mode
-            assert ans.metrics.generated_tokens >= 1
+            assert ans.metrics.generated_tokens >= (mode != "quote"), mode
+        assert ans.quote is not None and ans.quote.page is not None, mode
         if mode in ("memory", "text", "route"):
             assert ans.cited and all(c.doc_id == doc for c in ans.cited)
             assert any(c.page_start for c in ans.cited)
@@ -181,3 +188,53 @@ def test_loaded_documents_are_bounded_and_routing_follows_reloads(tiny_backbone,
     assert again[ids[0]] is not first[ids[0]] and again[ids[0]].serial != first[ids[0]].serial
     assert routing_tree(rt, again) is not tree_before
     assert routing_tree(rt, again) is routing_tree(rt, load_documents(rt, [ids[0]]))  # cached
+
+
+@pytest.fixture(scope="session")
+def reader_folder(real_backbone, tmp_path_factory):
+    """The bundled backbone saved as a local model folder (the reader setting's other kind)."""
+    import os
+    import shutil
+
+    from engine.memory.backbone import resolve_backbone
+
+    # The dequantized GGUF cache is a plain transformers folder (config, safetensors, tokenizer);
+    # save_pretrained refuses a GGUF-loaded model, so the folder is copied (hard links: cheap).
+    source, _, _ = resolve_backbone(Settings())
+    folder = tmp_path_factory.mktemp("reader") / "smollm2-folder"
+
+    def link(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, folder, copy_function=link)
+    return folder
+
+
+@pytest.mark.real_model
+def test_the_reader_is_a_setting_of_its_own(real_backbone, reader_folder, tmp_path):
+    """H2MT_READER: the default reads with the backbone itself; a local folder is loaded as a
+    separate model that text mode reads with, while routing and memories keep the backbone."""
+    assert Settings.from_env({}).reader == "smollm2"
+    assert Settings.from_env({"H2MT_READER": str(reader_folder)}).reader == str(reader_folder)
+    rt = make_runtime(real_backbone, tmp_path)
+    md = tmp_path / "widgets.md"
+    md.write_text(MANUAL)
+    doc = ingest_file(md, rt).doc_id
+    q = "Which supply do large widgets need?"
+    opts = AskOptions(mode="text", k=2, max_new_tokens=8)
+    assert rt.reader is rt.backbone
+    default = ask(rt, doc, q, opts, log=False)
+    other = Runtime(rt.settings.with_(reader=str(reader_folder)), real_backbone, rt.parts,
+                    rt.library)
+    assert other.reader is not other.backbone and other.reader.name.startswith("local:")
+    folder = ask(other, doc, q, opts, log=False)
+    # the same weights read greedily: the same answer, from the same quote and context
+    assert folder.text == default.text and folder.quote.text == default.quote.text
+    assert folder.metrics.prefill_tokens == default.metrics.prefill_tokens
+    broken = Runtime(rt.settings.with_(reader=str(tmp_path / "missing")), real_backbone,
+                     rt.parts, rt.library)
+    with pytest.raises(AskError, match="H2MT_READER"):
+        ask(broken, doc, q, opts, log=False)

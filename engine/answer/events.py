@@ -1,11 +1,12 @@
 """What ``engine.ask.ask_stream`` yields, in order: one ``RouteReady`` when routing ends (before
-any generation), zero or more ``TokenChunk`` (the text decoded since the previous chunk), one
+any generation, with the quote), zero or more ``TokenChunk`` (the text decoded since the previous chunk), one
 ``AnswerReady`` with the final Answer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from engine.answer.modes import Answer, Citation
+from engine.answer.quote import Quote
 from engine.routing.router import Route
 
 
@@ -13,6 +14,8 @@ from engine.routing.router import Route
 class RouteReady:
     route: Route | None  # None in full mode
     cited: list[Citation]  # the nodes the answer will read (text mode: those packed)
+    quote: Quote | None = None  # the manual's best passage (engine.answer.quote)
+    not_covered: bool = False  # no sentence reached the threshold: no quote
 
 
 @dataclass

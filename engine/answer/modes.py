@@ -6,9 +6,12 @@ Modes (all through the backbone's chat template, greedy decoding):
   alone. Slots go through the ArcAligner projector and, when enabled, its masked LoRA and gate
   (engine/aligner.py); otherwise through the parts' memory input scale. Optionally HDT's
   hierarchical positional encoding of each node's tree path is added to its slot.
-- ``text``: the raw text of the selected nodes, best routing score first, each under its
-  heading path and page, within a token budget, numbered for citation, with a prompt made for
-  manuals (``TEXT_SYSTEM_PROMPT``).
+- ``text``: the reader reads the best sentences of the routed sections (``engine.answer.sentences``,
+  RECOMP-style extractive compression), in document order under their heading paths and pages,
+  within a small token budget; with no sentence above the threshold it answers without context.
+  ``Context.text_packing = "sections"`` keeps the earlier packing (the selected nodes' whole
+  text, best routing score first, within ``text_budget``) for comparison.
+- ``quote``: the quote alone (``engine.answer.quote``), no generation.
 - ``full``: the manual's text in document order up to the context window (the plain baseline).
 - ``flat``: HMT-style: fixed-length segments of the manual, one memory each from the same
   writer, memory search by the same scaled dot-product over all segment memories, no tree.
@@ -35,10 +38,13 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteriaL
 
 from engine.answer.evidence import EvidenceLine
 from engine.answer.guard import DECODE, RepeatStop
+from engine.answer.quote import Quote
+from engine.answer.sentences import Sentence, context_text
 from engine.memory.backbone import Backbone
 from engine.routing.router import Route
 
-MODES = ("memory", "text", "full", "flat", "route")
+MODES = ("memory", "text", "full", "flat", "route", "quote")
+TEXT_PACKINGS = ("sentences", "sections")
 SLOT_MARKER = "\u2063MEMORY\u2063"  # invisible separators: never in user text, split on it
 # Node kinds never put into an answer's context (document.hygiene marks them at build time).
 CONTEXT_EXCLUDED_KINDS = frozenset({"toc", "index"})
@@ -73,6 +79,7 @@ class Metrics:
     generated_tokens: int = 0
     peak_mem_mb: float = 0.0
     evidence_ms: float = 0.0  # finding the evidence lines after generation
+    quote_ms: float = 0.0  # scoring the routed sections' sentences and choosing the quote
 
 
 @dataclass
@@ -90,6 +97,8 @@ class Answer:
     degenerate: str | None = None  # why the output is not an answer (engine.answer.guard)
     stop: str | None = None  # why generation ended (GenerationResult.stop); None: no generation
     repetition_cut: bool = False  # a loop at the end was cut off (engine.answer.guard.trim_loop)
+    quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.quote)
+    not_covered: bool = False  # no sentence of the routed sections reached the threshold
 
     def as_json(self) -> dict:
         """The CLI's --json object."""
@@ -107,6 +116,8 @@ class Answer:
                 "cut": self.cut, "cut_at": self.cut_at, "stop": self.stop,
                 "repetition_cut": self.repetition_cut,
                 "evidence": [asdict(e) for e in self.evidence],
+                "quote": self.quote.as_json() if self.quote is not None else None,
+                "not_covered": self.not_covered,
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},
                 "metrics": {k: round(v, 2) if isinstance(v, float) else v
@@ -300,19 +311,30 @@ class Context:
     text_system: str = SYSTEM_PROMPT  # text mode's system prompt (TEXT_PROMPTS)
     repetition_penalty: float = 1.0  # decoding (``generate``); 1.0 = off
     no_repeat_ngram: int = 0  # decoding (``generate``); 0 = off
+    # The model that reads text (text and full modes, H2MT_READER); None: the backbone itself.
+    reader: Backbone | None = None
+    text_packing: str = "sentences"  # TEXT_PACKINGS
+    sentences: list[Sentence] = field(default_factory=list)  # text mode's kept sentences
+    sentence_page: object | None = None  # sentence -> page (for the context's page marks)
+
+    @property
+    def text_model(self) -> Backbone:
+        return self.reader if self.reader is not None else self.backbone
 
 
 @dataclass
 class Plan:
-    """A mode's prompt, ready to generate from: input embedding pieces, slot mask, gate."""
+    """A mode's prompt, ready to generate from: input embedding pieces, slot mask, gate, and
+    the model that generates (None: the backbone)."""
 
     pieces: list[torch.Tensor]
     slot_mask: torch.Tensor | None = None
     aligner: object | None = None
+    model: Backbone | None = None
 
 
 def run_plan(ctx: Context, plan: Plan) -> GenerationResult:
-    return generate(ctx.backbone, plan.pieces, slot_mask=plan.slot_mask, aligner=plan.aligner,
+    return generate(plan.model or ctx.backbone, plan.pieces, slot_mask=plan.slot_mask, aligner=plan.aligner,
                     max_new_tokens=ctx.max_new_tokens, max_time=ctx.max_time,
                     streamer=ctx.streamer, guard=ctx.guard,
                     repetition_penalty=ctx.repetition_penalty, no_repeat_ngram=ctx.no_repeat_ngram)
@@ -382,12 +404,13 @@ def generate_with_slots(ctx: Context, question: str, memories: torch.Tensor,
 def text_plan(ctx: Context, question: str, context_text: str) -> Plan:
     """With context: the manual sections under ``ctx.text_system``; without: the question
     alone under the generic prompt (the backbone alone)."""
+    model = ctx.text_model
     if context_text:
         user = f"Manual sections:\n{context_text}\n\nQuestion: {question.strip()}"
-        (prompt,) = chat_parts(ctx.backbone, user, ctx.text_system)
+        (prompt,) = chat_parts(model, user, ctx.text_system)
     else:
-        (prompt,) = chat_parts(ctx.backbone, question.strip())
-    return Plan([_embed_text(ctx.backbone, prompt)])
+        (prompt,) = chat_parts(model, question.strip())
+    return Plan([_embed_text(model, prompt)], model=model)
 
 
 def generate_with_text(ctx: Context, question: str, context_text: str) -> GenerationResult:
@@ -449,12 +472,19 @@ def pack_context(ctx: Context, route: Route) -> tuple[str, list[int]]:
         order = sorted(route.selected, key=lambda i: (-ctx.routing.depth[i], i))
     order = [i for i in order if ctx.routing.origin[i][0] in ctx.trees]
     items = [(ctx.trees[ctx.routing.origin[i][0]], ctx.routing.origin[i][1]) for i in order]
-    text, kept = pack_blocks(ctx.backbone.encode, ctx.text_budget, items, ctx.text_sections)
+    text, kept = pack_blocks(ctx.text_model.encode, ctx.text_budget, items, ctx.text_sections)
     return text, [order[j] for j in kept]
 
 
 def plan_text(ctx: Context, question: str, route: Route) -> tuple[Plan, list[int]]:
-    context, cited = pack_context(ctx, route)
+    """Text mode's prompt: the kept sentences (``ctx.sentences``, chosen by the caller with
+    ``engine.answer.sentences.select``; none: no context) or, with ``text_packing="sections"``,
+    the earlier whole-section packing (``pack_context``). Returns (plan, routed ids read)."""
+    if ctx.text_packing == "sections":
+        context, cited = pack_context(ctx, route)
+        return text_plan(ctx, question, context), cited
+    context = context_text(ctx.sentences, ctx.sentence_page)
+    cited = list(dict.fromkeys(s.rid for s in ctx.sentences))
     return text_plan(ctx, question, context), cited
 
 
@@ -470,17 +500,18 @@ def context_window(backbone: Backbone) -> int:
 
 def plan_full(ctx: Context, question: str) -> tuple[Plan, list[int]]:
     """The manual's text in document order, cut to fit the context window."""
-    room = context_window(ctx.backbone) - ctx.max_new_tokens - 200 - len(ctx.backbone.encode(question))
+    model = ctx.text_model
+    room = context_window(model) - ctx.max_new_tokens - 200 - len(model.encode(question))
     texts, used = [], 0
     for tree in ctx.trees.values():
         for n in tree.preorder():
             t = n.local_text
             if not t.strip():
                 continue
-            ids = ctx.backbone.encode(t)
+            ids = model.encode(t)
             if used + len(ids) > room:
                 ids = ids[: max(0, room - used)]
-                t = ctx.backbone.decode(ids)
+                t = model.decode(ids)
             if not ids:
                 break
             texts.append(t)

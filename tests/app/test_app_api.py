@@ -61,7 +61,7 @@ def test_api_flow(client, explorer_server, shared_dir):
     # the nine parameters of before the router still work (the router defaults to fused)
     outputs = client.predict(str(doc.id), QUESTION, "text", 3, 0, 0, True, False, 32,
                              api_name="/ask")
-    answer, metrics, cited, plot, icicle, route_rows, summary, history = outputs
+    answer, metrics, cited, plot, icicle, route_rows, summary, history, *_ = outputs
     assert answer.strip()
     assert "TTFT" in metrics
     assert cited["data"], "text mode cites the nodes whose text it used"
@@ -159,7 +159,7 @@ def test_api_ask_streams_route_first_then_tokens(client, explorer_server, shared
     final = job.result(timeout=600)
     outputs = job.outputs()
     assert len(outputs) >= 4, f"{len(outputs)} outputs: /ask did not stream"
-    answer, metrics, cited, plot, icicle, route_rows, summary, history = outputs[0]
+    answer, metrics, cited, plot, icicle, route_rows, summary, history, *_ = outputs[0]
     assert answer == "" and "TTFT" not in metrics and summary["generating"] is True
     assert summary["nodes"]["selected"] >= 1 and cited["data"], "the tree and sections first"
     grown = [o[0] for o in outputs[1:-1] if o[0]]

@@ -131,9 +131,10 @@ RECORD_JS = """() => {
     const gd = document.querySelector('#route-plot .js-plotly-plot');
     const t = gd && gd.data && gd.data.find(t => t.meta && t.meta.status === 'selected');
     const fused = !!(t && Array.from(t.hovertext || []).some(h => h.includes('fused score:')));
+    const q = document.querySelector('#quote-view')?.innerText || '';
     const last = window.__seen[window.__seen.length - 1];
-    if (!last || last.v !== v || last.fused !== fused)
-      window.__seen.push({v, fused, t: performance.now() - t0});
+    if (!last || last.v !== v || last.fused !== fused || last.q !== q)
+      window.__seen.push({v, fused, q, t: performance.now() - t0});
   }, 20);
 }"""
 
@@ -182,6 +183,12 @@ def _delete_from_library(page, rt, doc_id: int) -> None:
     assert rt.library.list_queries(doc_id) == []
     page.wait_for_function(f"(a) => ({LIBRARY_CELL_JS})(a) === null", arg=[doc_id, 0])
     _no_error_badge(page)
+
+
+def rec_quote(page) -> str:
+    """The opening words of the quote as the quote block shows it."""
+    text = page.locator("#quote-view blockquote").inner_text()
+    return " ".join(text.split()[:6])
 
 
 def _page_view(page) -> tuple[str, int]:
@@ -306,6 +313,13 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
                        and not x["v"].startswith("(routing only"))
     assert any(x["fused"] for x in seen[:first_token]), "the tree came after the answer"
     assert seen[first_token]["fused"]
+    # the quote (the manual's own words, told apart from the model's) came before the answer,
+    # and its page is shown with the quote highlighted
+    assert "From the manual" in seen[first_token]["q"], seen[:first_token + 1]
+    assert rec_quote(page) in " ".join(page.locator("#quote-view").inner_text().split())
+    assert "the answer the model wrote" in page.locator("#quote-view").inner_text()
+    caption, yellow = _page_view(page)
+    assert yellow > 0, caption
 
     # the tree the browser drew matches the route the engine logged
     route = route_from_log(rec.route, rec.settings)

@@ -1,0 +1,33 @@
+"""The quote block of the Ask tab: the manual's own words first, told apart from the model's.
+
+Renders ``engine.answer.quote.Quote`` (or its absence: the manual does not seem to cover the
+question) as Markdown, in plain words: the quote is the manual's text, verbatim, with its
+section and page; the answer under it is written by the model.
+"""
+from __future__ import annotations
+
+NOT_COVERED = ("**The manual does not seem to cover this question**: no passage of the routed "
+               "sections matches it closely enough. Any answer below is the model's own, "
+               "without the manual.")
+MODEL_NOTE = ("*Above: the manual's own words. Below: the answer the model wrote from the "
+              "manual; check it against the quote and its page.*")
+
+
+def _md(text: str) -> str:
+    """Markdown-safe inline text (the manual's words shown as they are)."""
+    for ch in "\\`*_[]<>#|":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def quote_markdown(quote, not_covered: bool, mode: str) -> str:
+    """The quote block: the quote with its heading path and page, or the not-covered line."""
+    if quote is None:
+        return NOT_COVERED if not_covered else ""
+    where = _md(quote.heading or "the manual")
+    page = f", page {quote.page}" if quote.page else ""
+    lines = [f"**From the manual** ({where}{page}), its own words:", "",
+             f"> {_md(quote.text)}", ""]
+    if mode not in ("quote", "route"):
+        lines.append(MODEL_NOTE)
+    return "\n".join(lines)

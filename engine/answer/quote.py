@@ -1,0 +1,71 @@
+"""The quote: the manual's best passage for a question, verbatim, shown before any answer.
+
+The passage is chosen by a sentence-level rerank across all routed nodes (``sentences.score``),
+not by routing order. From the best sentence:
+- a how-to question ("how do/can/to/should ...") quotes its section's opening lines, the section
+  being where the manual explains the task (up to ``MAX_SENTENCES`` sentences and
+  ``MAX_WORDS`` words from the section's first sentence);
+- any other question quotes the best sentence and the ones after it in the same section while
+  the quote stays within ``MAX_SENTENCES`` sentences and ``MAX_WORDS`` words, so a definition
+  keeps the sentence that completes it.
+Chosen where the issue is silent: the continuation runs forward only (a manual states the subject
+first, then its details), and the 80-word cap follows the issue's measurement (the opening 80
+words of the gold chunk scored best against the reference answers).
+
+Below ``sentences.THRESHOLD`` there is no quote: the answer carries ``not_covered`` instead.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from engine.answer.sentences import THRESHOLD, Sentence
+
+MAX_SENTENCES = 3
+MAX_WORDS = 80
+_HOW_TO = re.compile(r"^\s*(how\s+(do|does|can|could|should|would|to|is|are|may)\b|what\s+steps\b)",
+                     re.IGNORECASE)
+
+
+@dataclass
+class Quote:
+    text: str  # verbatim sentences of the manual (whitespace collapsed), space-joined
+    doc_id: int | None
+    node_id: int
+    heading: str  # heading path of its section
+    page: int | None  # physical 1-based page where the quote begins; None when unknown
+    score: float  # the best sentence's score (sentences.score)
+    rid: int  # routed node id
+
+    def as_json(self) -> dict:
+        return {"text": self.text, "doc": self.doc_id, "node": self.node_id,
+                "heading": self.heading, "page": self.page, "score": self.score}
+
+
+def is_how_to(question: str) -> bool:
+    return bool(_HOW_TO.match(question or ""))
+
+
+def choose(question: str, ranked: list[Sentence], threshold: float = THRESHOLD,
+           page_of=None) -> Quote | None:
+    """The quote from sentences ranked best first (module docstring); None below the threshold.
+    ``page_of(sentence)`` locates a sentence's page (None: its section's first page)."""
+    if not ranked or ranked[0].score < threshold:
+        return None
+    best = ranked[0]
+    section = sorted((s for s in ranked if (s.doc_id, s.node_id) == (best.doc_id, best.node_id)),
+                     key=lambda s: s.index)
+    start = 0 if is_how_to(question) else next(i for i, s in enumerate(section) if s is best)
+    picked, words = [], 0
+    for s in section[start:]:
+        n = len(s.text.split())
+        if picked and (len(picked) >= MAX_SENTENCES or words + n > MAX_WORDS):
+            break
+        if picked and s.index != picked[-1].index + 1:
+            break  # contiguous only (a dropped piece, e.g. a contents line, ends the passage)
+        picked.append(s)
+        words += n
+    first = picked[0]
+    page = page_of(first) if page_of is not None else first.page_start
+    return Quote(text=" ".join(s.text for s in picked), doc_id=first.doc_id, node_id=first.node_id,
+                 heading=first.heading, page=page, score=best.score, rid=first.rid)

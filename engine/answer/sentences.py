@@ -1,0 +1,130 @@
+"""Sentence-level evidence: the routed sections' sentences scored against the question.
+
+RECOMP-style extractive compression (arXiv:2310.04408: keep only the sentences that help, or
+nothing when none does), with the routing channels' ideas applied per sentence:
+
+- words matched: BM25 (the lexical channel's tokenizer and index, ``engine.routing.lexical``)
+  over the sentences of the routed sections, each sentence's tokens joined with its section's
+  heading path, divided by the best sentence's BM25 (0..1 within the question);
+- meaning: cosine of the question to the sentence under its heading path ("path: sentence"),
+  all-MiniLM-L6-v2 (the dense channel's encoder).
+
+``score = cosine + LEXICAL_WEIGHT * bm25 / max bm25``. The cosine carries the absolute
+confidence (the BM25 part is relative to the question's candidates), so ``THRESHOLD`` is a bar on
+it plus the word match. Chosen (the issue is silent on the form): a linear sum, as the fused
+router sums its channels; the weight and the threshold are set on the dev sets
+(docs/results.md, "Quotes and sentence-level evidence").
+
+``select`` keeps the best sentences above the threshold within a token budget and returns them
+in document order (the reader's context); ``engine.answer.quote`` picks the quote.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.answer.evidence import split_sentences
+from engine.routing import lexical
+
+LEXICAL_WEIGHT = 0.3
+THRESHOLD = 0.55  # docs/results.md, "Quotes and sentence-level evidence"
+BUDGET = 300  # reader context tokens (measured 150-500: docs/results.md)
+
+
+@dataclass
+class Sentence:
+    """One sentence of a routed section, where it is, and how well it answers the question."""
+
+    rid: int  # routed node id
+    doc_id: int | None
+    node_id: int
+    heading: str  # heading path (" > "-joined)
+    index: int  # position among its section's sentences (0 = the section's opening)
+    text: str
+    page_start: int | None  # the section's pages (the sentence's own page is located later)
+    page_end: int | None
+    order: int = 0  # document order across sections (routed id, then index)
+    score: float = 0.0
+    cosine: float = 0.0
+    lexical: float = 0.0
+
+
+@dataclass
+class SectionText:
+    """A routed section as sentence scoring reads it."""
+
+    rid: int
+    doc_id: int | None
+    node_id: int
+    heading: str
+    body: str
+    page_start: int | None
+    page_end: int | None
+
+
+def candidates(sections: list[SectionText]) -> list[Sentence]:
+    """Every sentence of the sections (``split_sentences``), each once, in document order."""
+    out, seen = [], set()
+    for s in sorted(sections, key=lambda s: (s.doc_id or 0, s.rid)):
+        for i, sent in enumerate(split_sentences(s.body)):
+            if sent in seen:
+                continue
+            seen.add(sent)
+            out.append(Sentence(rid=s.rid, doc_id=s.doc_id, node_id=s.node_id, heading=s.heading,
+                                index=i, text=sent, page_start=s.page_start, page_end=s.page_end,
+                                order=len(out)))
+    return out
+
+
+def score(encoder, question: str, sents: list[Sentence],
+          lexical_weight: float = LEXICAL_WEIGHT) -> list[Sentence]:
+    """Sets each sentence's ``cosine``, ``lexical`` and ``score`` (module docstring); returns
+    them best first. Without an encoder the cosine is 0 (word match alone)."""
+    if not sents:
+        return []
+    index = lexical.LexicalIndex([lexical.evidence_tokens([s.heading], s.text, title_boost=1)
+                                  for s in sents])
+    bm = index.scores(lexical.tokenize(question))
+    top = float(bm.max()) if len(bm) else 0.0
+    lex = bm / top if top > 0 else np.zeros(len(sents), dtype=np.float32)
+    if encoder is not None:
+        vec = encoder.encode([question] + [f"{s.heading}: {s.text}" if s.heading else s.text
+                                           for s in sents])
+        cos = vec[1:] @ vec[0]
+    else:
+        cos = np.zeros(len(sents), dtype=np.float32)
+    for s, c, x in zip(sents, cos, lex):
+        s.cosine, s.lexical = round(float(c), 4), round(float(x), 4)
+        s.score = round(float(c) + lexical_weight * float(x), 4)
+    return sorted(sents, key=lambda s: (-s.score, s.order))
+
+
+def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
+           threshold: float = THRESHOLD) -> list[Sentence]:
+    """The best sentences at or above ``threshold`` whose tokens fit ``budget`` (a sentence that
+    would pass it is skipped, a shorter one may still fit), returned in document order."""
+    kept, used = [], 0
+    for s in ranked:
+        if s.score < threshold:
+            break
+        n = count_tokens(s.text) + 4
+        if used + n > budget:
+            continue
+        used += n
+        kept.append(s)
+    return sorted(kept, key=lambda s: s.order)
+
+
+def context_text(kept: list[Sentence], page_of=None) -> str:
+    """The reader's context: the kept sentences grouped under their heading path and page,
+    numbered by section, in document order. ``page_of(sentence)`` gives a sentence's page."""
+    blocks: list[tuple[tuple, list[str], str]] = []
+    for s in kept:
+        key = (s.doc_id, s.node_id)
+        if not blocks or blocks[-1][0] != key:
+            page = page_of(s) if page_of is not None else s.page_start
+            head = f"[{len(blocks) + 1}] {s.heading or 'Section'}" + (f" (p. {page})" if page else "")
+            blocks.append((key, [], head))
+        blocks[-1][1].append(s.text)
+    return "\n\n".join(f"{head}:\n" + " ".join(body) for _, body, head in blocks)

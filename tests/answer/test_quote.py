@@ -1,0 +1,69 @@
+"""Sentence-level evidence and the quote (engine.answer.sentences, engine.answer.quote), with the
+real sentence encoder."""
+from __future__ import annotations
+
+import pytest
+
+from engine.answer import quote as quoting
+from engine.answer import sentences as S
+
+SECTIONS = [
+    S.SectionText(rid=1, doc_id=1, node_id=10, heading="Installing", page_start=3, page_end=3,
+                  body="Run the installer and answer its questions. The installer writes "
+                       "widget.conf for you. Afterwards restart the widget service once."),
+    S.SectionText(rid=2, doc_id=1, node_id=20, heading="Sizes > Large widgets", page_start=5,
+                  page_end=5,
+                  body="Large widgets are the heavy models of the range. Large widgets need a "
+                       "12 V supply. Never connect them to 230 V. Their casing is made of steel."),
+    S.SectionText(rid=3, doc_id=1, node_id=30, heading="Colours", page_start=7, page_end=7,
+                  body="Widgets come in red, green and blue paint. Custom colours cost extra "
+                       "and take six weeks to deliver."),
+]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from engine.routing.dense import load_encoder
+
+    return load_encoder("cpu")
+
+
+def ranked(encoder, question):
+    return S.score(encoder, question, S.candidates(SECTIONS))
+
+
+def test_the_quote_is_the_best_sentence_and_its_sequel_verbatim(encoder):
+    r = ranked(encoder, "Which power supply voltage does a large widget need?")
+    assert r[0].text == "Large widgets need a 12 V supply."
+    assert r[0].score >= r[-1].score
+    q = quoting.choose("Which power supply voltage does a large widget need?", r)
+    assert q is not None and (q.node_id, q.page, q.heading) == (20, 5, "Sizes > Large widgets")
+    # forward from the best sentence, contiguous, within three sentences
+    assert q.text.startswith("Large widgets need a 12 V supply. Never connect them to 230 V.")
+    assert q.text in " ".join(SECTIONS[1].body.split())
+    assert q.as_json()["page"] == 5 and q.as_json()["doc"] == 1
+
+
+def test_a_how_to_question_quotes_the_section_opening(encoder):
+    question = "How do I install the widget software?"
+    q = quoting.choose(question, ranked(encoder, question))
+    assert q is not None and q.node_id == 10
+    assert q.text.startswith("Run the installer and answer its questions.")
+
+
+def test_an_unrelated_question_gets_no_quote_and_no_context(encoder):
+    question = "Who won the football world cup in 1954?"
+    r = ranked(encoder, question)
+    assert quoting.choose(question, r) is None
+    assert S.select(r, lambda t: len(t.split())) == []
+
+
+def test_selection_keeps_the_budget_and_document_order(encoder):
+    r = ranked(encoder, "What voltage do large widgets need, and what colours exist?")
+    kept = S.select(r, lambda t: len(t.split()), budget=30, threshold=0.0)
+    assert kept and sum(len(s.text.split()) + 4 for s in kept) <= 30
+    assert [s.order for s in kept] == sorted(s.order for s in kept)
+    text = S.context_text(kept)
+    assert "(p. " in text and text.startswith("[1] ")
+    for s in kept:
+        assert s.text in text
