@@ -164,7 +164,9 @@ def _analyse(raw: str) -> tuple[str, ...]:
     if not _ALNUM_RUN.search(raw):
         return ()  # underscores only
     whole = raw.lower()
-    out = [whole]
+    # a mixed-case stop word ("bY", "iF") is still a stop word. VERSION is not bumped for this:
+    # only such odd spellings change, and a stored index holding one is merely a word heavier.
+    out = [] if whole in STOP_WORDS else [whole]
     for run in _ALNUM_RUN.findall(raw):
         humps = _HUMP.findall(run)
         parts = humps if len(humps) == 1 or run.lower() == whole else [run, *humps]
