@@ -292,7 +292,8 @@ def ranked_sentences(rt: Runtime, ctx: Context, question: str,
             rid=rid, doc_id=doc_id, node_id=node_id,
             heading=heading_path(tree, node_id) or ctx.routing.title[rid], body=n.text,
             page_start=n.page_start, page_end=n.page_end))
-    return sentence_evidence.score(rt.encoder, question, sentence_evidence.candidates(sections))
+    return sentence_evidence.score(rt.encoder, question, sentence_evidence.candidates(sections),
+                                   query_vec=route.query_dense)
 
 
 def sentence_pager(rt: Runtime):
@@ -414,6 +415,7 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
         except RouterUnavailable as e:
             raise AskError(str(e)) from None
         rt_route.query_ms = query_ms
+        rt_route.query_dense = query.dense
         metrics.route_ms = query_ms + rt_route.route_ms
         if opts.mode == "full":  # the plain baseline reads no route: its clock starts now
             quote_route, rt_route = rt_route, None
