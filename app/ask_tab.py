@@ -26,6 +26,7 @@ from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUT
                              clear_page, clear_view, cited_rows, evidence_summary, figures,
                              generating_md, metric_rows, metrics_md, node_lines, page_outputs,
                              quote_outputs, route_from_log, route_views, show_view)
+from app import examples
 from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary,
                          manual_figure, pages_label, route_figure, route_rows)
 from app.pages import Line
@@ -271,6 +272,7 @@ def build(s: AppState) -> AskTab:
                                   placeholder="e.g. How do I declare an array parameter?",
                                   elem_id="ask-question")
             ask_btn = gr.Button("Ask", variant="primary", scale=1, elem_id="ask-button")
+        examples.build(s, ask_doc, question)  # example questions (app/examples.py), if any
         ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
         with gr.Accordion("Settings", open=True):
             with gr.Row():

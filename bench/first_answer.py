@@ -1,0 +1,198 @@
+"""A visitor's first answer from an empty data folder (issue 26): start the app, wait for the
+example manual to be indexed, click an example question, see the answer and its quote.
+
+    python -m bench.first_answer [--runs N] [--question-index I] [--out DIR] [--chromium PATH]
+
+Each run starts ``app.py`` (the Space's and ``scripts/app.sh``'s entry) on a new, empty data
+folder, with this machine's backbone cache, and drives a real headless Chromium (Playwright) the
+way a visitor does: open the page, wait until the first-page line says the example is ready,
+click an example question (it fills the question box, picks the example manual and asks), wait
+for the answer box to hold the final answer (its metrics line shown) and the quote block. Times
+are seconds from the process start: server answering, page loaded, example indexed (the line
+says so), answer shown, quote shown. Prints one JSON line per run and their medians; ``--out``
+also keeps each run's server log and a screenshot of the answered page.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+READY_TEXT = "Try it"  # app/examples.py hint(): the example manual is ready
+INDEXING_TEXT = "being indexed"
+# The final answer is in: the answer box holds text and the metrics line (written with the
+# final answer only) shows its TTFT.
+ANSWER_JS = """() => {
+  const v = (document.querySelector('#answer-text textarea')?.value || '').trim();
+  return v.length > 0 && (document.querySelector('#answer-metrics')?.innerText || '')
+    .includes('TTFT'); }"""
+QUOTE_JS = """() => (document.querySelector('#quote-view')?.innerText || '')
+  .includes('From the manual')"""
+ERRORS_JS = """() => Array.from(document.querySelectorAll(
+  "[data-testid='toast-body'].error, [data-testid='status-tracker'] .error"))
+  .map(e => (e.closest("[data-testid='toast-body']") || e).innerText.trim())"""
+
+
+@dataclass
+class Walk:
+    """One visitor's walk: seconds from the app's start, and what the page showed."""
+    up_s: float = 0.0
+    page_s: float = 0.0
+    indexed_s: float = 0.0
+    answer_s: float = 0.0
+    quote_s: float = 0.0
+    hints: list[str] = field(default_factory=list)  # the first-page line, each value seen
+    examples: list[str] = field(default_factory=list)  # the example questions shown
+    question: str = ""  # the question box after the click
+    picked: str = ""  # the Ask tab's manual picker after the click
+    answer: str = ""
+    quote: str = ""
+    errors: list[str] = field(default_factory=list)  # red badges
+    outside: list[str] = field(default_factory=list)  # requests to anything but the app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(data_dir: Path, port: int, log: Path, env: dict | None = None
+              ) -> subprocess.Popen:
+    """``app.py`` on ``data_dir`` and ``port`` (examples on), its output in ``log``."""
+    env = dict(os.environ if env is None else env, H2MT_DATA_DIR=str(data_dir),
+               GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
+    env.pop("H2MT_EXAMPLES", None)
+    env.pop("H2MT_DB_URL", None)
+    return subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def stop_app(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+
+
+def wait_up(proc: subprocess.Popen, url: str, log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the app exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"the app did not answer in {timeout_s:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def walk(browser, data_dir: Path, log: Path, *, question_index: int = 0,
+         timeout_s: float = 300.0, screenshot: Path | None = None) -> Walk:
+    """Start the app on ``data_dir`` (empty for a first start) and walk a visitor's first
+    answer in ``browser`` (a Playwright Chromium); the app is stopped afterwards."""
+    from urllib.parse import urlparse
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    w = Walk()
+    t0 = time.monotonic()
+    proc = start_app(data_dir, port, log)
+    page = None
+    try:
+        wait_up(proc, url, log, timeout_s)
+        w.up_s = time.monotonic() - t0
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.on("request", lambda r: w.outside.append(r.url)
+                if urlparse(r.url).scheme in ("http", "https")
+                and urlparse(r.url).netloc != urlparse(url).netloc else None)
+        page.set_default_timeout(timeout_s * 1000)
+        page.goto(url)
+        hint = page.locator("#start-hint [data-testid='markdown']")
+        hint.wait_for()
+        w.page_s = time.monotonic() - t0
+        while READY_TEXT not in (text := " ".join(hint.inner_text().split())):
+            if text and (not w.hints or w.hints[-1] != text):
+                w.hints.append(text)
+            if time.monotonic() - t0 > timeout_s:
+                raise TimeoutError(f"the example was not indexed in {timeout_s:.0f} s: {text}")
+            time.sleep(0.1)
+        w.hints.append(text)
+        w.indexed_s = time.monotonic() - t0
+        samples = page.locator("#example-questions button")
+        w.examples = [" ".join(samples.nth(i).inner_text().split())
+                      for i in range(samples.count())]
+        samples.nth(question_index).click()
+        page.wait_for_function(ANSWER_JS)
+        w.answer_s = time.monotonic() - t0
+        page.wait_for_function(QUOTE_JS)
+        w.quote_s = time.monotonic() - t0
+        w.question = page.locator("#ask-question textarea").input_value()
+        w.picked = page.locator("#ask-doc input").input_value()
+        w.answer = page.locator("#answer-text textarea").input_value().strip()
+        w.quote = " ".join(page.locator("#quote-view").inner_text().split())
+        w.errors = page.evaluate(ERRORS_JS)
+        if screenshot is not None:
+            page.screenshot(path=str(screenshot), full_page=False)
+    finally:
+        if page is not None:
+            page.close()
+        stop_app(proc)
+    return w
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--question-index", type=int, default=0,
+                    help="which example question to click (0: the first)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="folder for each run's server log and screenshot")
+    ap.add_argument("--chromium", type=Path, default=CHROMIUM)
+    ap.add_argument("--timeout-s", type=float, default=300.0)
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    out = args.out or Path(tempfile.mkdtemp(prefix="first-answer-"))
+    out.mkdir(parents=True, exist_ok=True)
+    walks = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(args.chromium), args=CHROMIUM_ARGS)
+        try:
+            for i in range(args.runs):
+                with tempfile.TemporaryDirectory(prefix="first-answer-data-") as data:
+                    w = walk(browser, Path(data), out / f"server-{i}.log",
+                             question_index=args.question_index, timeout_s=args.timeout_s,
+                             screenshot=out / f"answer-{i}.png")
+                walks.append(w)
+                print(json.dumps({"run": i, **asdict(w)}, ensure_ascii=False), flush=True)
+        finally:
+            browser.close()
+    keys = ("up_s", "page_s", "indexed_s", "answer_s", "quote_s")
+    med = {k: round(statistics.median(getattr(w, k) for w in walks), 1) for k in keys}
+    print(json.dumps({"runs": len(walks), "median": med, "load": os.getloadavg(),
+                      "out": str(out)}))
+
+
+if __name__ == "__main__":
+    main()
