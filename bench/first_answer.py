@@ -1,15 +1,17 @@
 """A visitor's first answer from an empty data folder (issue 26): start the app, wait for the
 example manual to be indexed, click an example question, see the answer and its quote.
 
-    python -m bench.first_answer [--runs N] [--question-index I] [--out DIR] [--chromium PATH]
+    python -m bench.first_answer [--runs N] [--question-index I] [--out DIR] [--script]
+                                 [--max-new-tokens N] [--chromium PATH]
 
-Each run starts ``app.py`` (the Space's and ``scripts/app.sh``'s entry) on a new, empty data
-folder, with this machine's backbone cache, and drives a real headless Chromium (Playwright) the
-way a visitor does: open the page, wait until the first-page line says the example is ready,
-click an example question (it fills the question box, picks the example manual and asks), wait
-for the answer box to hold the final answer (its metrics line shown) and the quote block. Times
+Each run starts ``app.py`` (the Space's entry; ``--script``: ``bash scripts/app.sh``, the quick
+start) on a new, empty data folder, with this machine's backbone cache, and drives a real
+headless Chromium (Playwright) the way a visitor does: open the page, wait until the first-page
+line says the example is ready, click an example question (it fills the question box, picks the
+example manual and asks), wait for the answer box to hold the final answer (its metrics line
+shown) and the quote block. Times
 are seconds from the process start: server answering, page loaded, example indexed (the line
-says so), answer shown, quote shown. Prints one JSON line per run and their medians; ``--out``
+says so), the final answer shown, the quote shown (it comes with the route, before the answer). Prints one JSON line per run and their medians; ``--out``
 also keeps each run's server log and a screenshot of the answered page.
 """
 from __future__ import annotations
@@ -70,15 +72,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(data_dir: Path, port: int, log: Path, env: dict | None = None
+def start_app(data_dir: Path, port: int, log: Path, *, script: bool = False
               ) -> subprocess.Popen:
-    """``app.py`` on ``data_dir`` and ``port`` (examples on), its output in ``log``."""
-    env = dict(os.environ if env is None else env, H2MT_DATA_DIR=str(data_dir),
-               GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
+    """``app.py`` (``script``: ``bash scripts/app.sh``, the quick start) on ``data_dir`` and
+    ``port``, examples on, its output in ``log``."""
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
     env.pop("H2MT_EXAMPLES", None)
     env.pop("H2MT_DB_URL", None)
-    return subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=open(log, "w"), stderr=subprocess.STDOUT,
+    cmd = (["bash", "scripts/app.sh"] if script else [sys.executable, "app.py"])
+    return subprocess.Popen([*cmd, "--data-dir", str(data_dir), "--port", str(port)], cwd=ROOT,
+                            env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 
 
@@ -108,16 +111,18 @@ def wait_up(proc: subprocess.Popen, url: str, log: Path, timeout_s: float) -> No
 
 
 def walk(browser, data_dir: Path, log: Path, *, question_index: int = 0,
-         timeout_s: float = 300.0, screenshot: Path | None = None) -> Walk:
+         timeout_s: float = 300.0, screenshot: Path | None = None,
+         max_new_tokens: int | None = None, script: bool = False) -> Walk:
     """Start the app on ``data_dir`` (empty for a first start) and walk a visitor's first
-    answer in ``browser`` (a Playwright Chromium); the app is stopped afterwards."""
+    answer in ``browser`` (a Playwright Chromium); the app is stopped afterwards.
+    ``max_new_tokens``: typed into "Longest answer" before the click (default: the app's)."""
     from urllib.parse import urlparse
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     w = Walk()
     t0 = time.monotonic()
-    proc = start_app(data_dir, port, log)
+    proc = start_app(data_dir, port, log, script=script)
     page = None
     try:
         wait_up(proc, url, log, timeout_s)
@@ -139,14 +144,22 @@ def walk(browser, data_dir: Path, log: Path, *, question_index: int = 0,
             time.sleep(0.1)
         w.hints.append(text)
         w.indexed_s = time.monotonic() - t0
+        if max_new_tokens is not None:
+            page.locator("#ask-max-new input").fill(str(max_new_tokens))
+            page.locator("#ask-max-new input").press("Tab")
         samples = page.locator("#example-questions button")
         w.examples = [" ".join(samples.nth(i).inner_text().split())
                       for i in range(samples.count())]
         samples.nth(question_index).click()
-        page.wait_for_function(ANSWER_JS)
-        w.answer_s = time.monotonic() - t0
-        page.wait_for_function(QUOTE_JS)
-        w.quote_s = time.monotonic() - t0
+        while not (w.answer_s and w.quote_s):  # the quote comes with the route, before the answer
+            now = time.monotonic() - t0
+            if not w.quote_s and page.evaluate(QUOTE_JS):
+                w.quote_s = now
+            if not w.answer_s and page.evaluate(ANSWER_JS):
+                w.answer_s = now
+            if now > timeout_s:
+                raise TimeoutError(f"no answer and quote in {timeout_s:.0f} s")
+            time.sleep(0.05)
         w.question = page.locator("#ask-question textarea").input_value()
         w.picked = page.locator("#ask-doc input").input_value()
         w.answer = page.locator("#answer-text textarea").input_value().strip()
@@ -170,6 +183,10 @@ def main() -> None:
                     help="folder for each run's server log and screenshot")
     ap.add_argument("--chromium", type=Path, default=CHROMIUM)
     ap.add_argument("--timeout-s", type=float, default=300.0)
+    ap.add_argument("--script", action="store_true",
+                    help="start the app with bash scripts/app.sh (the quick start), not app.py")
+    ap.add_argument("--max-new-tokens", type=int, default=None,
+                    help="typed into \"Longest answer\" before the click (default: the app's)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -183,7 +200,8 @@ def main() -> None:
                 with tempfile.TemporaryDirectory(prefix="first-answer-data-") as data:
                     w = walk(browser, Path(data), out / f"server-{i}.log",
                              question_index=args.question_index, timeout_s=args.timeout_s,
-                             screenshot=out / f"answer-{i}.png")
+                             screenshot=out / f"answer-{i}.png",
+                             max_new_tokens=args.max_new_tokens, script=args.script)
                 walks.append(w)
                 print(json.dumps({"run": i, **asdict(w)}, ensure_ascii=False), flush=True)
         finally:
