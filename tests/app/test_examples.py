@@ -110,3 +110,22 @@ def test_visitor_first_answer_from_an_empty_data_folder(tmp_path):
         assert logged[0].mode == "text" and logged[0].settings["max_new_tokens"] == 24
     finally:
         lib.close()
+
+
+@pytest.mark.real_model
+def test_a_click_before_the_example_is_indexed_asks_nothing(explorer_server, tmp_path):
+    """The question is filled (gr.Examples), but the click neither picks a manual nor asks
+    while the example is not stored; the visitor is told how far indexing is."""
+    import gradio as gr
+
+    from app.examples import pick_example
+    from app.memory_writer import memory_writer
+    from app.state import AppState
+
+    _, rt = explorer_server
+    writer = memory_writer(rt)
+    s = AppState(rt, rt.settings, writer, examples=ExampleManual(rt, writer,
+                                                                 path=tmp_path / "x.pdf"))
+    with pytest.warns(UserWarning, match="being indexed"):
+        doc, go = pick_example(s, None)
+    assert go is False and isinstance(doc, type(gr.skip()))
