@@ -2,16 +2,17 @@
 example manual to be indexed, click an example question, see the answer and its quote.
 
     python -m bench.first_answer [--runs N] [--question-index I] [--out DIR] [--script]
-                                 [--max-new-tokens N] [--chromium PATH]
+                                 [--cold-cache] [--max-new-tokens N] [--chromium PATH]
 
 Each run starts ``app.py`` (the Space's entry; ``--script``: ``bash scripts/app.sh``, the quick
-start) on a new, empty data folder, with this machine's backbone cache, and drives a real
+start) on a new, empty data folder, with this machine's backbone cache (``--cold-cache``: an
+empty one, so the backbone is dequantized first, as on a first start ever), and drives a real
 headless Chromium (Playwright) the way a visitor does: open the page, wait until the first-page
 line says the example is ready, click an example question (it fills the question box, picks the
 example manual and asks), wait for the answer box to hold the final answer (its metrics line
-shown) and the quote block. Times
-are seconds from the process start: server answering, page loaded, example indexed (the line
-says so), the final answer shown, the quote shown (it comes with the route, before the answer). Prints one JSON line per run and their medians; ``--out``
+shown) and the quote block. Times are seconds from the process start: server answering, page
+loaded, example indexed (the line says so), the final answer shown, the quote shown (it comes
+with the route, before the answer). Prints one JSON line per run and their medians; ``--out``
 also keeps each run's server log and a screenshot of the answered page.
 """
 from __future__ import annotations
@@ -72,11 +73,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(data_dir: Path, port: int, log: Path, *, script: bool = False
-              ) -> subprocess.Popen:
+def start_app(data_dir: Path, port: int, log: Path, *, script: bool = False,
+              cache_dir: Path | None = None) -> subprocess.Popen:
     """``app.py`` (``script``: ``bash scripts/app.sh``, the quick start) on ``data_dir`` and
-    ``port``, examples on, its output in ``log``."""
+    ``port``, examples on, its output in ``log``; ``cache_dir``: the backbone cache (default:
+    this machine's)."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
+    if cache_dir is not None:
+        env["H2MT_CACHE_DIR"] = str(cache_dir)
     env.pop("H2MT_EXAMPLES", None)
     env.pop("H2MT_DB_URL", None)
     cmd = (["bash", "scripts/app.sh"] if script else [sys.executable, "app.py"])
@@ -112,7 +116,8 @@ def wait_up(proc: subprocess.Popen, url: str, log: Path, timeout_s: float) -> No
 
 def walk(browser, data_dir: Path, log: Path, *, question_index: int = 0,
          timeout_s: float = 300.0, screenshot: Path | None = None,
-         max_new_tokens: int | None = None, script: bool = False) -> Walk:
+         max_new_tokens: int | None = None, script: bool = False,
+         cache_dir: Path | None = None) -> Walk:
     """Start the app on ``data_dir`` (empty for a first start) and walk a visitor's first
     answer in ``browser`` (a Playwright Chromium); the app is stopped afterwards.
     ``max_new_tokens``: typed into "Longest answer" before the click (default: the app's)."""
@@ -122,7 +127,7 @@ def walk(browser, data_dir: Path, log: Path, *, question_index: int = 0,
     url = f"http://127.0.0.1:{port}/"
     w = Walk()
     t0 = time.monotonic()
-    proc = start_app(data_dir, port, log, script=script)
+    proc = start_app(data_dir, port, log, script=script, cache_dir=cache_dir)
     page = None
     try:
         wait_up(proc, url, log, timeout_s)
@@ -185,6 +190,9 @@ def main() -> None:
     ap.add_argument("--timeout-s", type=float, default=300.0)
     ap.add_argument("--script", action="store_true",
                     help="start the app with bash scripts/app.sh (the quick start), not app.py")
+    ap.add_argument("--cold-cache", action="store_true",
+                    help="an empty backbone cache too (H2MT_CACHE_DIR): the first start ever, "
+                         "which dequantizes the installed GGUF (a Space also fetches it first)")
     ap.add_argument("--max-new-tokens", type=int, default=None,
                     help="typed into \"Longest answer\" before the click (default: the app's)")
     args = ap.parse_args()
@@ -197,11 +205,13 @@ def main() -> None:
         browser = p.chromium.launch(executable_path=str(args.chromium), args=CHROMIUM_ARGS)
         try:
             for i in range(args.runs):
-                with tempfile.TemporaryDirectory(prefix="first-answer-data-") as data:
+                with tempfile.TemporaryDirectory(prefix="first-answer-data-") as data, \
+                        tempfile.TemporaryDirectory(prefix="first-answer-cache-") as cache:
                     w = walk(browser, Path(data), out / f"server-{i}.log",
                              question_index=args.question_index, timeout_s=args.timeout_s,
                              screenshot=out / f"answer-{i}.png",
-                             max_new_tokens=args.max_new_tokens, script=args.script)
+                             max_new_tokens=args.max_new_tokens, script=args.script,
+                             cache_dir=Path(cache) if args.cold_cache else None)
                 walks.append(w)
                 print(json.dumps({"run": i, **asdict(w)}, ensure_ascii=False), flush=True)
         finally:
