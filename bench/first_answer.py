@@ -74,15 +74,17 @@ def free_port() -> int:
 
 
 def start_app(data_dir: Path, port: int, log: Path, *, script: bool = False,
-              cache_dir: Path | None = None) -> subprocess.Popen:
+              cache_dir: Path | None = None, extra_env: dict | None = None
+              ) -> subprocess.Popen:
     """``app.py`` (``script``: ``bash scripts/app.sh``, the quick start) on ``data_dir`` and
-    ``port``, examples on, its output in ``log``; ``cache_dir``: the backbone cache (default:
-    this machine's)."""
+    ``port``, examples on (unless ``extra_env`` says otherwise), its output in ``log``;
+    ``cache_dir``: the backbone cache (default: this machine's)."""
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
     if cache_dir is not None:
         env["H2MT_CACHE_DIR"] = str(cache_dir)
     env.pop("H2MT_EXAMPLES", None)
     env.pop("H2MT_DB_URL", None)
+    env.update(extra_env or {})
     cmd = (["bash", "scripts/app.sh"] if script else [sys.executable, "app.py"])
     return subprocess.Popen([*cmd, "--data-dir", str(data_dir), "--port", str(port)], cwd=ROOT,
                             env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,

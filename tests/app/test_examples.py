@@ -129,3 +129,26 @@ def test_a_click_before_the_example_is_indexed_asks_nothing(explorer_server, tmp
     with pytest.warns(UserWarning, match="being indexed"):
         doc, go = pick_example(s, None)
     assert go is False and isinstance(doc, type(gr.skip()))
+
+
+@pytest.mark.real_model
+def test_h2mt_examples_0_serves_no_example(tmp_path):
+    """``H2MT_EXAMPLES=0``: the served page has neither the first-page line nor the example
+    questions, and the Library tab stays the first one."""
+    import json
+    import urllib.request
+
+    from bench.first_answer import free_port, start_app, stop_app, wait_up
+
+    port, log = free_port(), tmp_path / "server.log"
+    proc = start_app(tmp_path / "data", port, log, extra_env={"H2MT_EXAMPLES": "0"})
+    try:
+        wait_up(proc, f"http://127.0.0.1:{port}/", log, 240)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/config", timeout=30) as r:
+            config = json.loads(r.read())
+    finally:
+        stop_app(proc)
+    ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
+    assert "ask-question" in ids  # the page is there
+    assert not ids & {"start-hint", "example-questions", "example-go"}, ids
+    assert "example manual" not in log.read_text()
