@@ -4,6 +4,7 @@ started from an empty data folder indexes the example in the background, and a c
 example question fills the question box, picks the manual and gives an answer and its quote."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from engine.ingest import file_sha256
 from engine.settings import Settings, SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "docs" / "screenshots"
 EXAMPLE_SHA256 = "d3e48222e5b26d15d5b2ac6362b5c48c82ffc87828dbd618ba79f40d7328a0de"
 
 
@@ -75,7 +77,8 @@ def test_visitor_first_answer_from_an_empty_data_folder(tmp_path):
     """``app.py`` from an empty data folder, in headless Chromium: the first page's line says
     the example is being indexed, then what to do; the example questions are shown; a click
     fills the question, picks the example manual and asks it: an answer and the manual's quote,
-    no red badge, nothing loaded from outside. The question is in the library's log."""
+    no red badge, nothing loaded from outside. The question is in the library's log. The
+    answered page's first screen goes to docs/screenshots/examples.png."""
     from tests.app.test_app_browser import CHROMIUM, CHROMIUM_ARGS
 
     if not CHROMIUM.exists():
@@ -89,9 +92,12 @@ def test_visitor_first_answer_from_an_empty_data_folder(tmp_path):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            w = walk(browser, data, tmp_path / "server.log", timeout_s=240, max_new_tokens=24)
+            w = walk(browser, data, tmp_path / "server.log", timeout_s=240, max_new_tokens=24,
+                     screenshot=tmp_path / "examples.png")
         finally:
             browser.close()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tmp_path / "examples.png", SCREENSHOTS / "examples.png")
     assert w.examples == QUESTIONS
     # every line before the last said the example was being indexed; the last says what to do
     assert all("being indexed" in h for h in w.hints[:-1]), w.hints
