@@ -22,11 +22,11 @@ from itertools import chain
 
 import gradio as gr
 
+from app import examples
 from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUTER_LABELS,
                              clear_page, clear_view, cited_rows, evidence_summary, figures,
                              generating_md, metric_rows, metrics_md, node_lines, page_outputs,
                              quote_outputs, route_from_log, route_views, show_view)
-from app import examples
 from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary,
                          manual_figure, pages_label, route_figure, route_rows)
 from app.pages import Line
