@@ -179,14 +179,14 @@ def build(s: AppState, doc: gr.Dropdown, question: gr.Textbox) -> gr.Examples | 
     ex = gr.Examples([[q] for q in QUESTIONS], inputs=[question],
                      label="Example questions (click one to ask it)",
                      elem_id="example-questions", api_visibility="private")
-    ex.load_input_event.then(bind(s, pick_example), doc, [doc, go], queue=False,
+    ex.load_input_event.then(bind(s, pick_example), None, [doc, go], queue=False,
                              api_visibility="private", show_progress="hidden").then(
         None, go, None, js=ASK_JS, queue=False, api_visibility="private",
         show_progress="hidden")
     return ex
 
 
-def pick_example(s: AppState, current):
+def pick_example(s: AppState):
     """The example manual in the Ask tab's picker, and whether to ask now (it is indexed)."""
     st = s.examples.status()
     if st.state != "ready":
@@ -205,9 +205,10 @@ def poll(s: AppState, prev: str, ask_doc):
     key = f"{st.state}|{line}"
     if key == prev:
         return (gr.skip(),) * 6
-    running = st.state == "indexing"
+    running = st.state in ("indexing", "off")
+    was_running = prev.split("|")[0] in ("indexing", "off")
     picks = (pickers(s, ask_doc if ask_doc not in (None, "") else str(st.doc_id))
-             if st.state == "ready" and prev.startswith("indexing|") else (gr.skip(),) * 3)
+             if st.state == "ready" and was_running else (gr.skip(),) * 3)
     return line, gr.Timer(active=running), *picks, key
 
 

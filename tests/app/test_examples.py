@@ -133,7 +133,7 @@ def test_a_click_before_the_example_is_indexed_asks_nothing(explorer_server, tmp
     s = AppState(rt, rt.settings, writer, examples=ExampleManual(rt, writer,
                                                                  path=tmp_path / "x.pdf"))
     with pytest.warns(UserWarning, match="being indexed"):
-        doc, go = pick_example(s, None)
+        doc, go = pick_example(s)
     assert go is False and isinstance(doc, type(gr.skip()))
 
 
