@@ -1,12 +1,14 @@
 """Package layout (the rest is in pyproject.toml): the packages are found automatically, and the
 checkout's assets/ folder (trained parts, fusion weights, their cards) goes into the wheel as
-``engine/assets``, where ``engine.settings`` looks when there is no checkout around it."""
+``engine/assets``, where ``engine.settings`` looks when there is no checkout around it; the
+app's example manual (``app/example_manual/``) goes in beside the app's modules."""
 from setuptools import find_packages, setup
 
 setup(
     packages=find_packages(include=["engine", "engine.*", "storage", "storage.*", "app",
                                     "app.*"]) + ["engine.assets"],
     package_dir={"engine.assets": "assets"},
-    package_data={"engine.assets": ["*.safetensors", "*.json", "*.md"]},
+    package_data={"engine.assets": ["*.safetensors", "*.json", "*.md"],
+                  "app": ["example_manual/*.pdf", "example_manual/*.md"]},
     include_package_data=False,
 )

@@ -22,6 +22,7 @@ from itertools import chain
 
 import gradio as gr
 
+from app import examples
 from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUTER_LABELS,
                              clear_page, clear_view, cited_rows, evidence_summary, figures,
                              generating_md, metric_rows, metrics_md, node_lines, page_outputs,
@@ -271,6 +272,7 @@ def build(s: AppState) -> AskTab:
                                   placeholder="e.g. How do I declare an array parameter?",
                                   elem_id="ask-question")
             ask_btn = gr.Button("Ask", variant="primary", scale=1, elem_id="ask-button")
+        examples.build(s, ask_doc, question)  # example questions (app/examples.py), if any
         ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
         with gr.Accordion("Settings", open=True):
             with gr.Row():

@@ -84,7 +84,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     settings = Settings.from_env().with_(data_dir=data_dir, db_url=db_url)
     logging.getLogger("engine").info("library: %s", settings.database_url)
     rt = Runtime.load(settings)
-    demo = build_app(rt)
+    demo = build_app(rt, examples=settings.examples)  # H2MT_EXAMPLES=0: no example manual
     demo.queue(default_concurrency_limit=4).launch(
         server_name=host, server_port=port, share=share,
         max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False)

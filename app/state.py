@@ -144,6 +144,7 @@ class AppState:
     trees: dict[int, object] = field(default_factory=dict)  # doc_id -> Tree
     sources: dict[int, tuple[str, object]] = field(default_factory=dict)  # doc_id -> (sha, file)
     complete: set[tuple[int, str]] = field(default_factory=set)
+    examples: object | None = None  # app/examples.py's ExampleManual, None without examples
     run_ask: Callable = field(init=False, repr=False)
     run_ask_stream: Callable = field(init=False, repr=False)
 

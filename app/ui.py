@@ -4,9 +4,10 @@ This module is the layout: the page, its tabs and the events that span tabs. Eac
 module with its components, its handlers (module level, over the app's state object) and its
 events: app/library_tab.py, app/ask_tab.py, app/compare_tab.py; the state and the helpers they
 share are in app/state.py, an answer's views in app/answer_view.py, the background memory writer
-in app/memory_writer.py, figures in app/figures.py, the tree layout in app/layout.py and the page
-view in app/pages.py. Every handler calls the engine (ingest, ask) or the library and turns the
-result into component values; the engine never imports anything from here.
+in app/memory_writer.py, the example manual and its questions in app/examples.py, figures in
+app/figures.py, the tree layout in app/layout.py and the page view in app/pages.py. Every handler
+calls the engine (ingest, ask) or the library and turns the result into component values; the
+engine never imports anything from here.
 
 Model use: indexing, the background memory writer and answers of every mode share the one
 backbone and run side by side. The ArcAligner's slot context is thread-local and its attachment
@@ -29,6 +30,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import ask_tab, compare_tab, library_tab
+from app import examples as example_questions
 from app.answer_view import route_from_log
 from app.ask_tab import HISTORY_ROWS
 from app.library_tab import LIBRARY_COLUMNS, node_api, poll, refresh
@@ -43,18 +45,23 @@ __all__ = ["build_app", "HISTORY_ROWS", "LIBRARY_COLUMNS", "MemoryWriter", "memo
 MEMORY_POLL_S = 3.0  # how often the page asks how far the background memory writer is
 
 
-def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int | None = None
-              ) -> gr.Blocks:
-    """The app over ``rt``; limits come from ``rt.settings`` (the keywords override two)."""
-    s = AppState(rt, rt.settings.with_(max_upload_mb=max_file_mb, max_pages=max_pages),
-                 memory_writer(rt))
+def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int | None = None,
+              examples: bool = False) -> gr.Blocks:
+    """The app over ``rt``; limits come from ``rt.settings`` (the keywords override two).
+    ``examples``: index the example manual in the background and show its questions
+    (app/examples.py; the served app passes ``rt.settings.examples``)."""
+    writer = memory_writer(rt)
+    s = AppState(rt, rt.settings.with_(max_upload_mb=max_file_mb, max_pages=max_pages), writer,
+                 examples=example_questions.example_manual(rt, writer) if examples
+                 else None)
     with gr.Blocks(title="Manual explorer", analytics_enabled=False) as demo:
         gr.Markdown(
             "# Manual explorer\n"
             "Upload technical manuals; each becomes a section tree with one memory vector per "
             "node (H2MT). Ask a question and see which branches the router followed, which it "
             "pruned, and which nodes the answer came from.")
-        with gr.Tabs():
+        hint = example_questions.build_hint(s) if s.examples else None
+        with gr.Tabs(selected="ask" if s.examples else None):
             # The manual pickers accept any value (allow_custom_value): an API client names any
             # stored manual's id (or "all") whatever its session has seen; the handlers check
             # it against the library and reject an unknown id with one line.
@@ -77,5 +84,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         ask_tab.wire(s, ask)
         gr.api(bind(s, node_api), api_name="node")
         compare_tab.wire(s, cmp)
+        if s.examples:
+            example_questions.wire(s, demo, hint, pickers_out, ask.doc)
     s.writer.resume_incomplete()  # memories interrupted by a crash or a restart
+    if s.examples:
+        s.examples.start()  # the example manual, indexed in the background if missing
     return demo

@@ -154,6 +154,10 @@ class Settings:
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0
+    # The app's example manual (app/examples.py): indexed in the background on the first start
+    # when the library lacks it, with example questions on the Ask tab. H2MT_EXAMPLES=0 turns
+    # both off (the engine itself never reads this).
+    examples: bool = True
 
     @property
     def checkpoint_path(self) -> Path | None:
@@ -200,6 +204,8 @@ class Settings:
                 kwargs[f.name] = _parse(f.name, raw, int)
             elif f.name in _FLOAT_FIELDS:
                 kwargs[f.name] = _parse(f.name, raw, float)
+            elif f.name in _BOOL_FIELDS:
+                kwargs[f.name] = _parse_bool(f.name, raw)
             else:
                 kwargs[f.name] = raw
         return cls(**kwargs)
@@ -219,6 +225,8 @@ class Settings:
 _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
                "max_nodes", "max_question_chars")
 _FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s")
+_BOOL_FIELDS = ("examples",)
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _parse(name: str, raw: str, kind: type):
@@ -226,3 +234,11 @@ def _parse(name: str, raw: str, kind: type):
         return kind(raw)
     except ValueError:
         raise SettingsError(f"H2MT_{name.upper()}={raw!r} is not a number") from None
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    v = raw.strip().lower()
+    if v in _TRUE or v in _FALSE:
+        return v in _TRUE
+    raise SettingsError(f"H2MT_{name.upper()}={raw!r} is not one of 1, 0, true, false, yes, no, "
+                        "on, off")
