@@ -5,7 +5,9 @@ mode's context packed from it (``engine.answer.modes.pack_context``, the same bu
 mode). Beside them, three flat retrievers over the SAME nodes and evidence (the stored lexical
 tokens and sentence-encoder vectors; tables of contents and indexes left out as the routers
 leave them out), with the same node budget (n = the number of nodes the fused route selected)
-and the same context budget:
+and the same context budget, their first n nodes packed by the engine's ``pack_blocks`` exactly
+as the route's selection is (until issue 24's second session the flat rows counted a node's
+body without its heading path and could reach past their first n nodes to fill the budget):
 - ``flat-bm25``  BM25 over every node (the engine's lexical index);
 - ``flat-dense`` cosine over every node (the engine's encoder);
 - ``flat-rrf``   reciprocal rank fusion of the two (k = 60, Cormack et al. 2009).
@@ -27,7 +29,7 @@ import time
 import numpy as np
 
 from bench.metrics import routing_hit
-from engine.answer.modes import Context, pack_context
+from engine.answer.modes import Context, pack_blocks, pack_context
 from engine.ask import AskError, AskOptions, ask, load_documents
 from engine.routing import lexical
 from engine.routing.fused import ROUTERS, WALKS
@@ -137,7 +139,7 @@ def flat_rows(runner, q, n: int) -> list[dict]:
     rows = []
     for name, order in orders.items():
         got = order[:n]
-        used = _pack(tree, order, rt.backbone.encode, runner.args.text_budget)
+        used = _pack(tree, got, rt.backbone.encode, runner.args.text_budget)
         row = runner._base(q, name, n)
         row["route_ms"] = ms[name]
         _hits(row, q.regions, got, used)
@@ -146,17 +148,9 @@ def flat_rows(runner, q, n: int) -> list[dict]:
 
 
 def _pack(tree, order: list[int], encode, budget: int) -> list[int]:
-    """Nodes in ranking order whose text fits the budget (as text mode packs its context)."""
-    used, total = [], 0
-    for nid in order:
-        text = tree.node(nid).local_text
-        if not text.strip():
-            continue
-        k = len(encode(text))
-        if total + k > budget:
-            continue
-        total += k
-        used.append(nid)
-        if total >= budget - 8:
-            break
-    return used
+    """The nodes of ``order`` (a flat retriever's first n) whose blocks fit the budget, packed by
+    the engine's own ``pack_blocks``, as the route's context is: the same block format (heading
+    path and page before the body), the same budget and the same skips, so ctx_hit compares
+    rankings and not two ways of counting tokens."""
+    _, kept = pack_blocks(encode, budget, [(tree, nid) for nid in order])
+    return [order[j] for j in kept]
