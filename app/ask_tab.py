@@ -30,8 +30,9 @@ from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUT
 from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary,
                          manual_figure, pages_label, route_figure, route_rows)
 from app.pages import Line
-from app.state import (ALL, ANSWER_CONCURRENCY, AppState, MemoriesPending, bind, doc_arg,
-                       doc_choices, doc_memory_line, empty_figure, node_view, options)
+from app.state import (ALL, ANSWER_CONCURRENCY, APP_MAX_NEW_TOKENS, AppState, MemoriesPending,
+                       bind, doc_arg, doc_choices, doc_memory_line, empty_figure, node_view,
+                       option_problems, options)
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.memory.aggregate import POLICIES
 
@@ -150,8 +151,24 @@ def validate_question(s: AppState, question, *others):
             *[gr.validate(True, "") for _ in others]]
 
 
-def validate_ask(s: AppState, doc, question, *others):
-    return [gr.validate(True, ""), *validate_question(s, question, *others)]
+def validate_ask(s: AppState, doc, question, mode, k, max_depth, budget, gate, hier_pos,
+                 max_new_tokens, router="fused"):
+    """Gradio validator of /ask (the page and API clients): a bad question or option value is
+    one line under its input (``option_problems``: the engine's rules, in every mode), and
+    nothing is asked, stored or wiped."""
+    problems = option_problems(s, mode, k, max_depth, budget, max_new_tokens, router)
+    values = dict(zip(("mode", "k", "max_depth", "budget", "gate", "hier_pos",
+                       "max_new_tokens", "router"),
+                      (mode, k, max_depth, budget, gate, hier_pos, max_new_tokens, router)))
+    return [gr.validate(True, ""), *validate_question(s, question)[:1],
+            *[gr.validate(name not in problems, problems.get(name, "")) for name in values]]
+
+
+def ask_refused(s: AppState, question, mode, k, max_depth, budget, gate, hier_pos,
+                max_new_tokens, router="fused") -> bool:
+    """Whether the validator refuses this request (then the last answer's views stay)."""
+    return (question_problem(s, question) is not None
+            or bool(option_problems(s, mode, k, max_depth, budget, max_new_tokens, router)))
 
 
 def history_select(s: AppState, doc, evt: gr.SelectData):
@@ -285,9 +302,10 @@ def build(s: AppState) -> AskTab:
                                   info="How sections are scored: all evidence combined, "
                                        "or one kind alone (words matched, meaning, "
                                        "memory).", elem_id="ask-router")
-                max_new = gr.Number(value=128, precision=0, minimum=1, maximum=512,
+                max_new = gr.Number(value=128, precision=0,
                                     label="Longest answer (tokens)",
-                                    info="The answer stops here and says it was cut.",
+                                    info=f"The answer stops here (1 to "
+                                         f"{APP_MAX_NEW_TOKENS}) and says it was cut.",
                                     elem_id="ask-max-new")
             with gr.Accordion("Advanced: routing and memories", open=False,
                               elem_id="ask-advanced"):
@@ -296,11 +314,11 @@ def build(s: AppState) -> AskTab:
                                   info="At each level the router follows this many of a "
                                        "section's subsections (k); the rest are pruned.",
                                   elem_id="ask-k")
-                    max_depth = gr.Number(value=0, precision=0, minimum=0,
+                    max_depth = gr.Number(value=0, precision=0,
                                           label="Deepest level (0 = no limit)",
                                           info="Routing stops at this depth of the tree.",
                                           elem_id="ask-depth")
-                    budget = gr.Number(value=0, precision=0, minimum=0,
+                    budget = gr.Number(value=0, precision=0,
                                        label="Most sections selected (0 = no limit)",
                                        info="Routing stops once this many are selected.",
                                        elem_id="ask-budget")
@@ -388,9 +406,9 @@ def build(s: AppState) -> AskTab:
                                      "and tree again)")
     return AskTab(ask_doc, question, ask_btn, ask_mem_line, mode, router, max_new, k, max_depth,
                   budget, gate, hier_pos, notice, text_btn, view, quote_md, answer, metrics,
-                  cited, evidence_note, evidence_table, page_head, page_image, page_text, route_plot,
-                  agree_md, agree_table, route_table, ask_node_head, ask_node_text, manual_plot,
-                  summary, history)
+                  cited, evidence_note, evidence_table, page_head, page_image, page_text,
+                  route_plot, agree_md, agree_table, route_table, ask_node_head, ask_node_text,
+                  manual_plot, summary, history)
 
 
 def wire(s: AppState, t: AskTab) -> None:
@@ -405,26 +423,31 @@ def wire(s: AppState, t: AskTab) -> None:
     page_outputs_ = [t.page_head, t.page_image, t.page_text]
     answer, show, validate = bind(s, do_ask), bind(s, show_view), bind(s, validate_ask)
     for trigger in (t.ask_btn.click, t.question.submit):  # no stale comparison while asking
-        # (a refused question keeps the view: the validator's line is all that changes)
-        trigger(lambda q: clear_view() if question_problem(s, q) is None
-                else tuple(gr.skip() for _ in view_outputs), t.question, view_outputs,
+        # (a refused request keeps the view: the validator's line is all that changes)
+        trigger(lambda _d, *a: clear_view() if not ask_refused(s, *a)
+                else tuple(gr.skip() for _ in view_outputs), ask_inputs, view_outputs,
                 queue=False, api_visibility="private", show_progress="hidden")
-        trigger(lambda q: clear_page() if question_problem(s, q) is None
-                else tuple(gr.skip() for _ in page_outputs_), t.question, page_outputs_,
+        trigger(lambda _d, *a: clear_page() if not ask_refused(s, *a)
+                else tuple(gr.skip() for _ in page_outputs_), ask_inputs, page_outputs_,
                 queue=False, api_visibility="private", show_progress="hidden")
+    # preprocess=False: the values reach the validator as sent, so a value out of a
+    # component's range (k=0 from a script) gets the validator's line naming it, not
+    # Gradio's bare "400 Bad Request" (every input here is a plain string, number or bool)
     t.ask_btn.click(answer, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
-                    concurrency_id="answer", api_name="ask", validator=validate).then(
+                    concurrency_id="answer", api_name="ask", validator=validate,
+                    preprocess=False).then(
         show, t.view, view_outputs, api_visibility="private", show_progress="hidden")
     t.question.submit(answer, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
                       concurrency_id="answer", api_visibility="private",
-                      validator=validate).then(
+                      validator=validate, preprocess=False).then(
         show, t.view, view_outputs, api_visibility="private", show_progress="hidden")
     # a degenerate memory answer: one click asks the same question in text mode
     t.text_btn.click(lambda: "text", None, t.mode, queue=False, api_visibility="private").then(
         clear_view, None, view_outputs, queue=False, api_visibility="private",
         show_progress="hidden").then(
         answer, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
-        concurrency_id="answer", api_visibility="private").then(
+        concurrency_id="answer", api_visibility="private", validator=validate,
+        preprocess=False).then(
         show, t.view, view_outputs, api_visibility="private", show_progress="hidden")
     t.doc.change(bind(s, history_rows), t.doc, t.history, api_visibility="private")
     t.doc.change(bind(s, doc_memory_line), t.doc, t.mem_line, api_visibility="private",
