@@ -44,8 +44,9 @@ METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "
                  ("prefill_tokens", "prefill tokens (the prompt)", ""),
                  ("generated_tokens", "generated tokens", ""),
                  ("peak_mem_mb", "memory added at peak", "")]
-ROUTER_LABELS = {"fused": "fused (all evidence combined)", "memory": f"{LABELS['memory']} alone",
-                 "lexical": f"{LABELS['lexical']} alone", "dense": f"{LABELS['dense']} alone"}
+# (short: the four fit one row of the Ask tab at 1440 pixels)
+ROUTER_LABELS = {"fused": "fused", "memory": LABELS["memory"],
+                 "lexical": LABELS["lexical"], "dense": LABELS["dense"]}
 ROUTER_CHOICES = [(ROUTER_LABELS.get(r, r), r) for r in ROUTERS]
 
 
