@@ -25,8 +25,9 @@ import gradio as gr
 from app import examples
 from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUTER_LABELS,
                              clear_page, clear_view, cited_rows, evidence_summary, figures,
-                             generating_md, metric_rows, metrics_md, node_lines, page_outputs,
-                             quote_outputs, route_from_log, route_views, show_view)
+                             folds_of, generating_md, metric_rows, metrics_md, node_lines,
+                             page_outputs, quote_outputs, route_from_log, route_views,
+                             show_view)
 from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary,
                          manual_figure, pages_label, route_figure, route_rows)
 from app.pages import Line
@@ -193,7 +194,8 @@ def history_select(s: AppState, doc, evt: gr.SelectData):
         return (rec.answer, metrics, [], empty_figure(msg), empty_figure(msg), [], {},
                 rec.question, view, mode_value, router_value)
     route = route_from_log(rec.route, rec.settings)
-    fig = route_figure(route, None, title=f"Routing tree of query {rec.id} (from the log)")
+    fig = route_figure(route, None, title=f"Routing tree of query {rec.id} (from the log)",
+                       folds=folds_of(s, route))
     sel = [route.nodes[i] for i in route.selected]
     cited = [[j + 1, n.title, pages_label(n.page_start, n.page_end), n.doc_id, n.node_id]
              for j, n in enumerate(sel)]
