@@ -31,9 +31,9 @@ from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUT
 from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary,
                          manual_figure, pages_label, route_figure, route_rows)
 from app.pages import Line
-from app.state import (ALL, ANSWER_CONCURRENCY, AppState, MemoriesPending, bind, doc_arg,
-                       doc_choices, doc_memory_line, empty_figure, node_view, option_problems,
-                       options)
+from app.state import (ALL, ANSWER_CONCURRENCY, APP_MAX_NEW_TOKENS, AppState, MemoriesPending,
+                       bind, doc_arg, doc_choices, doc_memory_line, empty_figure, node_view,
+                       option_problems, options)
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.memory.aggregate import POLICIES
 
@@ -293,7 +293,9 @@ def build(s: AppState) -> AskTab:
                                   placeholder="e.g. How do I declare an array parameter?",
                                   elem_id="ask-question")
             max_new = gr.Number(value=128, precision=0, scale=1, min_width=170,
-                                label="Longest answer (tokens)", elem_id="ask-max-new")
+                                label="Longest answer (tokens)",
+                                info=f"1 to {APP_MAX_NEW_TOKENS}; then cut",
+                                elem_id="ask-max-new")
             ask_btn = gr.Button("Ask", variant="primary", scale=1, min_width=100,
                                 elem_id="ask-button")
         examples.build(s, ask_doc, question)  # example questions (app/examples.py), if any

@@ -56,7 +56,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
                  else None)
     with gr.Blocks(title="Manual explorer", analytics_enabled=False, fill_width=True) as demo:
         gr.Markdown(
-            "# Manual explorer\n"
+            "## Manual explorer\n"
             "Upload technical manuals; each becomes a section tree with one memory vector per "
             "node (H2MT). Ask a question and see which branches the router followed, which it "
             "pruned, and which nodes the answer came from.")

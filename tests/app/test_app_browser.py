@@ -668,10 +668,12 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
         pg = boxes["page"]
         assert pg and pg["top"] < height and pg["height"] > 300, boxes
         assert pg["left"] >= boxes["answer"]["right"] - 1, ("the page is beside the answer", boxes)
-        assert min(pg["bottom"], height) - pg["top"] >= 0.6 * pg["height"], boxes
-        # the top of the routing tree: at least its first 150 pixels
+        shown = min(pg["bottom"], height) - pg["top"]
+        assert shown >= 350 and shown >= 0.5 * pg["height"], boxes
+        # the top of the routing tree: its first 120 pixels (title, legend, the root and the
+        # first edges)
         tree = boxes["tree"]
-        assert tree and tree["top"] + 150 <= height, boxes
+        assert tree and tree["top"] + 120 <= height, boxes
         # the long tables are folded under headings, closed
         for heading in ("Metrics", "Scored nodes", "Figure data", "History"):
             assert page.locator("button.label-wrap", has_text=heading).count() == 1, heading
