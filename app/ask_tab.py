@@ -2,6 +2,21 @@
 evidence lines beside their page, the routing tree, where the two routers disagree, the scored
 nodes, the whole manual as an icicle and the manual's question history.
 
+Layout, in a person's order: the question row (manual, question, longest answer, Ask), the two
+choices most people make (mode, router) with the rest under "Advanced"; then the quote and the
+model's answer beside the quote's page (rendered, the passage highlighted), the routing tree
+under the answer, the cited sections, evidence lines and a section's text under the page; then,
+folded under plain headings, the metrics, the disagreement view, the scored nodes, the icicle,
+the figure data and the history. At 1440x900 the answer, its page and the top of the tree are
+on the first screen (tests/app/test_app_browser.py checks it by bounding boxes). Gradio mounts a
+fold's components only when it is opened; their values are kept meanwhile.
+
+Bad option values (``option_problems``: the engine's own rules, each option checked alone, in
+every mode) are refused by the /ask validator with one line under the input they concern, for
+the page and for API clients alike; nothing is asked, stored or wiped. The event runs without
+Gradio's preprocessing so that a value outside a component's range (k=0 from a script) reaches
+the validator instead of failing with a bare "400 Bad Request".
+
 Answers stream (do_ask is a generator over engine.ask.ask_stream, and so is the /ask API: a
 gradio_client ``submit`` sees every step): the routing tree, its tables and the sections to be
 read appear as soon as routing ends, then the answer token by token, then the final answer with

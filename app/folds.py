@@ -110,7 +110,8 @@ def contents_folds(tree: Tree) -> list[Fold]:
                 close(parent.id, run, kind)
                 run, gap, kind = [], [], None
         close(parent.id, run, kind)
-    return folds
+    position = {n.id: i for i, n in enumerate(order)}
+    return sorted(folds, key=lambda f: position[f.first])
 
 
 def fold_text(tree: Tree, fold: Fold) -> str:

@@ -241,7 +241,7 @@ def option_problems(s: AppState, mode, k, max_depth, budget, max_new_tokens,
     """{option: one line} for each ask option the engine would refuse (each checked alone by
     ``AskOptions.validate``, so the engine's rules are the only ones), in every mode: an
     option the mode does not use is checked too. The depth cap and the node budget take 0 for
-    "no limit" here; the longest answer is capped at ``APP_MAX_NEW_TOKENS``."""
+    "no limit" here; the longest answer is 1 to ``APP_MAX_NEW_TOKENS``."""
     problems: dict[str, str] = {}
 
     def check(name: str, **field) -> None:
@@ -267,7 +267,7 @@ def option_problems(s: AppState, mode, k, max_depth, budget, max_new_tokens,
                 problems[name] = f"{labels[name]} must be 0 (no limit) or more, not {v}"
         elif v is None:
             problems[name] = f"{labels[name]} is missing"
-        elif name == "max_new_tokens" and v > APP_MAX_NEW_TOKENS:
+        elif name == "max_new_tokens" and not 1 <= v <= APP_MAX_NEW_TOKENS:
             problems[name] = f"max new tokens must be 1 to {APP_MAX_NEW_TOKENS} here, not {v}"
         else:
             check(name, **{name: v})
