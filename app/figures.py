@@ -7,9 +7,10 @@ The routing tree shows what the router looked at: the root, every scored node (s
 bold on the selected path, pruned ones greyed with dashed edges) and, for every scored node
 whose children were never scored, ONE collapsed marker "+N" standing for the N unvisited nodes
 below it. A pruned node whose branch held one of the best nodes by own evidence (what flat
-retrieval would have kept) is ringed in red (``strong_pruned``). A manual of 800+ nodes therefore draws only the nodes the router actually scored. A run of a
-printed table of contents or index (app/folds.py) that the router scored and pruned is drawn as
-ONE grey square saying what it holds ("Contents (pp. 1–8, 46 parts)" in its hover).
+retrieval would have kept) is ringed in red (``strong_pruned``). A manual of 800+ nodes
+therefore draws only the nodes the router actually scored. A run of a printed table of contents
+or index (app/folds.py) that the router scored and pruned is drawn as ONE grey square saying
+what it holds ("Contents (pp. 1–8, 46 parts)" in its hover).
 
 Hover text: every scored node lists its evidence channels in plain words ("words matched",
 "meaning", "memory"), each with the node's own score and its subtree's best ("best in branch",
