@@ -220,7 +220,6 @@ class AppState:
 # The page's longest answer (the engine allows more, engine.ask.MAX_NEW_TOKENS; on a CPU an
 # answer of 512 tokens already takes minutes).
 APP_MAX_NEW_TOKENS = 512
-OPTION_FIELDS = ("mode", "k", "max_depth", "budget", "max_new_tokens", "router")
 
 
 def _whole(x, name: str) -> int | None:

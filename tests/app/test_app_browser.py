@@ -685,3 +685,35 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
         _no_error_badge(page)
     finally:
         page.close()
+
+
+def test_outline_shows_contents_as_one_folded_row(browser, explorer_server, shared_dir):
+    """The Library tab's outline of etoolbox: its two contents pieces are one row saying what
+    they hold, before the first chapter; selecting it reads their text."""
+    from engine.ingest import ingest_file
+
+    url, rt = explorer_server
+    pdf = shared_dir / "corpus" / "etoolbox-manual.pdf"
+    doc = rt.library.get_document(ingest_file(pdf, rt, memories=False).doc_id)
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.locator("#library-doc input").click()
+        page.get_by_role("option", name=f"#{doc.id} ").first.click()
+        page.wait_for_function(f"() => {_rows_js('#outline-table')} >= 5")
+        rows = page.evaluate(TABLE_JS, "#outline-table")
+        titles = [r[1].strip() for r in rows]
+        fold = titles.index("▸ Contents (p. 1, 2 parts)")
+        assert fold < titles.index("Introduction"), titles[:8]
+        assert not any("part 2 of 2" in t for t in titles), titles[:8]
+        _cell(page, "#outline-table", fold, 1).click()
+        page.wait_for_function(
+            "() => (document.querySelector('#library-node-head')?.innerText || '')"
+            ".includes('folded in the outline')")
+        text = _value(page, "#library-node-text textarea")
+        assert "Contents" in page.locator("#library-node-head").inner_text()
+        assert "Introduction" in text and "Author Commands" in text, text[:200]
+        _no_error_badge(page)
+    finally:
+        page.close()
