@@ -14,6 +14,7 @@ import gradio as gr
 from app.figures import (agreement_rows, agreement_summary, figure_summary, manual_figure,
                          pages_label, route_figure, route_rows, router_agreement, single_channel,
                          single_channel_reason)
+from app.folds import route_folds
 from app.pages import Line, page_view
 from app.quote_view import quote_markdown
 from app.state import AppState, empty_figure, md_text, pending_unavailable, section_title
@@ -44,8 +45,9 @@ METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "
                  ("prefill_tokens", "prefill tokens (the prompt)", ""),
                  ("generated_tokens", "generated tokens", ""),
                  ("peak_mem_mb", "memory added at peak", "")]
-ROUTER_LABELS = {"fused": "fused (all evidence combined)", "memory": f"{LABELS['memory']} alone",
-                 "lexical": f"{LABELS['lexical']} alone", "dense": f"{LABELS['dense']} alone"}
+# (short: the four fit one row of the Ask tab at 1440 pixels)
+ROUTER_LABELS = {"fused": "fused", "memory": LABELS["memory"],
+                 "lexical": LABELS["lexical"], "dense": LABELS["dense"]}
 ROUTER_CHOICES = [(ROUTER_LABELS.get(r, r), r) for r in ROUTERS]
 
 
@@ -103,7 +105,7 @@ def route_views(s: AppState, route, a, doc, mode: str, cited: list[int], warning
                 "agreement_rows": []}
         return (empty_figure(msg), empty_figure(msg), [],
                 {"mode": mode, "route": None, "warning": warning}, view)
-    fig = route_figure(route, a)
+    fig = route_figure(route, a, folds=folds_of(s, route))
     agreement = router_agreement(route)
     summary = figure_summary(fig)
     summary.update(mode=mode, router=route.router, selected=list(route.selected),
@@ -115,6 +117,18 @@ def route_views(s: AppState, route, a, doc, mode: str, cited: list[int], warning
     view = {"agreement": agreement_summary(agreement, why),
             "agreement_rows": agreement_rows(route, agreement)}
     return fig, manual_figure(route), route_rows(route, a), summary, view
+
+
+def folds_of(s: AppState, route) -> list:
+    """The runs of contents / index nodes of the routed manuals, in the route's ids
+    (app/folds.py), for the routing tree to draw folded."""
+    trees = {}
+    for doc_id in {n.doc_id for n in route.nodes if n.doc_id is not None}:
+        try:
+            trees[doc_id] = s.tree_of(int(doc_id))
+        except DocumentNotFound:  # deleted since: drawn unfolded
+            continue
+    return route_folds(route, trees)
 
 
 def generating_md(opts: AskOptions, route, text: str) -> str:

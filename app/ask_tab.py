@@ -2,6 +2,21 @@
 evidence lines beside their page, the routing tree, where the two routers disagree, the scored
 nodes, the whole manual as an icicle and the manual's question history.
 
+Layout, in a person's order: the question row (manual, question, longest answer, Ask), the two
+choices most people make (mode, router) with the rest under "Advanced"; then the quote and the
+model's answer beside the quote's page (rendered, the passage highlighted), the routing tree
+under the answer, the cited sections, evidence lines and a section's text under the page; then,
+folded under plain headings, the metrics, the disagreement view, the scored nodes, the icicle,
+the figure data and the history. At 1440x900 the answer, its page and the top of the tree are
+on the first screen (tests/app/test_app_browser.py checks it by bounding boxes). Gradio mounts a
+fold's components only when it is opened; their values are kept meanwhile.
+
+Bad option values (``option_problems``: the engine's own rules, each option checked alone, in
+every mode) are refused by the /ask validator with one line under the input they concern, for
+the page and for API clients alike; nothing is asked, stored or wiped. The event runs without
+Gradio's preprocessing so that a value outside a component's range (k=0 from a script) reaches
+the validator instead of failing with a bare "400 Bad Request".
+
 Answers stream (do_ask is a generator over engine.ask.ask_stream, and so is the /ask API: a
 gradio_client ``submit`` sees every step): the routing tree, its tables and the sections to be
 read appear as soon as routing ends, then the answer token by token, then the final answer with
@@ -25,13 +40,15 @@ import gradio as gr
 from app import examples
 from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUTER_LABELS,
                              clear_page, clear_view, cited_rows, evidence_summary, figures,
-                             generating_md, metric_rows, metrics_md, node_lines, page_outputs,
-                             quote_outputs, route_from_log, route_views, show_view)
+                             folds_of, generating_md, metric_rows, metrics_md, node_lines,
+                             page_outputs, quote_outputs, route_from_log, route_views,
+                             show_view)
 from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary,
                          manual_figure, pages_label, route_figure, route_rows)
 from app.pages import Line
-from app.state import (ALL, ANSWER_CONCURRENCY, AppState, MemoriesPending, bind, doc_arg,
-                       doc_choices, doc_memory_line, empty_figure, node_view, options)
+from app.state import (ALL, ANSWER_CONCURRENCY, APP_MAX_NEW_TOKENS, AppState, MemoriesPending,
+                       bind, doc_arg, doc_choices, doc_memory_line, empty_figure, node_view,
+                       option_problems, options)
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.memory.aggregate import POLICIES
 
@@ -44,6 +61,8 @@ HISTORY_COLUMNS = ["query", "asked (UTC)", "mode", "question", "answer", "TTFT m
 # The history table lists this many of a manual's newest questions: every answer refreshes it,
 # so reading a long log whole there would cost time and memory growing with the log.
 HISTORY_ROWS = 50
+# The modes in one short line (the radio's info); the full help is under "Advanced".
+MODE_LINE = "text and memory answer; route and quote only find (more under Advanced)."
 
 
 # -- handlers ------------------------------------------------------------------------------------
@@ -150,8 +169,24 @@ def validate_question(s: AppState, question, *others):
             *[gr.validate(True, "") for _ in others]]
 
 
-def validate_ask(s: AppState, doc, question, *others):
-    return [gr.validate(True, ""), *validate_question(s, question, *others)]
+def validate_ask(s: AppState, doc, question, mode, k, max_depth, budget, gate, hier_pos,
+                 max_new_tokens, router="fused"):
+    """Gradio validator of /ask (the page and API clients): a bad question or option value is
+    one line under its input (``option_problems``: the engine's rules, in every mode), and
+    nothing is asked, stored or wiped."""
+    problems = option_problems(s, mode, k, max_depth, budget, max_new_tokens, router)
+    values = dict(zip(("mode", "k", "max_depth", "budget", "gate", "hier_pos",
+                       "max_new_tokens", "router"),
+                      (mode, k, max_depth, budget, gate, hier_pos, max_new_tokens, router)))
+    return [gr.validate(True, ""), *validate_question(s, question)[:1],
+            *[gr.validate(name not in problems, problems.get(name, "")) for name in values]]
+
+
+def ask_refused(s: AppState, question, mode, k, max_depth, budget, gate, hier_pos,
+                max_new_tokens, router="fused") -> bool:
+    """Whether the validator refuses this request (then the last answer's views stay)."""
+    return (question_problem(s, question) is not None
+            or bool(option_problems(s, mode, k, max_depth, budget, max_new_tokens, router)))
 
 
 def history_select(s: AppState, doc, evt: gr.SelectData):
@@ -174,7 +209,8 @@ def history_select(s: AppState, doc, evt: gr.SelectData):
         return (rec.answer, metrics, [], empty_figure(msg), empty_figure(msg), [], {},
                 rec.question, view, mode_value, router_value)
     route = route_from_log(rec.route, rec.settings)
-    fig = route_figure(route, None, title=f"Routing tree of query {rec.id} (from the log)")
+    fig = route_figure(route, None, title=f"Routing tree of query {rec.id} (from the log)",
+                       folds=folds_of(s, route))
     sel = [route.nodes[i] for i in route.selected]
     cited = [[j + 1, n.title, pages_label(n.page_start, n.page_end), n.doc_id, n.node_id]
              for j, n in enumerate(sel)]
@@ -264,47 +300,45 @@ class AskTab:
 def build(s: AppState) -> AskTab:
     """The tab's components, inside the caller's ``gr.Tabs``."""
     with gr.Tab("Ask", id="ask"):
-        with gr.Row():
-            ask_doc = gr.Dropdown(label="Manual", choices=doc_choices(s, True), scale=2,
+        with gr.Row(equal_height=True):
+            ask_doc = gr.Dropdown(label="Manual", choices=doc_choices(s, True), scale=3,
                                   elem_id="ask-doc", allow_custom_value=True)
-            question = gr.Textbox(label="Question", scale=5, lines=1,
+            question = gr.Textbox(label="Question", scale=7, lines=1,
                                   max_length=s.settings.max_question_chars,
                                   placeholder="e.g. How do I declare an array parameter?",
                                   elem_id="ask-question")
-            ask_btn = gr.Button("Ask", variant="primary", scale=1, elem_id="ask-button")
+            max_new = gr.Number(value=128, precision=0, scale=1, min_width=170,
+                                label="Longest answer (tokens)",
+                                info=f"1 to {APP_MAX_NEW_TOKENS}; then cut",
+                                elem_id="ask-max-new")
+            ask_btn = gr.Button("Ask", variant="primary", scale=1, min_width=100,
+                                elem_id="ask-button")
         examples.build(s, ask_doc, question)  # example questions (app/examples.py), if any
         ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
-        with gr.Accordion("Settings", open=True):
-            with gr.Row():
-                mode = gr.Radio(list(MODE_HELP), value="text", label="Answer from",
-                                info="; ".join(f"{m}: {h}" for m, h in MODE_HELP.items()),
-                                elem_id="ask-mode")
-            with gr.Row():
-                router = gr.Radio(ROUTER_CHOICES, value=s.settings.router,
-                                  label="Find sections by",
-                                  info="How sections are scored: all evidence combined, "
-                                       "or one kind alone (words matched, meaning, "
-                                       "memory).", elem_id="ask-router")
-                max_new = gr.Number(value=128, precision=0, minimum=1, maximum=512,
-                                    label="Longest answer (tokens)",
-                                    info="The answer stops here and says it was cut.",
-                                    elem_id="ask-max-new")
-            with gr.Accordion("Advanced: routing and memories", open=False,
-                              elem_id="ask-advanced"):
-                with gr.Row():
+        # The settings a person changes in one row; the rest folded under "Advanced".
+        with gr.Row():
+            mode = gr.Radio(list(MODE_HELP), value="text", label="Answer from", scale=1,
+                            info=MODE_LINE, elem_id="ask-mode")
+            router = gr.Radio(ROUTER_CHOICES, value=s.settings.router,
+                              label="Find sections by", scale=1,
+                              info="How sections are scored: all evidence fused, or one "
+                                   "kind alone.", elem_id="ask-router")
+            with gr.Column(scale=0, min_width=160):
+                with gr.Accordion("Advanced", open=False, elem_id="ask-advanced"):
+                    gr.Markdown("**Answer modes.** " + "; ".join(
+                        f"**{m}**: {h}" for m, h in MODE_HELP.items()) + ".")
                     k = gr.Slider(1, 8, value=3, step=1, label="Sections followed per level",
                                   info="At each level the router follows this many of a "
                                        "section's subsections (k); the rest are pruned.",
                                   elem_id="ask-k")
-                    max_depth = gr.Number(value=0, precision=0, minimum=0,
+                    max_depth = gr.Number(value=0, precision=0,
                                           label="Deepest level (0 = no limit)",
                                           info="Routing stops at this depth of the tree.",
                                           elem_id="ask-depth")
-                    budget = gr.Number(value=0, precision=0, minimum=0,
+                    budget = gr.Number(value=0, precision=0,
                                        label="Most sections selected (0 = no limit)",
                                        info="Routing stops once this many are selected.",
                                        elem_id="ask-budget")
-                with gr.Row():
                     gate = gr.Checkbox(value=True, label="Re-read memories (memory mode)",
                                        info="The model may pass over each memory slot "
                                             "a few extra times (the ArcAligner gate); "
@@ -325,15 +359,37 @@ def build(s: AppState) -> AskTab:
         text_btn = gr.Button("Answer in text mode instead (from the sections' text)",
                              visible=False, size="sm", elem_id="text-instead-button")
         view = gr.State({})
+        # A person's order: the manual's quote and the model's answer beside the quote's page,
+        # the routing tree under the answer; the sections cited and the evidence lines under
+        # the page they open; everything else folded under plain headings below.
         with gr.Row():
             with gr.Column(scale=3):
                 quote_md = gr.Markdown(visible=False, elem_id="quote-view")
-                answer = gr.Textbox(label="Answer (written by the model)", lines=4,
-                                    interactive=False, elem_id="answer-text")
-                metrics = gr.Markdown(elem_id="answer-metrics")
+                answer = gr.Textbox(label="Answer (written by the model)", lines=2,
+                                    max_lines=12, interactive=False, elem_id="answer-text")
+                route_plot = gr.Plot(label="Routing tree", show_label=False,
+                                     elem_id="route-plot")
+                with gr.Accordion("How to read the routing tree", open=False):
+                    gr.Markdown(
+                        "Colour = the score the router ranked by (colour bar: the fused "
+                        "score, or one kind of evidence alone). Bold solid edges: the "
+                        "selected path. Grey dashed: pruned branches. ▽ +N: N nodes below "
+                        "that the router never scored. ⟳n on a selected node: extra gate "
+                        "loops (per layer in the hover). Hover a node for its title, pages "
+                        "and each kind of evidence "
+                        f"({', '.join(CHANNEL_COLUMNS)}): its own score and the best in its "
+                        "branch; to read a node, select its row under \"Scored nodes\".")
+            with gr.Column(scale=2):
+                page_head = gr.Markdown("Select a cited node or an evidence line to "
+                                        "see its page here.", elem_id="page-view-head")
+                page_image = gr.Image(type="pil", format="png", interactive=False,
+                                      label="Page", visible=False, height=620,
+                                      elem_id="page-view-image")
+                page_text = gr.Markdown(visible=False, max_height=620,
+                                        elem_id="page-view-text")
                 cited = gr.Dataframe(headers=CITED_COLUMNS, type="array",
-                                     interactive=False, elem_id="cited-table",
-                                     label="Cited nodes (select a row to read it and "
+                                     interactive=False, elem_id="cited-table", max_height=260,
+                                     label="Cited sections (select one to read it and "
                                            "see its page)")
                 evidence_note = gr.Markdown(elem_id="evidence-note")
                 evidence_table = gr.Dataframe(
@@ -342,55 +398,42 @@ def build(s: AppState) -> AskTab:
                     column_widths=["5%", "8%", "7%", "20%", "50%", "5%", "5%"],
                     label="Evidence: sentences of the cited sections that support the "
                           "answer (select one to see it on its page)")
-            with gr.Column(scale=2):
-                page_head = gr.Markdown("Select a cited node or an evidence line to "
-                                        "see its page here.", elem_id="page-view-head")
-                page_image = gr.Image(type="pil", format="png", interactive=False,
-                                      label="Page", visible=False, height=760,
-                                      elem_id="page-view-image")
-                page_text = gr.Markdown(visible=False, max_height=760,
-                                        elem_id="page-view-text")
-        gr.Markdown(
-            "**Routing tree.** Colour = the score the router ranked by (colour bar: the "
-            "fused score, or one kind of evidence alone). Bold solid edges: the selected "
-            "path. Grey dashed: pruned branches. ▽ +N: N nodes below that the router "
-            "never scored. ⟳n on a selected node: extra gate loops (per layer in the "
-            "hover). Hover a node for its title, pages and each kind of evidence "
-            f"({', '.join(CHANNEL_COLUMNS)}): its own score and the best in its branch; "
-            "to read a node, select its row in a table below the tree.")
-        route_plot = gr.Plot(label="Routing tree", elem_id="route-plot")
-        with gr.Accordion("Fused router vs memory router: where they disagree",
-                          open=True):
+                ask_node_head = gr.Markdown(elem_id="ask-node-head")
+                ask_node_text = gr.Textbox(label="Section text", lines=6, max_lines=20,
+                                           interactive=False, elem_id="ask-node-text")
+        with gr.Accordion("Metrics", open=False, elem_id="ask-metrics-fold"):
+            metrics = gr.Markdown(elem_id="answer-metrics")
+        with gr.Accordion("Fused router vs memory router: where they disagree", open=False,
+                          elem_id="ask-agreement-fold"):
             agree_md = gr.Markdown(elem_id="router-agreement")
             agree_table = gr.Dataframe(headers=AGREEMENT_COLUMNS, type="array",
                                        interactive=False, max_height=260,
                                        label="Sections selected by only one of the two "
                                              "routers (select a row to read it)",
                                        elem_id="agreement-table")
-        # full width: thirteen columns (three of them evidence channels)
-        route_table = gr.Dataframe(headers=ROUTE_COLUMNS, type="array",
-                                   interactive=False, max_height=420,
-                                   label="Scored nodes (select a row to read it; "
-                                         "evidence columns: best score in the node's "
-                                         "branch)",
-                                   column_widths=ROUTE_WIDTHS, elem_id="route-table")
-        ask_node_head = gr.Markdown(elem_id="ask-node-head")
-        ask_node_text = gr.Textbox(label="Node text", lines=8, max_lines=20,
-                                   interactive=False, elem_id="ask-node-text")
+        with gr.Accordion("Scored nodes", open=False, elem_id="ask-scored-fold"):
+            # full width: thirteen columns (three of them evidence channels)
+            route_table = gr.Dataframe(headers=ROUTE_COLUMNS, type="array",
+                                       interactive=False, max_height=420,
+                                       label="Every node the router scored (select a row "
+                                             "to read it; evidence columns: best score in "
+                                             "the node's branch)",
+                                       column_widths=ROUTE_WIDTHS, elem_id="route-table")
         with gr.Accordion("The whole manual (icicle coloured by score)", open=False):
             manual_plot = gr.Plot(label="Manual", elem_id="manual-plot")
         with gr.Accordion("Figure data (JSON)", open=False):
             summary = gr.JSON(label="Routing tree summary", elem_id="route-summary")
-        history = gr.Dataframe(headers=HISTORY_COLUMNS, type="array", interactive=False,
-                               max_height=300, elem_id="history-table",
-                               label=f"Questions asked about this manual, newest "
-                                     f"{HISTORY_ROWS} (select one to see its answer "
-                                     "and tree again)")
+        with gr.Accordion("History: questions asked about this manual", open=False,
+                          elem_id="ask-history-fold"):
+            history = gr.Dataframe(headers=HISTORY_COLUMNS, type="array", interactive=False,
+                                   max_height=300, elem_id="history-table",
+                                   label=f"The newest {HISTORY_ROWS} (select one to see its "
+                                         "answer and tree again)")
     return AskTab(ask_doc, question, ask_btn, ask_mem_line, mode, router, max_new, k, max_depth,
                   budget, gate, hier_pos, notice, text_btn, view, quote_md, answer, metrics,
-                  cited, evidence_note, evidence_table, page_head, page_image, page_text, route_plot,
-                  agree_md, agree_table, route_table, ask_node_head, ask_node_text, manual_plot,
-                  summary, history)
+                  cited, evidence_note, evidence_table, page_head, page_image, page_text,
+                  route_plot, agree_md, agree_table, route_table, ask_node_head, ask_node_text,
+                  manual_plot, summary, history)
 
 
 def wire(s: AppState, t: AskTab) -> None:
@@ -405,26 +448,31 @@ def wire(s: AppState, t: AskTab) -> None:
     page_outputs_ = [t.page_head, t.page_image, t.page_text]
     answer, show, validate = bind(s, do_ask), bind(s, show_view), bind(s, validate_ask)
     for trigger in (t.ask_btn.click, t.question.submit):  # no stale comparison while asking
-        # (a refused question keeps the view: the validator's line is all that changes)
-        trigger(lambda q: clear_view() if question_problem(s, q) is None
-                else tuple(gr.skip() for _ in view_outputs), t.question, view_outputs,
+        # (a refused request keeps the view: the validator's line is all that changes)
+        trigger(lambda _d, *a: clear_view() if not ask_refused(s, *a)
+                else tuple(gr.skip() for _ in view_outputs), ask_inputs, view_outputs,
                 queue=False, api_visibility="private", show_progress="hidden")
-        trigger(lambda q: clear_page() if question_problem(s, q) is None
-                else tuple(gr.skip() for _ in page_outputs_), t.question, page_outputs_,
+        trigger(lambda _d, *a: clear_page() if not ask_refused(s, *a)
+                else tuple(gr.skip() for _ in page_outputs_), ask_inputs, page_outputs_,
                 queue=False, api_visibility="private", show_progress="hidden")
+    # preprocess=False: the values reach the validator as sent, so a value out of a
+    # component's range (k=0 from a script) gets the validator's line naming it, not
+    # Gradio's bare "400 Bad Request" (every input here is a plain string, number or bool)
     t.ask_btn.click(answer, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
-                    concurrency_id="answer", api_name="ask", validator=validate).then(
+                    concurrency_id="answer", api_name="ask", validator=validate,
+                    preprocess=False).then(
         show, t.view, view_outputs, api_visibility="private", show_progress="hidden")
     t.question.submit(answer, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
                       concurrency_id="answer", api_visibility="private",
-                      validator=validate).then(
+                      validator=validate, preprocess=False).then(
         show, t.view, view_outputs, api_visibility="private", show_progress="hidden")
     # a degenerate memory answer: one click asks the same question in text mode
     t.text_btn.click(lambda: "text", None, t.mode, queue=False, api_visibility="private").then(
         clear_view, None, view_outputs, queue=False, api_visibility="private",
         show_progress="hidden").then(
         answer, ask_inputs, ask_outputs, concurrency_limit=ANSWER_CONCURRENCY,
-        concurrency_id="answer", api_visibility="private").then(
+        concurrency_id="answer", api_visibility="private", validator=validate,
+        preprocess=False).then(
         show, t.view, view_outputs, api_visibility="private", show_progress="hidden")
     t.doc.change(bind(s, history_rows), t.doc, t.history, api_visibility="private")
     t.doc.change(bind(s, doc_memory_line), t.doc, t.mem_line, api_visibility="private",

@@ -62,10 +62,10 @@ def build(s: AppState) -> CompareTab:
             mode_b = gr.Dropdown(list(MODES), value="text", label="Mode B",
                                  elem_id="compare-mode-b")
             cmp_k = gr.Slider(1, 8, value=3, step=1, label="k")
-            cmp_depth = gr.Number(value=0, precision=0, minimum=0, label="Depth cap (0 = none)")
-            cmp_budget = gr.Number(value=0, precision=0, minimum=0, label="Budget (0 = none)")
+            cmp_depth = gr.Number(value=0, precision=0, label="Depth cap (0 = none)")
+            cmp_budget = gr.Number(value=0, precision=0, label="Budget (0 = none)")
             cmp_gate = gr.Checkbox(value=True, label="Gate on")
-            cmp_new = gr.Number(value=64, precision=0, minimum=1, maximum=512,
+            cmp_new = gr.Number(value=64, precision=0,
                                 label="Max new tokens", elem_id="compare-max-new")
         cmp_table = gr.Dataframe(headers=["mode", "TTFT ms", "total ms", "prefill tokens",
                                           "generated", "peak MB", "selected", "cited"],
@@ -91,4 +91,4 @@ def wire(s: AppState, t: CompareTab) -> None:
     """The tab's events."""
     t.button.click(bind(s, do_compare), [t.doc, t.question, *t.inputs], t.outputs,
                    concurrency_limit=ANSWER_CONCURRENCY, concurrency_id="answer",
-                   api_name="compare")
+                   api_name="compare", preprocess=False)  # bad values: options()' one line

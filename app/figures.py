@@ -7,7 +7,10 @@ The routing tree shows what the router looked at: the root, every scored node (s
 bold on the selected path, pruned ones greyed with dashed edges) and, for every scored node
 whose children were never scored, ONE collapsed marker "+N" standing for the N unvisited nodes
 below it. A pruned node whose branch held one of the best nodes by own evidence (what flat
-retrieval would have kept) is ringed in red (``strong_pruned``). A manual of 800+ nodes therefore draws only the nodes the router actually scored.
+retrieval would have kept) is ringed in red (``strong_pruned``). A manual of 800+ nodes
+therefore draws only the nodes the router actually scored. A run of a printed table of contents
+or index (app/folds.py) that the router scored and pruned is drawn as ONE grey square saying
+what it holds ("Contents (pp. 1–8, 46 parts)" in its hover).
 
 Hover text: every scored node lists its evidence channels in plain words ("words matched",
 "meaning", "memory"), each with the node's own score and its subtree's best ("best in branch",
@@ -81,14 +84,25 @@ class VisibleTree:
     children: dict[int, list[int]] = field(default_factory=dict)
     collapsed: dict[int, tuple[int, int]] = field(default_factory=dict)
     visible: list[int] = field(default_factory=list)  # real node ids drawn, document order
+    # Folded runs of contents / index nodes (app/folds.py): marker -> (parent, count, label)
+    folded: dict[int, tuple[int, int, str]] = field(default_factory=dict)
 
 
 def marker_id(parent: int) -> int:
     return -(parent + 1)
 
 
-def visible_tree(route) -> VisibleTree:
-    """Which nodes of ``route`` are drawn and how unvisited subtrees are collapsed."""
+def fold_marker_id(first: int, n_nodes: int) -> int:
+    """A folded run's marker, below every collapsed marker's id."""
+    return -(n_nodes + 1 + first + 1)
+
+
+def visible_tree(route, folds=()) -> VisibleTree:
+    """Which nodes of ``route`` are drawn and how unvisited subtrees are collapsed.
+
+    ``folds`` (app.folds.Fold, in the route's ids): a run of contents or index nodes drawn
+    as siblings, every one of them pruned, is drawn as ONE marker standing for the run (and the
+    unvisited nodes below it); a run with a selected node is drawn as it is."""
     nodes = route.nodes
     kids: dict[int, list[int]] = {}
     for n in nodes:
@@ -116,6 +130,22 @@ def visible_tree(route) -> VisibleTree:
             vt.collapsed[m] = (n.id, hidden)
             shown.append(m)
         vt.children[n.id] = shown
+    for f in folds:
+        members = set(f.members)
+        shown = vt.children.get(f.parent, [])
+        if (not members <= set(shown)
+                or any(nodes[i].status != "pruned" for i in f.members)
+                or any(c >= 0 for i in f.members for c in vt.children.get(i, []))):
+            continue  # not drawn, or drawn with something to show: left as it is
+        m = fold_marker_id(f.first, len(nodes))
+        at = shown.index(f.first)
+        vt.children[f.parent] = [*[c for c in shown[:at] if c not in members], m,
+                                 *[c for c in shown[at:] if c not in members]]
+        for i in f.members:
+            vt.children.pop(i, None)
+            vt.collapsed.pop(marker_id(i), None)
+        vt.visible = [i for i in vt.visible if i not in members]
+        vt.folded[m] = (f.parent, len(f.ids), f.title)
     return vt
 
 
@@ -245,9 +275,10 @@ def score_range(route) -> tuple[float, float]:
     return lo, hi
 
 
-def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
-    """The routing tree of ``route`` (gate loops from ``answer`` when given) as a Plotly figure."""
-    vt = visible_tree(route)
+def route_figure(route, answer=None, title: str | None = None, folds=()) -> go.Figure:
+    """The routing tree of ``route`` (gate loops from ``answer`` when given) as a Plotly figure;
+    ``folds``: runs of contents / index nodes drawn as one marker each (``visible_tree``)."""
+    vt = visible_tree(route, folds)
     nodes = route.nodes
     pos = tidy_layout(vt.children, root=0)
     lo, hi = score_range(route)
@@ -338,6 +369,22 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
         customdata=[[m, "collapsed", vt.collapsed[m][0], vt.collapsed[m][1]] for m in cm],
         meta={"status": "collapsed"}))
 
+    fm = sorted(vt.folded)
+    if fm:  # only when there is one: a figure without folds keeps its four kinds of marker
+        traces.append(go.Scatter(
+            x=[pos[m][0] for m in fm], y=[pos[m][1] for m in fm], mode="markers+text",
+            name="contents / index (folded)",
+            marker=dict(symbol="square", size=11, color=UNVISITED_FILL,
+                        line=dict(color="#9ca3af", width=1)),
+            text=[esc(vt.folded[m][2].split(" (")[0]) for m in fm],
+            textposition="bottom center", textfont=dict(size=9, color="#6b7280"),
+            hovertext=[f"<b>{esc(vt.folded[m][2])}</b><br>folded: a printed table of contents "
+                       "or index, left out of routing evidence and answers<br>under "
+                       f"<b>{esc(nodes[vt.folded[m][0]].title, 70)}</b>" for m in fm],
+            hoverinfo="text",
+            customdata=[[m, "folded", vt.folded[m][0], vt.folded[m][1]] for m in fm],
+            meta={"status": "folded"}))
+
     depth = max((-p[1] for p in pos.values()), default=0)
     router = getattr(route, "router", None)
     head = title or (f"Routing tree — {router or 'memory'} router, k={route.k}, "
@@ -360,8 +407,8 @@ def route_figure(route, answer=None, title: str | None = None) -> go.Figure:
 def figure_summary(fig: go.Figure | dict) -> dict:
     """What a routing-tree figure draws, as plain counts (for tests and the JSON view)."""
     d = fig.to_plotly_json() if isinstance(fig, go.Figure) else fig
-    counts = {s: 0 for s in STATUSES}
-    collapsed_nodes = 0
+    counts = {s: 0 for s in (*STATUSES, "folded")}
+    collapsed_nodes = folded_nodes = 0
     collapsed_counts = []
     strong: list[int] = []
     for tr in d.get("data", []):
@@ -375,6 +422,8 @@ def figure_summary(fig: go.Figure | dict) -> dict:
         if st == "collapsed":
             collapsed_counts = [int(row[3]) for row in cd]
             collapsed_nodes = sum(collapsed_counts)
+        elif st == "folded":
+            folded_nodes = sum(int(row[3]) for row in cd)
     layout = d.get("layout", {})
     meta = layout.get("meta") or {}
     cax = layout.get("coloraxis") or {}
@@ -383,8 +432,10 @@ def figure_summary(fig: go.Figure | dict) -> dict:
             "collapsed_nodes": collapsed_nodes,
             "collapsed_counts": collapsed_counts,
             "drawn_nodes": counts["root"] + counts["selected"] + counts["pruned"],
+            "folded_markers": counts["folded"],  # runs of contents / index nodes
+            "folded_nodes": folded_nodes,
             "represented_nodes": (counts["root"] + counts["selected"] + counts["pruned"]
-                                  + collapsed_nodes),
+                                  + collapsed_nodes + folded_nodes),
             "total_nodes": meta.get("total_nodes"),
             "strong_pruned": strong,  # pruned nodes ringed: their branch held a strong hit
             "colorbar": bool(cax.get("colorbar")) and cax.get("showscale", True) is not False}

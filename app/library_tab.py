@@ -21,6 +21,7 @@ from pathlib import Path
 import gradio as gr
 
 from app.figures import pages_label
+from app.folds import FOLD_MARK, contents_folds, fold_text
 from app.state import (ALL, AppState, bind, doc_arg, doc_choices, doc_memory_line,
                        node_view, pending_list)
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
@@ -143,17 +144,45 @@ def outline(s: AppState, doc):
         tree = s.tree_of(doc_arg(doc))
     except DocumentNotFound:
         raise gr.Error(f"no manual with id {doc}") from None
+    return outline_rows(tree), "Select a row of the outline to read that node.", ""
+
+
+def outline_rows(tree) -> list[list]:
+    """One row per node in document order, each run of contents or index nodes folded into
+    one row that says what it holds (app/folds.py; its node column: the run's first node)."""
     labels = tree.labels()
-    rows = [[n.id, ("\u00a0\u00a0\u00a0" * n.depth) + labels[n.id],
-             pages_label(n.page_start, n.page_end), n.tokens, n.kind]
-            for n in tree.preorder()]
-    return rows, "Select a row of the outline to read that node.", ""
+    folds = {f.first: f for f in contents_folds(tree)}
+    rows, skip = [], set()
+    for n in tree.preorder():
+        if n.id in skip:
+            continue
+        indent = "\u00a0\u00a0\u00a0" * n.depth
+        fold = folds.get(n.id)
+        if fold is not None:
+            skip.update(fold.ids)
+            rows.append([n.id, indent + FOLD_MARK + fold.title,
+                         pages_label(fold.page_start, fold.page_end), fold.tokens, fold.kind])
+        else:
+            rows.append([n.id, indent + labels[n.id], pages_label(n.page_start, n.page_end),
+                         n.tokens, n.kind])
+    return rows
 
 
 def outline_select(s: AppState, doc, evt: gr.SelectData):
     row = evt.row_value or []
     if not row or doc in (None, "", ALL):
         return "", ""
+    if str(row[1]).lstrip("\u00a0").startswith(FOLD_MARK):  # a folded run: all its text
+        try:
+            tree = s.tree_of(int(doc))
+        except DocumentNotFound:
+            return "That manual is not in the library any more.", ""
+        fold = next((f for f in contents_folds(tree) if f.first == int(row[0])), None)
+        if fold is not None:
+            return (f"**{fold.title}**, folded in the outline: a printed "
+                    f"{'table of contents' if fold.kind == 'toc' else 'index'}, left out of "
+                    f"routing and answers ({len(fold.ids)} nodes from node {fold.first} of "
+                    f"manual #{int(doc)})", fold_text(tree, fold))
     return node_view(s, int(doc), row[0])
 
 

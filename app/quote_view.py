@@ -9,8 +9,8 @@ from __future__ import annotations
 NOT_COVERED = ("**The manual does not seem to cover this question**: no passage of the routed "
                "sections matches it closely enough. Any answer below is the model's own, "
                "without the manual.")
-MODEL_NOTE = ("*Above: the manual's own words. Below: the answer the model wrote from the "
-              "manual; check it against the quote and its page.*")
+MODEL_NOTE = ("Under it, the answer the model wrote from the manual: check it against the quote "
+              "and its page.")
 
 
 def _md(text: str) -> str:
@@ -26,8 +26,6 @@ def quote_markdown(quote, not_covered: bool, mode: str) -> str:
         return NOT_COVERED if not_covered else ""
     where = _md(quote.heading or "the manual")
     page = f", page {quote.page}" if quote.page else ""
-    lines = [f"**From the manual** ({where}{page}), its own words:", "",
-             f"> {_md(quote.text)}", ""]
-    if mode not in ("quote", "route"):
-        lines.append(MODEL_NOTE)
-    return "\n".join(lines)
+    note = f" {MODEL_NOTE}" if mode not in ("quote", "route") else ""
+    return "\n".join([f"**From the manual** ({where}{page}), its own words.{note}", "",
+                      f"> {_md(quote.text)}"])

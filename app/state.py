@@ -88,7 +88,8 @@ def empty_figure(message: str) -> go.Figure:
 
 
 def opt_int(x) -> int | None:
-    """Number inputs: blank or 0 mean "no limit"."""
+    """Number inputs: blank or 0 mean "no limit" (a negative or fractional value is refused by
+    ``option_problems`` before it gets here)."""
     if x is None or x == "":
         return None
     v = int(float(x))
@@ -216,11 +217,72 @@ class AppState:
         return label
 
 
+# The page's longest answer (the engine allows more, engine.ask.MAX_NEW_TOKENS; on a CPU an
+# answer of 512 tokens already takes minutes).
+APP_MAX_NEW_TOKENS = 512
+
+
+def _whole(x, name: str) -> int | None:
+    """A number input as an int (None when blank); ValueError with one line otherwise."""
+    if x is None or x == "":
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a whole number, not {x!r}") from None
+    if not v.is_integer():
+        raise ValueError(f"{name} must be a whole number, not {x!r}")
+    return int(v)
+
+
+def option_problems(s: AppState, mode, k, max_depth, budget, max_new_tokens,
+                    router) -> dict[str, str]:
+    """{option: one line} for each ask option the engine would refuse (each checked alone by
+    ``AskOptions.validate``, so the engine's rules are the only ones), in every mode: an
+    option the mode does not use is checked too. The depth cap and the node budget take 0 for
+    "no limit" here; the longest answer is 1 to ``APP_MAX_NEW_TOKENS``."""
+    problems: dict[str, str] = {}
+
+    def check(name: str, **field) -> None:
+        try:
+            AskOptions(**field).validate()
+        except AskError as e:
+            problems[name] = str(e)
+
+    check("mode", mode=mode)
+    check("router", router=router or s.settings.router)
+    labels = {"k": "k", "max_depth": "the depth cap", "budget": "the node budget",
+              "max_new_tokens": "max new tokens"}
+    values = {"k": k, "max_depth": max_depth, "budget": budget,
+              "max_new_tokens": max_new_tokens}
+    for name, raw in values.items():
+        try:
+            v = _whole(raw, labels[name])
+        except ValueError as e:
+            problems[name] = str(e)
+            continue
+        if name in ("max_depth", "budget"):
+            if v is not None and v < 0:
+                problems[name] = f"{labels[name]} must be 0 (no limit) or more, not {v}"
+        elif v is None:
+            problems[name] = f"{labels[name]} is missing"
+        elif name == "max_new_tokens" and not 1 <= v <= APP_MAX_NEW_TOKENS:
+            problems[name] = f"max new tokens must be 1 to {APP_MAX_NEW_TOKENS} here, not {v}"
+        else:
+            check(name, **{name: v})
+    return problems
+
+
 def options(s: AppState, mode, k, max_depth, budget, gate, hier_pos, max_new_tokens,
             router=None) -> AskOptions:
-    return AskOptions(mode=mode or "text", k=int(k or 3), max_depth=opt_int(max_depth),
+    """The AskOptions of the page's (or an API call's) values; a bad value is one line
+    (gr.Error, ``option_problems``) and nothing is asked or stored."""
+    problems = option_problems(s, mode, k, max_depth, budget, max_new_tokens, router)
+    if problems:
+        raise gr.Error(next(iter(problems.values())))
+    return AskOptions(mode=mode, k=int(float(k)), max_depth=opt_int(max_depth),
                       budget=opt_int(budget), gate=bool(gate), hier_pos=bool(hier_pos),
-                      max_new_tokens=int(max_new_tokens or 64),
+                      max_new_tokens=int(float(max_new_tokens)),
                       router=router or s.settings.router)
 
 

@@ -54,9 +54,9 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
     s = AppState(rt, rt.settings.with_(max_upload_mb=max_file_mb, max_pages=max_pages), writer,
                  examples=example_questions.example_manual(rt, writer) if examples
                  else None)
-    with gr.Blocks(title="Manual explorer", analytics_enabled=False) as demo:
+    with gr.Blocks(title="Manual explorer", analytics_enabled=False, fill_width=True) as demo:
         gr.Markdown(
-            "# Manual explorer\n"
+            "## Manual explorer\n"
             "Upload technical manuals; each becomes a section tree with one memory vector per "
             "node (H2MT). Ask a question and see which branches the router followed, which it "
             "pruned, and which nodes the answer came from.")

@@ -9,6 +9,8 @@ of ingest) routes on its text channels; memory mode waits for its memories.
 from __future__ import annotations
 
 import itertools
+import math
+import numbers
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,13 +31,19 @@ from engine.document.tree import Tree
 from engine.ingest import document_evidence
 from engine.routing import lexical
 from engine.routing.evidence import evidence_fingerprint
-from engine.routing.fused import ROUTERS, RouteQuery, RouterUnavailable, route_on_evidence
+from engine.routing.fused import (ROUTERS, WALKS, RouteQuery, RouterUnavailable,
+                                  route_on_evidence)
 from engine.routing.router import Route, RoutingTree, query_vector
 from engine.runtime import Runtime
 from engine.settings import SettingsError
 from storage import MemoryProgress, NodeEvidence
 
 MAX_QUESTION_CHARS = 2000  # the default of Settings.max_question_chars
+# The most new tokens an answer may ask for: SmolLM2's context window (8192 positions) less
+# room for the prompt; more than this cannot be generated whatever the mode, so it is refused
+# up front (also in route and quote mode, where nothing is generated: a bad value is a bad
+# request in every mode).
+MAX_NEW_TOKENS = 4096
 
 
 class AskError(ValueError):
@@ -85,14 +93,39 @@ class AskOptions:
     quote_threshold: float = sentence_evidence.THRESHOLD
 
     def validate(self) -> None:
+        """One line (AskError) for the first bad value, whatever the mode: an option a mode
+        does not use is still checked, so a bad request fails the same way in every mode."""
         if self.mode not in MODES:
             raise AskError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if self.router not in ROUTERS:
+            raise AskError(f"unknown router {self.router!r}; choose one of {', '.join(ROUTERS)}")
+        for name, value in (("k", self.k), ("the depth cap", self.max_depth),
+                            ("the node budget", self.budget),
+                            ("max new tokens", self.max_new_tokens),
+                            ("the text budget", self.text_budget),
+                            ("the flat segment size", self.flat_segment_tokens)):
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, numbers.Integral)):
+                raise AskError(f"{name} must be a whole number, not {value!r}")
         if self.k < 1:
-            raise AskError("k must be at least 1")
+            raise AskError(f"k must be at least 1, not {self.k}")
         if self.max_depth is not None and self.max_depth < 1:
-            raise AskError("the depth cap must be at least 1")
+            raise AskError(f"the depth cap must be at least 1, not {self.max_depth}")
         if self.budget is not None and self.budget < 1:
-            raise AskError("the node budget must be at least 1")
+            raise AskError(f"the node budget must be at least 1, not {self.budget}")
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise AskError(f"max new tokens must be 1 to {MAX_NEW_TOKENS}, not "
+                           f"{self.max_new_tokens}")
+        if self.text_budget < 1:
+            raise AskError(f"the text budget must be at least 1 token, not {self.text_budget}")
+        if self.flat_segment_tokens < 1:
+            raise AskError("the flat segment size must be at least 1 token, not "
+                           f"{self.flat_segment_tokens}")
+        if not (isinstance(self.temperature, numbers.Real) and math.isfinite(self.temperature)
+                and self.temperature > 0):
+            raise AskError(f"the temperature must be a positive number, not {self.temperature!r}")
+        if self.walk is not None and self.walk not in WALKS:
+            raise AskError(f"unknown walk {self.walk!r}; choose one of {', '.join(WALKS)}")
         if self.text_prompt not in TEXT_PROMPTS:
             raise AskError(f"unknown text prompt {self.text_prompt!r}; choose one of "
                            f"{', '.join(TEXT_PROMPTS)}")
@@ -109,8 +142,6 @@ class AskOptions:
             raise AskError("no_repeat_ngram must be 0 (off) or more")
         if not 0 < self.query_fraction <= 1:
             raise AskError("query_fraction must lie in (0, 1]")
-        if self.router not in ROUTERS:
-            raise AskError(f"unknown router {self.router!r}; choose one of {', '.join(ROUTERS)}")
 
 
 @dataclass

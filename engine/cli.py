@@ -72,13 +72,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from engine.ask import AskError, AskOptions, ask
     from engine.runtime import Runtime
 
-    rt = Runtime.load(_settings(args))
+    settings = _settings(args)
     opts = AskOptions(mode=args.mode, k=args.k, max_depth=args.max_depth, budget=args.budget,
                       gate=not args.no_gate, hier_pos=args.hier_pos,
                       max_new_tokens=args.max_new_tokens,
-                      text_budget=args.text_budget or AskOptions.text_budget,
-                      router=args.router or rt.settings.router,
+                      text_budget=(AskOptions.text_budget if args.text_budget is None
+                                   else args.text_budget),
+                      router=args.router or settings.router,
                       text_packing=args.text_packing)
+    try:  # bad option values: one line before anything is loaded, in every mode
+        opts.validate()
+    except AskError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    rt = Runtime.load(settings)
     try:
         answer = ask(rt, args.doc, args.question, opts)
     except AskError as e:
@@ -139,8 +146,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors (an unknown choice, a number that is not one) in one line on
+    stderr, exit status 2, like every other refused request of the command line; --help still
+    lists the options."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m engine", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:

@@ -342,3 +342,55 @@ def test_a_crashed_request_fails_alone_and_the_next_one_works(client, explorer_s
     answer, metrics, *_ = Client(url, verbose=False).predict(
         str(doc.id), QUESTION, "text", 3, 0, 0, True, False, 16, api_name="/ask")
     assert answer.strip() and "TTFT" in metrics
+
+
+# (mode, k, depth cap, node budget, max new tokens, router) -> (parameter, its one line)
+BAD_OPTIONS = [
+    (("route", 0, 0, 0, 8, "fused"), ("k", "k must be at least 1, not 0")),
+    (("quote", 2.5, 0, 0, 8, "fused"), ("k", "k must be a whole number, not 2.5")),
+    (("route", 3, -1, 0, 8, "fused"),
+     ("max_depth", "the depth cap must be 0 (no limit) or more, not -1")),
+    (("quote", 3, 0, -2, 8, "fused"),
+     ("budget", "the node budget must be 0 (no limit) or more, not -2")),
+    (("route", 3, 0, 0, 0, "fused"),
+     ("max_new_tokens", "max new tokens must be 1 to 512 here, not 0")),
+    (("quote", 3, 0, 0, 10**9, "fused"),
+     ("max_new_tokens", "max new tokens must be 1 to 512 here, not 1000000000")),
+    (("text", 3, 0, 0, -5, "fused"),
+     ("max_new_tokens", "max new tokens must be 1 to 512 here, not -5")),
+    (("route", 3, 0, 0, 8, "oracle"),
+     ("router", "unknown router 'oracle'; choose one of fused, memory, lexical, dense")),
+    (("telepathy", 3, 0, 0, 8, "fused"),
+     ("mode", "unknown mode 'telepathy'; choose one of memory, text, full, flat, route, quote")),
+]
+
+
+@pytest.mark.parametrize("values, expected", BAD_OPTIONS)
+def test_api_bad_option_values_get_one_line_and_store_nothing(client, explorer_server, tmp_path,
+                                                              values, expected):
+    """/ask with a bad option value, in every mode (route and quote too, where max new tokens
+    is otherwise unused): the validator's one line naming the parameter and the value (the
+    client puts its "failed validation" header above it), no traceback, nothing logged; the
+    same values through /compare: one line (gr.Error)."""
+    from gradio_client import handle_file
+
+    _, rt = explorer_server
+    md = tmp_path / "options-guide.md"
+    md.write_text("# Options guide\n\n## Depth\n\nThe depth option sets how deep to go.\n")
+    client.predict([handle_file(str(md))], api_name="/ingest")  # stored once, then reused
+    doc = next(d for d in rt.library.list_documents() if d.file_name == md.name)
+    n_logged = len(rt.library.list_queries(doc.id))
+    mode, k, depth, budget, max_new, router = values
+    param, line = expected
+    with pytest.raises(Exception) as e:
+        client.predict(str(doc.id), "How deep does it go?", mode, k, depth, budget, True, False,
+                       max_new, router, api_name="/ask")
+    message = str(e.value)
+    assert "Traceback" not in message, message
+    assert message.splitlines()[1:] == [f"- {param}: {line}"], message
+    if router == "fused":  # /compare has no router input
+        with pytest.raises(Exception) as e:
+            client.predict(str(doc.id), "How deep does it go?", mode, "text", k, depth, budget,
+                           True, max_new, api_name="/compare")
+        assert str(e.value).strip() == line, str(e.value)
+    assert len(rt.library.list_queries(doc.id)) == n_logged

@@ -96,6 +96,15 @@ def _value(page, selector: str) -> str:
     return page.locator(selector).input_value()
 
 
+def _open_folds(page, *headings: str) -> None:
+    """Open the Ask tab's folded sections under these headings (closed by default; Gradio
+    mounts a fold's components only once it is opened)."""
+    for heading in headings:
+        fold = page.locator("button.label-wrap", has_text=heading).first
+        if "open" not in (fold.get_attribute("class") or "").split():
+            fold.click()
+
+
 def _no_error_badge(page) -> None:
     errors = page.evaluate(ERRORS_JS)
     assert not errors, f"red error badge(s) on the page: {errors}"
@@ -240,6 +249,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
 
     # -- route with one router chosen by name ----------------------------------------------
     page.get_by_role("tab", name="Ask").click()
+    _open_folds(page, "Metrics", "where they disagree", "History")
     routers = page.locator("#ask-router input[type=radio]")
     assert [routers.nth(i).get_attribute("value") for i in range(routers.count())] == [
         "fused", "memory", "lexical", "dense"]
@@ -455,6 +465,7 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
             ".includes('Memories are being written')")
 
         page.get_by_role("tab", name="Ask").click()
+        _open_folds(page, "where they disagree")
         page.wait_for_function(
             "() => (document.querySelector('#ask-memory-status')?.innerText || '')"
             ".includes('still being written')")
@@ -529,6 +540,7 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     page.set_default_timeout(60_000)
     page.goto(url)
     page.get_by_role("tab", name="Ask").click()
+    _open_folds(page, "Metrics")
     page.locator("#ask-doc input").click()
     page.get_by_role("option", name=f"#{doc.id} ").first.click()
     page.locator("#ask-mode input[value='memory']").check()
@@ -597,3 +609,111 @@ def test_delete_is_disabled_on_an_empty_library(browser, real_backbone, tmp_path
         page.close()
         demo.close()
         rt.library.close()
+
+
+FIRST_SCREEN = (1440, 900)
+FIRST_SCREEN_BOXES_JS = """() => {
+  const box = (sel) => { const e = document.querySelector(sel);
+    if (!e) return null; const r = e.getBoundingClientRect();
+    return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, height: r.height}; };
+  return {quote: box('#quote-view'), answer: box('#answer-text textarea'),
+          page: box('#page-view-image img'), tree: box('#route-plot .js-plotly-plot'),
+          scrollY: window.scrollY, innerHeight: window.innerHeight};
+}"""
+
+
+def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_server, shared_dir,
+                                                           tmp_path):
+    """The Ask tab in a person's order, at 1440x900 without scrolling: the quote and the answer,
+    beside them the quote's page rendered, and the top of the routing tree all lie within the
+    first 900 pixels (element bounding boxes); metrics, scored nodes, figure data and history
+    are folded under headings. The screen goes to docs/screenshots/first-screen.png."""
+    from engine.ingest import ingest_file
+
+    url, rt = explorer_server
+    pdf = shared_dir / "corpus" / "etoolbox-manual.pdf"
+    doc = rt.library.get_document(ingest_file(pdf, rt, memories=False).doc_id)
+    page = browser.new_page(viewport={"width": FIRST_SCREEN[0], "height": FIRST_SCREEN[1]})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.get_by_role("tab", name="Ask").click()
+        page.locator("#ask-doc input").click()
+        page.get_by_role("option", name=f"#{doc.id} ").first.click()
+        page.locator("#ask-mode input[value='text']").check()
+        page.locator("#ask-max-new input").fill("16")
+        page.locator("#ask-max-new input").press("Tab")
+        page.locator("#ask-question textarea").fill("How do I patch a command?")
+        page.locator("#ask-button").click()
+        page.wait_for_function(
+            "() => { const v = (document.querySelector('#answer-text textarea')?.value || '')"
+            ".trim(); return v.length > 0"  # the evidence note comes after the final answer
+            " && (document.querySelector('#evidence-note')?.innerText || '').trim()"
+            " && document.querySelector('#route-plot .js-plotly-plot')?.data"
+            " && document.querySelector('#page-view-image img')?.src; }", timeout=TIMEOUT_MS)
+        assert "From the manual" in page.locator("#quote-view").inner_text()
+        page.evaluate("() => window.scrollTo(0, 0)")
+        page.wait_for_timeout(500)  # the page image's layout settles
+        boxes = page.evaluate(FIRST_SCREEN_BOXES_JS)
+        out = tmp_path / "first-screen.png"
+        page.screenshot(path=str(out), full_page=False)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out, SCREENSHOTS / "first-screen.png")
+        height = FIRST_SCREEN[1]
+        assert boxes["scrollY"] == 0 and boxes["innerHeight"] == height, boxes
+        for name in ("quote", "answer"):  # wholly on the first screen
+            assert boxes[name] and 0 <= boxes[name]["top"] and boxes[name]["bottom"] <= height, \
+                (name, boxes)
+        # the page beside them: its top and most of it (a page is taller than it is wide)
+        pg = boxes["page"]
+        assert pg and pg["top"] < height and pg["height"] > 300, boxes
+        assert pg["left"] >= boxes["answer"]["right"] - 1, ("the page is beside the answer", boxes)
+        shown = min(pg["bottom"], height) - pg["top"]
+        assert shown >= 350 and shown >= 0.5 * pg["height"], boxes
+        # the top of the routing tree: its first 120 pixels (title, legend, the root and the
+        # first edges)
+        tree = boxes["tree"]
+        assert tree and tree["top"] + 120 <= height, boxes
+        # the long tables are folded under headings, closed
+        for heading in ("Metrics", "Scored nodes", "Figure data", "History"):
+            assert page.locator("button.label-wrap", has_text=heading).count() == 1, heading
+        assert not page.locator("#route-table").is_visible()
+        assert not page.locator("#history-table").is_visible()
+        _open_folds(page, "Metrics", "Scored nodes")  # and they open on a click
+        assert "TTFT" in page.locator("#answer-metrics").inner_text()
+        page.wait_for_function(f"() => {_rows_js('#route-table')} > 0")
+        _no_error_badge(page)
+    finally:
+        page.close()
+
+
+def test_outline_shows_contents_as_one_folded_row(browser, explorer_server, shared_dir):
+    """The Library tab's outline of etoolbox: its two contents pieces are one row saying what
+    they hold, before the first chapter; selecting it reads their text."""
+    from engine.ingest import ingest_file
+
+    url, rt = explorer_server
+    pdf = shared_dir / "corpus" / "etoolbox-manual.pdf"
+    doc = rt.library.get_document(ingest_file(pdf, rt, memories=False).doc_id)
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.locator("#library-doc input").click()
+        page.get_by_role("option", name=f"#{doc.id} ").first.click()
+        page.wait_for_function(f"() => {_rows_js('#outline-table')} >= 5")
+        rows = page.evaluate(TABLE_JS, "#outline-table")
+        titles = [r[1].strip() for r in rows]
+        fold = titles.index("▸ Contents (p. 1, 2 parts)")
+        assert fold < titles.index("Introduction"), titles[:8]
+        assert not any("part 2 of 2" in t for t in titles), titles[:8]
+        _cell(page, "#outline-table", fold, 1).click()
+        page.wait_for_function(
+            "() => (document.querySelector('#library-node-head')?.innerText || '')"
+            ".includes('folded in the outline')")
+        text = _value(page, "#library-node-text textarea")
+        assert "Contents" in page.locator("#library-node-head").inner_text()
+        assert "Introduction" in text and "Author Commands" in text, text[:200]
+        _no_error_badge(page)
+    finally:
+        page.close()
