@@ -195,16 +195,15 @@ def channels_on_demand(tree: RoutingTree, query: RouteQuery, proj: RouterProject
             lambda ids: np.where(has[ids], dense[ids] @ qd, np.nan), mu, sd)
         found.append(tree.candidates.search(qd))
     if tree.memories is not None and query.memory is not None and proj is not None:
-        keys = tree.memory_keys(proj)
+        keys = tree.memory_keys(proj).numpy()  # a view, no copy
         with torch.no_grad():
-            qk = proj.float().w_q(normalise(query.memory.float().cpu(), tree.centre))
+            qk = proj.float().w_q(normalise(query.memory.float().cpu(), tree.centre)).numpy()
         scale = 1.0 / math.sqrt(proj.d_head)
-        mu, sd = tree.memory_key_moments(proj).stats(qk.numpy(), scale)
+        mu, sd = tree.memory_key_moments(proj).stats(qk, scale)
         virtual = tree.origin[0] == (None, -1)
 
         def memory_own(ids: np.ndarray) -> np.ndarray:
-            with torch.no_grad():
-                s = (keys[torch.from_numpy(ids)] @ qk).numpy().astype(np.float32) * scale
+            s = (keys[ids] @ qk).astype(np.float32) * np.float32(scale)
             if virtual:
                 s[ids == 0] = np.nan
             return s
