@@ -16,6 +16,10 @@ Routing cost should follow the scored nodes, not the tree size.
 
 ``--fused`` adds the router on evidence (``engine.routing.fused.route_on_evidence``: lexical,
 dense and memory channels over every node, max-propagated, z-scored and fused, then the walk).
+``--library`` makes each size a library of 1k-node synthetic manuals under a virtual root (how
+``RoutingTree.from_library`` routes a whole library) instead of one tree of that size: a big
+library is many manuals, and the per-parent walk explores a few of them, where one 100k-node
+tree of fan-out 5 and depth 6 makes it explore thousands of nodes.
 Synthetic evidence: each node gets 40 tokens drawn from a Zipf distribution over a 50k-word
 vocabulary and a random unit 384-d vector; each query 5 Zipf tokens, a unit vector and a memory
 query. Reported: the fused route's median ms (channels given the query's vectors: the cost
@@ -113,6 +117,30 @@ def synthetic_tree(n: int, rng: np.random.Generator, max_depth: int, mean_branch
                        pages=[(None, None)] * n, origin=[(None, i) for i in range(n)], memories=mem)
 
 
+def synthetic_library(n: int, rng: np.random.Generator, max_depth: int, mean_branching: float,
+                      d: int, manual_nodes: int) -> RoutingTree:
+    """A library of n nodes: synthetic manuals of ``manual_nodes`` nodes each (``synthetic_tree``)
+    under a virtual root, as ``RoutingTree.from_library`` joins stored manuals; one manual
+    alone when n <= manual_nodes."""
+    if n <= manual_nodes:
+        return synthetic_tree(n, rng, max_depth, mean_branching, d)
+    parent: list[int | None] = [None]
+    depth, children = [0], [[]]
+    mems = [torch.zeros(1, d)]
+    for _ in range(max(1, round((n - 1) / manual_nodes))):
+        t = synthetic_tree(manual_nodes, rng, max_depth, mean_branching, d)
+        off = len(parent)
+        children[0].append(off)
+        parent.extend(0 if p is None else p + off for p in t.parent)
+        depth.extend(x + 1 for x in t.depth)
+        children.extend([c + off for c in ch] for ch in t.children)
+        mems.append(t.memories)
+    m = len(parent)
+    return RoutingTree(parent=parent, children=children, depth=depth, title=[""] * m,
+                       pages=[(None, None)] * m, origin=[(None, -1)] + [(1, i) for i in range(1, m)],
+                       memories=torch.cat(mems))
+
+
 @torch.no_grad()
 def core_route(tree: RoutingTree, keys: torch.Tensor, qk: torch.Tensor, k: int) -> int:
     """The appendix-C part of routing alone: per level, score the frontier's children against
@@ -151,6 +179,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--candidates-min-nodes", type=int, default=None,
                     help="with --fused: the candidate stage from this many nodes (default: the "
                          "engine's setting, H2MT_CANDIDATES_MIN_NODES)")
+    ap.add_argument("--library", action="store_true",
+                    help="a size above --manual-nodes is a library of synthetic manuals of that "
+                         "size under a virtual root (the 1k size is then one such manual)")
+    ap.add_argument("--manual-nodes", type=int, default=1000)
     args = ap.parse_args(argv)
     if args.candidates_min_nodes is None:
         args.candidates_min_nodes = Settings.from_env().candidates_min_nodes
@@ -176,7 +208,9 @@ def main(argv: list[str] | None = None) -> None:
 
         encoder = load_encoder("cpu")
     for n in sizes:
-        tree = synthetic_tree(n, rng, args.max_depth, args.mean_branching, args.d)
+        tree = (synthetic_library(n, rng, args.max_depth, args.mean_branching, args.d,
+                                  args.manual_nodes) if args.library else
+                synthetic_tree(n, rng, args.max_depth, args.mean_branching, args.d))
         route(tree, torch.randn(args.d), proj, k=args.k)  # warm-up
         times, scored, selected = [], [], []
         for _ in range(args.repeats):
