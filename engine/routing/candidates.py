@@ -141,22 +141,6 @@ def zscores(x: np.ndarray, mean: float, sd: float, floor: float = MISSING_Z) -> 
     return np.where(np.isfinite(z), np.maximum(z, floor), floor).astype(np.float32)
 
 
-def subtree_max(parent: list[int | None], ids: np.ndarray, values: np.ndarray) -> dict[int, float]:
-    """For every node on a path from one of ``ids`` to the root: the best value among the
-    ``ids`` in its subtree (max-propagation restricted to these nodes). Best first, each path
-    climbed only until a node already holds a value (it holds a better one), so the cost is the
-    number of distinct ancestors, not the tree's size."""
-    out: dict[int, float] = {}
-    order = np.argsort(-values, kind="stable")
-    for u, v in zip(ids[order].tolist(), values[order].tolist()):
-        if not math.isfinite(v):
-            continue
-        while u is not None and u not in out:
-            out[u] = v
-            u = parent[u]
-    return out
-
-
 class ChannelOnDemand:
     """One channel scored on demand: ``own(ids)`` gives the own scores of some routed nodes
     (NaN where a node has no evidence); ``mean`` and ``sd`` are the statistics over every node

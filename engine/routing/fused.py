@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from engine.memory.projections import RouterProjections, normalise
-from engine.routing.candidates import ChannelOnDemand, ScoredOnly, subtree_max, top_scores
+from engine.routing.candidates import ChannelOnDemand, ScoredOnly, top_scores
 from engine.routing.channels import (CHANNELS, ChannelScores, channel, dense_scores,
                                      lexical_scores)
 from engine.routing.fusion import FusionWeights, fuse
@@ -229,8 +229,12 @@ def _candidate_walk(tree: RoutingTree, cands: np.ndarray, use: dict[str, Channel
     pack_c = pack(cands)
     # best candidate below each node on a candidate's path; own fused score of each scored node
     below = np.full(len(tree), -np.inf)
-    best = subtree_max(tree.parent, cands, pack_c)
-    below[np.fromiter(best, dtype=np.int64, count=len(best))] = list(best.values())
+    parent = tree.parent_index
+    up, vals = cands, pack_c.astype(np.float64)
+    while len(up):  # max-propagation along the candidates' paths only, a level a step
+        np.maximum.at(below, up, vals)
+        up = parent[up]
+        vals, up = vals[up >= 0], up[up >= 0]
     own = np.full(len(tree), np.nan, dtype=np.float32)
     own[cands] = pack_c
 

@@ -124,6 +124,14 @@ class RoutingTree:
         return self._cache[key]
 
     @property
+    def parent_index(self) -> np.ndarray:
+        """[N] int64 parent of each routed node, -1 for the root; built once per tree."""
+        if "parent_index" not in self._cache:
+            self._cache["parent_index"] = np.array(
+                [-1 if p is None else p for p in self.parent], dtype=np.int64)
+        return self._cache["parent_index"]
+
+    @property
     def child_index(self) -> tuple[np.ndarray, np.ndarray]:
         """The children as arrays (CSR): node u's children in order are
         ``flat[ptr[u]:ptr[u + 1]]``; built once per tree."""

@@ -1,16 +1,14 @@
 """The candidate stage for big libraries (issue 25, engine.routing.candidates): exact statistics
-without scoring every node, max-propagation over a few nodes, the index and its storage, and the
-candidate path against the exact path on a real manual."""
+without scoring every node, the index, and the candidate path against the exact path on a real
+manual (its storage: tests/storage/test_storage.py and tests/test_ask.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
 
 from engine.memory.projections import RouterProjections
-from engine.routing.candidates import CandidateIndex, Moments, subtree_max, top_scores
-from engine.routing.channels import TreeLevels
+from engine.routing.candidates import CandidateIndex, Moments, top_scores
 from engine.routing.fused import RouteQuery, channels_on_demand, route_on_evidence, score_channels
 from engine.routing.fusion import fuse, zscore
 from engine.routing.router import RoutingTree
@@ -24,31 +22,6 @@ def test_moments_give_the_exact_mean_and_deviation():
     s = (rows @ q) * 0.5
     assert mean == pytest.approx(float(s.mean()), rel=1e-5)
     assert sd == pytest.approx(float(s.std()), rel=1e-4)
-
-
-@st.composite
-def valued_trees(draw):
-    n = draw(st.integers(min_value=1, max_value=50))
-    parent = [None] + [draw(st.integers(0, i - 1)) for i in range(1, n)]
-    values = np.array(draw(st.lists(st.floats(-5, 5), min_size=n, max_size=n)), np.float32)
-    some = sorted(draw(st.sets(st.integers(0, n - 1))))
-    return parent, values, np.array(some, dtype=np.int64)
-
-
-@settings(max_examples=100, deadline=None)
-@given(data=valued_trees())
-def test_subtree_max_is_max_propagation_over_the_given_nodes(data):
-    parent, values, some = data
-    depth: list[int] = []
-    for p in parent:
-        depth.append(0 if p is None else depth[p] + 1)
-    own = np.full(len(parent), np.nan, np.float32)
-    own[some] = values[some]
-    expect = TreeLevels(parent, depth).propagate_max(own)
-    got = subtree_max(parent, some, values[some])
-    assert set(got) == {i for i in range(len(parent)) if np.isfinite(expect[i])}
-    for u, v in got.items():
-        assert v == expect[u]
 
 
 def test_top_scores_keeps_the_best_positive():
