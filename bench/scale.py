@@ -29,7 +29,8 @@ memory channel is another fixed cost, measured by bench.ttft).
 At and above ``--candidates-min-nodes`` (the engine's setting ``H2MT_CANDIDATES_MIN_NODES``
 by default) the tree gets the candidate stage's index (``engine.routing.candidates``: built once
 per library, its time printed) and the fused route is the candidate path; the exact path is
-timed on the same tree and queries too (``exact``), so one run gives both.
+timed on the same tree and queries too (``exact``), so one run gives both. The fused routes
+are timed interleaved: each repeat routes one query at every size through every path.
 The last lines are ``routing time 100k/1k nodes: X`` (ratio of median routing ms) and, with
 --fused, ``fused routing time 100k/1k nodes: X`` (each size by the path the engine takes at
 that size) and ``exact fused routing time 100k/1k nodes: X`` (every size by the exact path).
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     fused_med: dict[int, float] = {}
     e2e_med: dict[int, float] = {}
     exact_med: dict[int, float] = {}
+    prepared: dict[int, tuple] = {}
     encoder = None
     if args.fused and args.encoder:
         from engine.routing import lexical
@@ -241,45 +243,54 @@ def main(argv: list[str] | None = None) -> None:
             synthetic_evidence(tree, rng)
             t_build = time.perf_counter()
             tree.lexical_index(), tree.levels, tree.memory_keys(proj)  # once per library
+            tree.child_index, tree.parent_index
             build_ms = (time.perf_counter() - t_build) * 1e3
+            paths: dict[str, CandidateIndex | None] = {"exact": None}
             cand_ms = None
             if n >= args.candidates_min_nodes:
                 t_build = time.perf_counter()
-                index = CandidateIndex.build(tree.dense, tree.has_evidence,
-                                             f"synthetic|{CANDIDATES_VERSION}")
+                paths["candidates"] = CandidateIndex.build(tree.dense, tree.has_evidence,
+                                                           f"synthetic|{CANDIDATES_VERSION}")
                 tree.memory_key_moments(proj)
                 cand_ms = (time.perf_counter() - t_build) * 1e3
             queries = [random_query(rng, args.d, tree) for _ in range(args.repeats + 1)]
-            paths = {"exact": None} if cand_ms is None else {"exact": None, "candidates": index}
-            times: dict[str, list[float]] = {p: [] for p in paths}
-            e2e, n_cand = [], []
-            for path, ix in paths.items():  # the same queries through both paths
-                tree.candidates = ix
-                route_on_evidence(tree, queries[0], proj, k=args.k)  # warm-up
-                for i, q in enumerate(queries[1:]):
+            prepared[n] = (tree, paths, queries, build_ms, cand_ms)
+    if prepared:
+        # Interleaved: every repeat routes one query at every size through every path, so a
+        # busy machine's load drifts over all of them alike and the ratios stay fair.
+        times = {(n, p): [] for n, (_, paths, *_) in prepared.items() for p in paths}
+        e2e: dict[int, list[float]] = {n: [] for n in prepared}
+        n_cand: dict[int, list[int]] = {n: [] for n in prepared}
+        for i in range(args.repeats + 1):  # the first round warms up
+            for n, (tree, paths, queries, _, _) in prepared.items():
+                for path, ix in paths.items():  # the same query through both paths
+                    tree.candidates = ix
                     t0 = time.perf_counter()
-                    r = route_on_evidence(tree, q, proj, k=args.k)
-                    times[path].append((time.perf_counter() - t0) * 1e3)
-                    if ix is not None:
-                        n_cand.append(r.candidates)
-                    if encoder is not None and path == list(paths)[-1]:
-                        text = f"how do I configure option {i} of the solver?"
-                        qe = RouteQuery(memory=q.memory)
-                        t0 = time.perf_counter()
-                        qe.tokens = lexical.tokenize(text)
-                        qe.dense = encoder.encode_query(text)
-                        route_on_evidence(tree, qe, proj, k=args.k)
-                        e2e.append((time.perf_counter() - t0) * 1e3)
-            exact_med[n] = statistics.median(times["exact"])
-            fused_med[n] = statistics.median(times[list(paths)[-1]])
-            line = (f"{'':>8} fused: {fused_med[n]:.2f} ms per route (index build once: "
+                    r = route_on_evidence(tree, queries[i], proj, k=args.k)
+                    if i:
+                        times[(n, path)].append((time.perf_counter() - t0) * 1e3)
+                        if ix is not None:
+                            n_cand[n].append(r.candidates)
+                if encoder is not None:  # the engine's path at this size, as a user waits
+                    text = f"how do I configure option {i} of the solver?"
+                    qe = RouteQuery(memory=queries[i].memory)
+                    t0 = time.perf_counter()
+                    qe.tokens = lexical.tokenize(text)
+                    qe.dense = encoder.encode_query(text)
+                    route_on_evidence(tree, qe, proj, k=args.k)
+                    if i:
+                        e2e[n].append((time.perf_counter() - t0) * 1e3)
+        for n, (tree, paths, _, build_ms, cand_ms) in prepared.items():
+            exact_med[n] = statistics.median(times[(n, "exact")])
+            fused_med[n] = statistics.median(times[(n, list(paths)[-1])])
+            line = (f"{n:>8} fused: {fused_med[n]:.2f} ms per route (index build once: "
                     f"{build_ms:.0f} ms)")
             if cand_ms is not None:
-                line = (f"{'':>8} fused on candidates: {fused_med[n]:.2f} ms per route, "
-                        f"{statistics.median(n_cand):.0f} candidates (candidate index built "
+                line = (f"{n:>8} fused on candidates: {fused_med[n]:.2f} ms per route, "
+                        f"{statistics.median(n_cand[n]):.0f} candidates (candidate index built "
                         f"once: {cand_ms / 1e3:.1f} s); exact: {exact_med[n]:.2f} ms")
-            if e2e:
-                e2e_med[n] = statistics.median(e2e)
+            if e2e[n]:
+                e2e_med[n] = statistics.median(e2e[n])
                 line += f"; with query encoding {e2e_med[n]:.2f} ms"
             print(line, flush=True)
     lo = 1000 if 1000 in med else min(med)
