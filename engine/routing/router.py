@@ -42,6 +42,42 @@ from storage.records import NodeEvidence
 SELECTED, PRUNED, UNVISITED, ROOT_STATUS = "selected", "pruned", "unvisited", "root"
 
 
+class LevelValues(Mapping):
+    """routed id -> value, filled by the walk one level at a time as arrays; made a dict on the
+    first lookup (the trace's), so a walk over thousands of children builds none."""
+
+    def __init__(self):
+        self._ids: list[np.ndarray] = []
+        self._values: list[np.ndarray] = []
+        self._n = 0
+        self._dict: dict | None = None
+
+    def add(self, ids: np.ndarray, values: np.ndarray) -> None:
+        self._ids.append(ids)
+        self._values.append(values)
+        self._n += len(ids)
+        self._dict = None
+
+    def _as_dict(self) -> dict:
+        if self._dict is None:
+            self._dict = {}
+            for ids, values in zip(self._ids, self._values):
+                self._dict.update(zip(ids.tolist(), values.tolist()))
+        return self._dict
+
+    def __getitem__(self, key):
+        return self._as_dict()[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._as_dict()
+
+    def __iter__(self):
+        return iter(self._as_dict())
+
+    def __len__(self) -> int:
+        return self._n
+
+
 class LazySelections(Mapping):
     """router -> the selection that router would have made (``Route.alternatives``), each
     computed on first read: the disagreement view and the query log need it, the answer does
@@ -389,9 +425,7 @@ def walk(tree: RoutingTree, score_level: Callable[[np.ndarray], "Sequence[float]
     if keep:
         keep_mask = np.zeros(len(tree), dtype=bool)
         keep_mask[np.fromiter(keep, dtype=np.int64, count=len(keep))] = True
-    scores: dict[int, float] = {}
-    probs: dict[int, float] = {}
-    visits: dict[int, int] = {}
+    scores, probs, visits = LevelValues(), LevelValues(), LevelValues()
     selected: list[int] = []
     frontier = np.zeros(1, dtype=np.int64)
     stop = "leaves"
@@ -418,10 +452,9 @@ def walk(tree: RoutingTree, score_level: Callable[[np.ndarray], "Sequence[float]
         if keep_mask is not None:
             won |= keep_mask[kids]
         win = order[won[order]]  # positions of the winners, parent by parent, best first
-        ids = kids.tolist()
-        visits.update(zip(ids, range(len(visits), len(visits) + len(ids))))
-        probs.update(zip(ids, pr.tolist()))
-        scores.update(zip(ids, sc.tolist()))
+        visits.add(kids, np.arange(len(visits), len(visits) + len(kids)))
+        probs.add(kids, pr)
+        scores.add(kids, sc)
         if budget is not None and len(selected) + len(win) > budget:
             win = win[np.argsort(-sc[win], kind="stable")][: budget - len(selected)]
             stop = "budget"
