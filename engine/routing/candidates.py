@@ -137,8 +137,8 @@ def top_scores(scores: np.ndarray, count: int = CANDIDATES) -> np.ndarray:
 
 def zscores(x: np.ndarray, mean: float, sd: float, floor: float = MISSING_Z) -> np.ndarray:
     """``routing.fusion.zscore`` with given statistics: NaN -> ``floor``, clipped below at it."""
-    z = (np.asarray(x, dtype=np.float64) - mean) / (sd if sd > 1e-9 else 1.0)
-    return np.where(np.isfinite(z), np.maximum(z, floor), floor).astype(np.float32)
+    z = (np.asarray(x, dtype=np.float32) - np.float32(mean)) / np.float32(sd if sd > 1e-9 else 1.0)
+    return np.where(np.isfinite(z), np.maximum(z, np.float32(floor)), np.float32(floor))
 
 
 class ChannelOnDemand:
@@ -159,8 +159,9 @@ class ScoredOnly:
     those below; both computed on first read (the trace, the UI and the log read them after the
     route, as they read ``Route.nodes``)."""
 
-    def __init__(self, channel: ChannelOnDemand, known: np.ndarray, tree, propagate: bool):
-        self._channel, self._known, self._tree = channel, known, tree
+    def __init__(self, channel: ChannelOnDemand, scored: np.ndarray, tree, propagate: bool):
+        """``scored``: [N] the route's packing scores, finite where the route scored a node."""
+        self._channel, self._scored, self._tree = channel, scored, tree
         self._propagate = propagate
         self._own: np.ndarray | None = None
         self._subtree: np.ndarray | None = None
@@ -170,7 +171,8 @@ class ScoredOnly:
         if self._own is None:
             n = len(self._tree)
             own = np.full(n, np.nan, dtype=np.float32)
-            own[self._known] = self._channel.own(self._known)
+            known = np.flatnonzero(np.isfinite(self._scored))
+            own[known] = self._channel.own(known)
             self._own = own
         return self._own
 

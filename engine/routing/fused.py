@@ -177,7 +177,7 @@ def channels_on_demand(tree: RoutingTree, query: RouteQuery, proj: RouterProject
     """Every available channel, scored on demand, and the candidates: the union of the best
     nodes by BM25 and the dense index's nearest nodes (``routing.candidates``), sorted ids."""
     has = tree.has_evidence
-    n_ev = max(int(has.sum()), 1)
+    n_ev = max(tree.candidates.moments.n, 1)  # the index holds every node with evidence
     out: dict[str, ChannelOnDemand] = {}
     found: list[np.ndarray] = []
     if tree.tokens is not None and query.tokens is not None:
@@ -283,8 +283,7 @@ def route_on_candidates(tree: RoutingTree, query: RouteQuery, proj: RouterProjec
     # The trace: the packing score of the scored nodes (NaN elsewhere), their channel scores
     # when first read.
     pack_scores = own
-    known = np.flatnonzero(np.isfinite(own))
-    channels = {name: ScoredOnly(ch, known, tree, propagate=name != "memory")
+    channels = {name: ScoredOnly(ch, own, tree, propagate=name != "memory")
                 for name, ch in chans.items()}
     result = Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth,
                    budget=budget, temperature=temperature, stop_reason=stop, route_ms=route_ms,
