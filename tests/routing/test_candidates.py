@@ -141,3 +141,14 @@ def test_candidate_and_exact_paths_on_a_real_manual(etoolbox):
         overlap.append(len(sel & set(exact.selected)) / len(sel | set(exact.selected)))
     rtree.candidates = None
     assert np.mean(overlap) >= 0.5, overlap
+
+
+def test_the_threshold_is_a_checked_setting():
+    from engine.settings import Settings, SettingsError
+
+    assert Settings().candidates_min_nodes == 10_000
+    assert Settings.from_env({"H2MT_CANDIDATES_MIN_NODES": "0"}).candidates_min_nodes == 0
+    with pytest.raises(SettingsError, match="H2MT_CANDIDATES_MIN_NODES must be 0"):
+        Settings.from_env({"H2MT_CANDIDATES_MIN_NODES": "-1"})
+    with pytest.raises(SettingsError, match="is not a number"):
+        Settings.from_env({"H2MT_CANDIDATES_MIN_NODES": "many"})
