@@ -10,7 +10,7 @@ import torch
 from engine.memory.projections import RouterProjections
 from engine.routing.candidates import CandidateIndex, Moments, top_scores
 from engine.routing.fused import RouteQuery, channels_on_demand, route_on_evidence, score_channels
-from engine.routing.fusion import fuse, zscore
+from engine.routing.fusion import zscore
 from engine.routing.router import RoutingTree
 
 
