@@ -138,7 +138,8 @@ def synthetic_library(n: int, rng: np.random.Generator, max_depth: int, mean_bra
         mems.append(t.memories)
     m = len(parent)
     return RoutingTree(parent=parent, children=children, depth=depth, title=[""] * m,
-                       pages=[(None, None)] * m, origin=[(None, -1)] + [(1, i) for i in range(1, m)],
+                       pages=[(None, None)] * m,
+                       origin=[(None, -1)] + [(1, i) for i in range(1, m)],
                        memories=torch.cat(mems))
 
 
