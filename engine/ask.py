@@ -8,6 +8,7 @@ of ingest) routes on its text channels; memory mode waits for its memories.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import numbers
@@ -30,6 +31,7 @@ from engine.answer.flat import FlatIndex, build_flat_index, search
 from engine.document.tree import Tree
 from engine.ingest import document_evidence
 from engine.routing import lexical
+from engine.routing.candidates import VERSION as CANDIDATES_VERSION, CandidateIndex
 from engine.routing.evidence import evidence_fingerprint
 from engine.routing.fused import (ROUTERS, WALKS, RouteQuery, RouterUnavailable,
                                   route_on_evidence)
@@ -186,14 +188,38 @@ def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, StoredDocument]
 
 
 def routing_tree(rt: Runtime, docs: dict[int, StoredDocument]) -> RoutingTree:
-    """The routed structure of these documents, cached with its lexical index and keys."""
+    """The routed structure of these documents, cached with its lexical index and keys; a big
+    one (``Settings.candidates_min_nodes``) with its candidate index."""
     cache = rt.cache.setdefault("routing", {})
     key = tuple((d, doc.serial, doc.memories is not None) for d, doc in sorted(docs.items()))
     if key not in cache:
         if len(cache) > 8:  # a handful of recent document sets
             cache.pop(next(iter(cache)))
-        cache[key] = RoutingTree.from_library(
-            {d: (doc.tree, doc.memories, doc.evidence) for d, doc in docs.items()})
+        tree = RoutingTree.from_library(  # in id order: a stored candidate index's row ids
+            {d: (doc.tree, doc.memories, doc.evidence) for d, doc in sorted(docs.items())})
+        if len(tree) >= rt.settings.candidates_min_nodes and tree.dense is not None:
+            tree.candidates = candidate_index(rt, docs, tree)
+        cache[key] = tree
+    return cache[key]
+
+
+def candidate_index(rt: Runtime, docs: dict[int, StoredDocument],
+                    tree: RoutingTree) -> CandidateIndex:
+    """The candidate index of these documents: kept per runtime, else read from the library,
+    else built and stored there (the evidence fingerprint is part of its key, so changed
+    evidence gets a new index)."""
+    parts = [f"{d}:{rt.library.get_document(d).sha256}" for d in sorted(docs)]
+    key = hashlib.sha256("|".join([*parts, evidence_fingerprint(rt.encoder),
+                                   CANDIDATES_VERSION]).encode()).hexdigest()
+    cache = rt.cache.setdefault("candidates", {})
+    if key not in cache:
+        blob = rt.library.get_candidate_index(key)
+        index = CandidateIndex.from_bytes(blob) if blob is not None else None
+        if index is None or not index.fits(tree):
+            index = CandidateIndex.build(tree.dense, tree.has_evidence, key)
+            rt.library.put_candidate_index(key, sorted(docs), len(tree), index.to_bytes())
+        cache.clear()  # one library's index at a time: it is the size of the evidence
+        cache[key] = index
     return cache[key]
 
 

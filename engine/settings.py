@@ -145,6 +145,11 @@ class Settings:
     # How the router walks the tree (``engine.routing.fused.WALKS``): "topk" is the paper's
     # per-parent top-k on channels fused after propagation (the walk before issue 24).
     walk: str = "leaf-rescue"
+    # The candidate stage (``engine.routing.candidates``, issue 25): a routed set of documents
+    # with at least this many nodes gets an approximate nearest-neighbour index (stored in the
+    # library, rebuilt when the evidence changes) and the leaf walks score candidates and the
+    # nodes they visit instead of every node. 0 forces it on at every size (the dev-set check).
+    candidates_min_nodes: int = 10_000
     # Sentence encoder of the dense channel: "minilm" (all-MiniLM-L6-v2 from its PyPI package)
     # or "none" (no dense channel: fusion leaves it out).
     dense_encoder: str = "minilm"
@@ -200,7 +205,7 @@ class Settings:
                 kwargs[f.name] = raw if raw.lower() in ("auto", "none", "") else Path(raw)
             elif f.name in ("data_dir", "cache_dir"):
                 kwargs[f.name] = Path(raw).expanduser()
-            elif f.name in _INT_FIELDS:
+            elif f.name in _INT_FIELDS or f.name == "candidates_min_nodes":
                 kwargs[f.name] = _parse(f.name, raw, int)
             elif f.name in _FLOAT_FIELDS:
                 kwargs[f.name] = _parse(f.name, raw, float)
@@ -214,6 +219,9 @@ class Settings:
         for name in _INT_FIELDS + _FLOAT_FIELDS:
             if not getattr(self, name) > 0:
                 raise SettingsError(f"H2MT_{name.upper()} must be positive, not {getattr(self, name)!r}")
+        if self.candidates_min_nodes < 0:
+            raise SettingsError("H2MT_CANDIDATES_MIN_NODES must be 0 (always) or more, not "
+                                f"{self.candidates_min_nodes!r}")
         if self.router not in ROUTERS:
             raise SettingsError(f"H2MT_ROUTER={self.router!r} is not one of {', '.join(ROUTERS)}")
         if self.walk not in WALKS:

@@ -33,8 +33,8 @@ from engine.document.tree import Node, Tree
 from storage.blobs import decode_array, decode_vector, encode_array, encode_vector
 from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument,
                             MissingMemories, StaleMemories)
-from storage.models import (Base, DocumentRow, EvidenceRow, MemoryRow, NodeRow, QueryRow,
-                            SourceFileRow)
+from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryRow,
+                            NodeRow, QueryRow, SourceFileRow)
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
                              QueryRecord, SourceFile)
 
@@ -197,6 +197,35 @@ class Library:
             dense = np.stack([decode_array(r.dtype, r.dim, r.blob) for r in rows])
         return NodeEvidence(tokens=tokens, dense=dense, fingerprint=fingerprint)
 
+    # -- candidate indexes (big libraries) ----------------------------------------------------
+    def get_candidate_index(self, key: str) -> bytes | None:
+        """The serialised candidate index stored under ``key``; None when there is none."""
+        with self._sessions() as s:
+            blob = s.scalar(select(CandidateIndexRow.blob).where(CandidateIndexRow.key == key))
+        return None if blob is None else bytes(blob)
+
+    def put_candidate_index(self, key: str, doc_ids: list[int], n_nodes: int,
+                            blob: bytes) -> None:
+        """Store a candidate index of the documents ``doc_ids`` under ``key``, in place of any
+        other index of exactly these documents (built from older evidence); one transaction."""
+        docs = sorted(int(d) for d in doc_ids)
+        with self._writing(), self._sessions() as s, s.begin():
+            for row in s.execute(select(CandidateIndexRow.key, CandidateIndexRow.documents)):
+                if row.key == key or sorted(row.documents) == docs:
+                    s.execute(delete(CandidateIndexRow).where(CandidateIndexRow.key == row.key))
+            s.add(CandidateIndexRow(key=key, documents=docs, n_nodes=n_nodes, blob=blob))
+
+    def candidate_index_keys(self) -> list[str]:
+        """Keys of the stored candidate indexes."""
+        with self._sessions() as s:
+            return list(s.scalars(select(CandidateIndexRow.key).order_by(CandidateIndexRow.key)))
+
+    def _drop_candidate_indexes(self, s: Session, doc_id: int) -> None:
+        """Delete the candidate indexes over ``doc_id`` (inside the caller's transaction)."""
+        for row in s.execute(select(CandidateIndexRow.key, CandidateIndexRow.documents)):
+            if doc_id in row.documents:
+                s.execute(delete(CandidateIndexRow).where(CandidateIndexRow.key == row.key))
+
     def get_document(self, doc_id: int) -> DocumentInfo:
         with self._sessions() as s:
             row = s.get(DocumentRow, doc_id)
@@ -221,6 +250,7 @@ class Library:
             # foreign-key enforcement must not keep orphans.
             s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id))
             s.execute(delete(SourceFileRow).where(SourceFileRow.doc_id == doc_id))
+            self._drop_candidate_indexes(s, doc_id)
             s.execute(delete(NodeRow).where(NodeRow.doc_id == doc_id))
             s.execute(update(QueryRow).where(QueryRow.doc_id == doc_id).values(doc_id=None))
             if s.execute(delete(DocumentRow).where(DocumentRow.id == doc_id)).rowcount == 0:

@@ -1,5 +1,5 @@
-"""The database schema: documents, their tree nodes, node memories, the uploaded source files
-and the query log.
+"""The database schema: documents, their tree nodes, node memories, the uploaded source files,
+the candidate indexes of big libraries and the query log.
 
 Portable SQLAlchemy types only, so any SQLAlchemy URL works (SQLite by default, PostgreSQL too).
 A node's sibling position is the column ``position`` (``order`` is a reserved word).
@@ -116,6 +116,22 @@ class EvidenceRow(Base):
     dtype: Mapped[str] = mapped_column(String(16))
     dim: Mapped[int] = mapped_column(Integer)
     blob: Mapped[bytes] = mapped_column(LargeBinary)  # dense vector (dim 0 when none)
+
+
+class CandidateIndexRow(Base):
+    """The candidate stage's index of a routed set of documents (engine.routing.candidates): an
+    approximate nearest-neighbour index over their evidence vectors, serialised by the engine.
+    ``key`` names the documents (ids and content hashes), the evidence fingerprint and the
+    index version, so changed evidence or another set of documents finds no row and the engine
+    builds a new one; ``documents`` lists the ids, to drop the row with any of them."""
+
+    __tablename__ = "candidate_indexes"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    documents: Mapped[list[int]] = mapped_column(JSON)
+    n_nodes: Mapped[int] = mapped_column(Integer)
+    blob: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
 class QueryRow(Base):

@@ -240,3 +240,22 @@ def test_the_reader_is_a_setting_of_its_own(real_backbone, reader_folder, tmp_pa
                      rt.parts, rt.library)
     with pytest.raises(AskError, match="H2MT_READER"):
         ask(broken, doc, q, opts, log=False)
+
+
+def test_candidate_path_through_ask(tiny_rt):
+    """H2MT_CANDIDATES_MIN_NODES=0: the routed tree gets a candidate index, stored in the
+    library and read back by a new runtime; the route is the exact path's."""
+    rt, doc = tiny_rt
+    q = "How do I power a large widget?"
+    exact = ask(rt, doc, q, AskOptions(mode="route"), log=False).route
+    assert exact.candidates is None
+    forced = Runtime(rt.settings.with_(candidates_min_nodes=0), rt.backbone, rt.parts, rt.library)
+    route = ask(forced, doc, q, AskOptions(mode="route"), log=False).route
+    assert route.candidates is not None and route.selected == exact.selected
+    assert dict(route.alternatives) == dict(exact.alternatives)
+    keys = rt.library.candidate_index_keys()
+    assert len(keys) == 1
+    again = Runtime(forced.settings, rt.backbone, rt.parts, rt.library)
+    assert ask(again, doc, q, AskOptions(mode="route"), log=False).route.selected == exact.selected
+    assert rt.library.candidate_index_keys() == keys  # read back, not built again
+    assert route.tree.candidates.key == keys[0]

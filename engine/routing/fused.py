@@ -23,9 +23,19 @@ Walks (issue 24; ``walk=`` of ``route_on_evidence``, ``AskOptions.walk``, ``Sett
              final);
 - ``leaf-rescue`` both.
 The choice among them is measured (docs/results.md, issue 24).
+
+Candidate path (issue 25): a routed tree that carries a ``CandidateIndex`` (a big library:
+``Settings.candidates_min_nodes``) is routed by the leaf walks on candidates
+(``routing.candidates``): the fused own score of the candidates is propagated up their paths
+only, a child the walk scores gets the best candidate below it or its own fused score, whichever
+is higher (its own scores computed then), and the rescue keeps the paths to the best candidates.
+The z-statistics are every node's, so a candidate's fused score equals the exact path's; what
+can differ is a branch whose best node is no candidate of any text channel. The ``topk`` and
+``rescue`` walks fuse subtree scores, which need every node: they keep the exact path.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -34,10 +44,11 @@ import numpy as np
 import torch
 
 from engine.memory.projections import RouterProjections, normalise
+from engine.routing.candidates import ChannelOnDemand, ScoredOnly, top_scores
 from engine.routing.channels import (CHANNELS, ChannelScores, channel, dense_scores,
                                      lexical_scores)
 from engine.routing.fusion import FusionWeights, fuse
-from engine.routing.router import Route, RoutingTree, walk
+from engine.routing.router import LazySelections, Route, RoutingTree, walk
 
 ROUTERS = ("fused", "memory", "lexical", "dense")
 WALKS = ("leaf-rescue", "rescue", "leaf", "topk")
@@ -129,6 +140,10 @@ def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjecti
     ``walk_how`` says (WALKS)."""
     if router not in ROUTERS:
         raise RouterUnavailable(f"unknown router {router!r}; choose one of {', '.join(ROUTERS)}")
+    if tree.candidates is not None and walk_how in ("leaf-rescue", "leaf"):
+        return route_on_candidates(tree, query, proj, router=router, weights=weights, k=k,
+                                   max_depth=max_depth, budget=budget, temperature=temperature,
+                                   walk_how=walk_how)
     t0 = time.perf_counter()
     channels = score_channels(tree, query, proj)
     if router != "fused" and router not in channels:
@@ -145,12 +160,142 @@ def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjecti
     result = Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth, budget=budget,
                    temperature=temperature, stop_reason=stop, route_ms=route_ms, router=router,
                    channels=channels, pack_scores=pack, walk=walk_how)
-    # What the other router of the pair would have selected (the disagreement view).
+    # What the other router of the pair would have selected (the disagreement view), walked
+    # when it is first read.
+    walks = {}
     for other in ("fused", "memory"):
         if other != router and (other == "fused" or other in channels):
             use_o = channels if other == "fused" else {other: channels[other]}
-            result.alternatives[other] = _selection(
-                tree, *fuse(use_o, router_weights(other, weights)), walk_how, **walk_kw)
+            walks[other] = functools.partial(_exact_alternative, tree, use_o,
+                                             router_weights(other, weights), walk_how, walk_kw)
+    result.alternatives = LazySelections(walks)
+    return result
+
+
+def channels_on_demand(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None
+                       ) -> tuple[dict[str, ChannelOnDemand], np.ndarray]:
+    """Every available channel, scored on demand, and the candidates: the union of the best
+    nodes by BM25 and the dense index's nearest nodes (``routing.candidates``), sorted ids."""
+    has = tree.has_evidence
+    n_ev = max(tree.candidates.moments.n, 1)  # the index holds every node with evidence
+    out: dict[str, ChannelOnDemand] = {}
+    found: list[np.ndarray] = []
+    if tree.tokens is not None and query.tokens is not None:
+        bm = np.asarray(tree.lexical_index().scores(query.tokens), dtype=np.float32)
+        b64 = bm.astype(np.float64)  # rows without evidence score 0: the sums are theirs
+        mu = float(b64.sum()) / n_ev
+        sd = math.sqrt(max(float((b64 * b64).sum()) / n_ev - mu * mu, 0.0))
+        out["lexical"] = ChannelOnDemand(lambda ids: np.where(has[ids], bm[ids], np.nan), mu, sd)
+        found.append(top_scores(bm, tree.candidates.count))
+    if tree.dense is not None and query.dense is not None:
+        qd = np.asarray(query.dense, dtype=np.float32)
+        dense = tree.dense
+        mu, sd = tree.candidates.moments.stats(qd)
+        out["dense"] = ChannelOnDemand(
+            lambda ids: np.where(has[ids], dense[ids] @ qd, np.nan), mu, sd)
+        found.append(tree.candidates.search(qd))
+    if tree.memories is not None and query.memory is not None and proj is not None:
+        keys = tree.memory_keys(proj).numpy()  # a view, no copy
+        with torch.no_grad():
+            qk = proj.float().w_q(normalise(query.memory.float().cpu(), tree.centre)).numpy()
+        scale = 1.0 / math.sqrt(proj.d_head)
+        mu, sd = tree.memory_key_moments(proj).stats(qk, scale)
+        virtual = tree.origin[0] == (None, -1)
+
+        def memory_own(ids: np.ndarray) -> np.ndarray:
+            s = (keys[ids] @ qk).astype(np.float32) * np.float32(scale)
+            if virtual:
+                s[ids == 0] = np.nan
+            return s
+
+        out["memory"] = ChannelOnDemand(memory_own, mu, sd)
+    cands = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    return out, cands[has[cands]] if len(cands) else cands
+
+
+def _candidate_walk(tree: RoutingTree, cands: np.ndarray, use: dict[str, ChannelOnDemand],
+                    weights: FusionWeights, how: str, **walk_kw):
+    """The leaf walk on candidates (module docstring): walk()'s result and the fused own score
+    of every node scored on the way (the candidates and the visited nodes; NaN elsewhere)."""
+    wt = {c: weights.subtree.get(c, 0.0) + weights.own.get(c, 0.0) for c in use}
+
+    def pack(ids: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(ids), dtype=np.float32)
+        for c, ch in use.items():
+            if wt[c]:
+                out += wt[c] * ch.z(ids)
+        return out
+
+    pack_c = pack(cands)
+    # best candidate below each node on a candidate's path; own fused score of each scored node
+    below = np.full(len(tree), -np.inf)
+    parent = tree.parent_index
+    up, vals = cands, pack_c.astype(np.float64)
+    while len(up):  # max-propagation along the candidates' paths only, a level a step
+        np.maximum.at(below, up, vals)
+        up = parent[up]
+        vals, up = vals[up >= 0], up[up >= 0]
+    own = np.full(len(tree), np.nan, dtype=np.float32)
+    own[cands] = pack_c
+
+    def score_level(kids: np.ndarray) -> np.ndarray:
+        new = kids[np.isnan(own[kids])]
+        if len(new):
+            own[new] = pack(new)
+        return np.maximum(below[kids], own[kids])
+
+    keep: set[int] = set()
+    if how.endswith("rescue"):
+        for u in cands[np.lexsort((cands, -pack_c))[:RESCUE]].tolist():
+            while u is not None and u not in keep:
+                keep.add(u)
+                u = tree.parent[u]
+    return walk(tree, score_level, keep=frozenset(keep), **walk_kw), own
+
+
+def _exact_alternative(tree, use, weights, how, walk_kw) -> list[int]:
+    return _selection(tree, *fuse(use, weights), how, **walk_kw)
+
+
+def _alternative_walk(tree, cands, use, weights, how, walk_kw) -> list[int]:
+    return _candidate_walk(tree, cands, use, weights, how, **walk_kw)[0][3]
+
+
+def route_on_candidates(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None, *,
+                        router: str = "fused", weights: FusionWeights | None = None, k: int = 3,
+                        max_depth: int | None = None, budget: int | None = None,
+                        temperature: float = 1.0, walk_how: str = WALKS[0]) -> Route:
+    """``route_on_evidence`` for a big library: the leaf walks on candidates (module docstring);
+    the trace holds channel scores for the scored nodes, NaN elsewhere."""
+    if walk_how not in ("leaf-rescue", "leaf"):
+        raise RouterUnavailable(f"the candidate stage walks leaf or leaf-rescue, not {walk_how!r}")
+    t0 = time.perf_counter()
+    chans, cands = channels_on_demand(tree, query, proj)
+    if router != "fused" and router not in chans:
+        raise RouterUnavailable(_missing(router))
+    if not chans:
+        raise RouterUnavailable("no routing evidence is available for this library: re-index it")
+    walk_kw = dict(k=k, max_depth=max_depth, budget=budget, temperature=temperature)
+    use = chans if router == "fused" else {router: chans[router]}
+    (scores, probs, visits, selected, stop), own = _candidate_walk(
+        tree, cands, use, router_weights(router, weights), walk_how, **walk_kw)
+    route_ms = (time.perf_counter() - t0) * 1e3
+    # The trace: the packing score of the scored nodes (NaN elsewhere), their channel scores
+    # when first read.
+    pack_scores = own
+    channels = {name: ScoredOnly(ch, own, tree, propagate=name != "memory")
+                for name, ch in chans.items()}
+    result = Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth,
+                   budget=budget, temperature=temperature, stop_reason=stop, route_ms=route_ms,
+                   router=router, channels=channels, pack_scores=pack_scores, walk=walk_how)
+    walks = {}  # the disagreement view, over the same candidates, walked when first read
+    for other in ("fused", "memory"):
+        if other != router and (other == "fused" or other in chans):
+            use_o = chans if other == "fused" else {other: chans[other]}
+            walks[other] = functools.partial(_alternative_walk, tree, cands, use_o,
+                                             router_weights(other, weights), walk_how, walk_kw)
+    result.alternatives = LazySelections(walks)
+    result.candidates = len(cands)
     return result
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -33,11 +34,68 @@ from engine.document.induce import INDUCED_KIND
 from engine.document.tree import Tree
 from engine.memory.projections import RouterProjections, centre, normalise
 from engine.memory.writer import _Item, read_out
+from engine.routing.candidates import CandidateIndex, Moments
 from engine.routing.channels import ChannelScores, TreeLevels
 from engine.routing.lexical import LexicalIndex
 from storage.records import NodeEvidence
 
 SELECTED, PRUNED, UNVISITED, ROOT_STATUS = "selected", "pruned", "unvisited", "root"
+
+
+class LevelValues(Mapping):
+    """routed id -> value, filled by the walk one level at a time as arrays; made a dict on the
+    first lookup (the trace's), so a walk over thousands of children builds none."""
+
+    def __init__(self):
+        self._ids: list[np.ndarray] = []
+        self._values: list[np.ndarray] = []
+        self._n = 0
+        self._dict: dict | None = None
+
+    def add(self, ids: np.ndarray, values: np.ndarray) -> None:
+        self._ids.append(ids)
+        self._values.append(values)
+        self._n += len(ids)
+        self._dict = None
+
+    def _as_dict(self) -> dict:
+        if self._dict is None:
+            self._dict = {}
+            for ids, values in zip(self._ids, self._values):
+                self._dict.update(zip(ids.tolist(), values.tolist()))
+        return self._dict
+
+    def __getitem__(self, key):
+        return self._as_dict()[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._as_dict()
+
+    def __iter__(self):
+        return iter(self._as_dict())
+
+    def __len__(self) -> int:
+        return self._n
+
+
+class LazySelections(Mapping):
+    """router -> the selection that router would have made (``Route.alternatives``), each
+    computed on first read: the disagreement view and the query log need it, the answer does
+    not, so its walk is no part of routing time."""
+
+    def __init__(self, walks: dict[str, Callable[[], list[int]]]):
+        self._walks, self._done = walks, {}
+
+    def __getitem__(self, router: str) -> list[int]:
+        if router not in self._done:
+            self._done[router] = self._walks[router]()
+        return self._done[router]
+
+    def __iter__(self):
+        return iter(self._walks)
+
+    def __len__(self) -> int:
+        return len(self._walks)
 
 
 @dataclass
@@ -56,6 +114,9 @@ class RoutingTree:
     tokens: list[list[str]] | None = None  # lexical evidence tokens per node
     dense: np.ndarray | None = None  # [N, dim] unit sentence-encoder vectors
     induced: list[bool] | None = None  # per node: a parent guessed by clustering (H2MT 4.3)
+    # The candidate stage's index (``routing.candidates``), attached to a big library only: with
+    # it, the leaf walks score candidates and visited nodes instead of every node.
+    candidates: CandidateIndex | None = None
     _centre: torch.Tensor | None = field(default=None, repr=False)
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -96,6 +157,36 @@ class RoutingTree:
         if key not in self._cache:
             with torch.no_grad():
                 self._cache[key] = proj.float().w_k(normalise(self.memories, self.centre))
+        return self._cache[key]
+
+    @property
+    def parent_index(self) -> np.ndarray:
+        """[N] int64 parent of each routed node, -1 for the root; built once per tree."""
+        if "parent_index" not in self._cache:
+            self._cache["parent_index"] = np.array(
+                [-1 if p is None else p for p in self.parent], dtype=np.int64)
+        return self._cache["parent_index"]
+
+    @property
+    def child_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """The children as arrays (CSR): node u's children in order are
+        ``flat[ptr[u]:ptr[u + 1]]``; built once per tree."""
+        if "child_index" not in self._cache:
+            lens = np.fromiter(map(len, self.children), dtype=np.int64, count=len(self))
+            ptr = np.zeros(len(self) + 1, dtype=np.int64)
+            np.cumsum(lens, out=ptr[1:])
+            flat = np.fromiter((c for ch in self.children for c in ch), dtype=np.int64,
+                               count=int(ptr[-1]))
+            self._cache["child_index"] = (ptr, flat)
+        return self._cache["child_index"]
+
+    def memory_key_moments(self, proj: RouterProjections) -> Moments:
+        """Mean and second moment of the memory keys (a library's virtual root left out): the
+        memory channel's exact statistics without scoring every node (``routing.candidates``)."""
+        key = ("key_moments", id(proj))
+        if key not in self._cache:
+            keys = self.memory_keys(proj).numpy()
+            self._cache[key] = Moments.of(keys[1:] if self.origin[0] == (None, -1) else keys)
         return self._cache[key]
 
     @classmethod
@@ -221,8 +312,9 @@ class Route:
         self.channels = channels or {}  # channel -> scores of every routed node
         self.pack_scores = pack_scores  # fused own-evidence score per node (text packing)
         self._node_channels = node_channels  # restored from the query log
-        # Other routers' selections over the same channels (for the disagreement view).
-        self.alternatives: dict[str, list[int]] = {}
+        # Other routers' selections over the same channels (for the disagreement view); a
+        # LazySelections when routed on evidence.
+        self.alternatives: Mapping[str, list[int]] = {}
         self.scores, self.probs, self.visits = scores, probs, visits
         self.selected = selected  # selected ids in the order they were selected (depth by depth)
         self.k, self.max_depth, self.budget = k, max_depth, budget
@@ -233,6 +325,7 @@ class Route:
         # the question's sentence-encoder vector, kept so the sentence rerank does not encode the
         # question a second time (engine.answer.sentences.score)
         self.query_dense: np.ndarray | None = None
+        self.candidates: int | None = None  # nodes the candidate stage scored (None: exact)
         self._selected_set = set(selected)
         self._nodes: list[RouteNode] | None = None
 
@@ -310,55 +403,63 @@ def _finite(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def walk(tree: RoutingTree, score_level: Callable[[list[int]], list[float]], *, k: int = 3,
+def walk(tree: RoutingTree, score_level: Callable[[np.ndarray], "Sequence[float]"], *, k: int = 3,
          max_depth: int | None = None, budget: int | None = None, temperature: float = 1.0,
          keep: set[int] | frozenset[int] = frozenset()):
     """Per-parent top-k from the root (H2MT 3.3): S_0 = {r}, S_{l+1} = U_p TopK(C(p)).
 
-    ``score_level(kids)`` scores the children of one level's parents (one call per level, so a
-    lazy scorer touches only the explored part). A child in ``keep`` is a winner beyond the
-    top k (the rescue walk of ``routing.fused``: ancestors of the best nodes scored flat);
-    empty ``keep`` is the paper's walk. Returns (scores, probs, visits, selected, stop
-    reason)."""
+    ``score_level(kids)`` scores the children of one level's parents (an int64 array of routed
+    ids, parent by parent, each parent's children in order; one call per level, so a lazy
+    scorer touches only the explored part). A child in ``keep`` is a winner beyond the top k
+    (the rescue walk of ``routing.fused``: ancestors of the best nodes scored flat); empty
+    ``keep`` is the paper's walk. Ties go to the earlier child. Each level is one set of array
+    operations (segment softmax, one lexsort for every parent's ranking), not a loop over its
+    parents: a big library's walk scores thousands of children. Returns (scores, probs,
+    visits, selected, stop reason)."""
     if k < 1:
         raise ValueError("k must be at least 1")
     if budget is not None and budget < 1:
         raise ValueError("the node budget must be at least 1")
-    scores: dict[int, float] = {}
-    probs: dict[int, float] = {}
-    visits: dict[int, int] = {}
+    ptr, flat = tree.child_index
+    keep_mask = None
+    if keep:
+        keep_mask = np.zeros(len(tree), dtype=bool)
+        keep_mask[np.fromiter(keep, dtype=np.int64, count=len(keep))] = True
+    scores, probs, visits = LevelValues(), LevelValues(), LevelValues()
     selected: list[int] = []
-    frontier = [0]
+    frontier = np.zeros(1, dtype=np.int64)
     stop = "leaves"
-    while frontier:
-        depth_next = tree.depth[frontier[0]] + 1
+    while len(frontier):
+        depth_next = tree.depth[int(frontier[0])] + 1
         if max_depth is not None and depth_next > max_depth:
             stop = "depth cap"
             break
-        parents = [p for p in frontier if tree.children[p]]
-        if not parents:
+        lens = ptr[frontier + 1] - ptr[frontier]
+        parents, lens = frontier[lens > 0], lens[lens > 0]
+        if not len(parents):
             break
-        kids = [c for p in parents for c in tree.children[p]]
-        level = dict(zip(kids, score_level(kids)))
-        winners: list[int] = []
-        for p in parents:
-            ch = tree.children[p]
-            sc = np.array([level[c] for c in ch], dtype=np.float64)
-            e = np.exp((sc - sc.max()) / temperature)
-            for c, pr in zip(ch, (e / e.sum()).tolist()):
-                probs[c] = pr
-                visits[c] = len(visits)
-            order = np.argsort(-sc, kind="stable").tolist()
-            won = [ch[j] for j in order[:k]]
-            if keep:
-                won += [ch[j] for j in order[k:] if ch[j] in keep]
-            winners.extend(won)
-        scores.update(level)
-        if budget is not None and len(selected) + len(winners) > budget:
-            winners = sorted(winners, key=lambda c: -level[c])[: budget - len(selected)]
+        starts = np.cumsum(lens) - lens  # each parent's first position in ``kids``
+        seg = np.repeat(np.arange(len(parents)), lens)
+        pos = np.arange(int(lens.sum()))
+        kids = flat[ptr[parents][seg] + pos - starts[seg]]
+        sc = np.asarray(score_level(kids), dtype=np.float64)
+        e = np.exp((sc - np.maximum.reduceat(sc, starts)[seg]) / temperature)
+        pr = e / np.add.reduceat(e, starts)[seg]
+        order = np.lexsort((pos, -sc, seg))  # parent by parent, best first, ties in order
+        rank = np.empty_like(pos)
+        rank[order] = pos - starts[seg[order]]
+        won = rank < k
+        if keep_mask is not None:
+            won |= keep_mask[kids]
+        win = order[won[order]]  # positions of the winners, parent by parent, best first
+        visits.add(kids, np.arange(len(visits), len(visits) + len(kids)))
+        probs.add(kids, pr)
+        scores.add(kids, sc)
+        if budget is not None and len(selected) + len(win) > budget:
+            win = win[np.argsort(-sc[win], kind="stable")][: budget - len(selected)]
             stop = "budget"
-        winners.sort()  # document order within the level
-        selected.extend(winners)
+        winners = np.sort(kids[win])  # document order within the level
+        selected.extend(winners.tolist())
         if stop == "budget":
             break
         frontier = winners
@@ -377,8 +478,8 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
     mu = tree.centre
     qn = normalise(q.float().cpu(), mu)
 
-    def score_level(kids: list[int]) -> list[float]:
-        return proj.score(qn, normalise(tree.memories[kids], mu)).tolist()  # one matmul a level
+    def score_level(kids: np.ndarray) -> list[float]:  # one matmul a level
+        return proj.score(qn, normalise(tree.memories[torch.from_numpy(kids)], mu)).tolist()
 
     scores, probs, visits, selected, stop = walk(tree, score_level, k=k, max_depth=max_depth,
                                                  budget=budget, temperature=temperature)

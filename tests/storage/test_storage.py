@@ -445,3 +445,20 @@ def test_phase_one_document_has_no_memories_and_phase_two_adds_them_by_parts(lib
     library.add_memories(doc, mems, "fp")  # the rest, re-adding the first three is harmless
     assert library.memory_progress(doc, "fp").complete
     assert set(library.get_memories(doc, "fp")) == set(tree.graph.nodes)
+
+
+def test_candidate_indexes_are_replaced_and_dropped_with_their_documents(library):
+    """One stored candidate index per set of documents: a new key for the same documents
+    (changed evidence) replaces it, and deleting any of its documents drops it."""
+    a = library.add_document(meta_for(sample_tree(), "a" * 64), sample_tree())
+    b = library.add_document(meta_for(sample_tree(), "b" * 64), sample_tree())
+    assert library.get_candidate_index("k1") is None
+    library.put_candidate_index("k1", [b, a], 10, b"\x00index one\xff")
+    library.put_candidate_index("solo", [a], 5, b"solo")
+    assert library.get_candidate_index("k1") == b"\x00index one\xff"
+    library.put_candidate_index("k2", [a, b], 10, b"index two")  # evidence changed
+    assert library.get_candidate_index("k1") is None
+    assert library.get_candidate_index("k2") == b"index two"
+    assert library.candidate_index_keys() == ["k2", "solo"]
+    library.delete_document(b)
+    assert library.candidate_index_keys() == ["solo"]
