@@ -17,18 +17,24 @@ question's encodings (``Route.route_ms``), printed with its median and the ratio
 router's median to the first router's. Mode ``text-sections`` is text mode
 with the earlier packing (whole routed sections, ``AskOptions.text_packing="sections"``), so
 ``--modes text,text-sections`` compares the sentence packing with it in one run (the
-text/text-sections ratio is printed).
+text/text-sections ratio is printed). For memory mode the share of the H2MT query vector alone
+(the backbone pass over the question, ``Metrics.query_vector_ms``) is printed beside routing's;
+``--old-query`` also times, per question and right after it, the earlier query-vector path (the
+padded batch path, ``router.query_vectors``) and prints the routing share memory mode would have
+with it (its query-vector time in place of the new one's, in both route and TTFT).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
+import time
 from pathlib import Path
 
 from bench.routers import parse_router
 from engine.ask import AskOptions, ask
 from engine.ingest import ingest_file
+from engine.routing.router import query_vectors
 from engine.runtime import Runtime
 from engine.settings import Settings
 
@@ -49,6 +55,8 @@ def main() -> None:
                     help="routers for memory and route modes, e.g. fused,memory or fused,fused/topk")
     ap.add_argument("--text-only", action="store_true",
                     help="ingest without memories (phase one only: route and text modes)")
+    ap.add_argument("--old-query", action="store_true",
+                    help="also time the earlier (padded batch) query-vector path per question")
     args = ap.parse_args()
 
     rt = Runtime.load(Settings.from_env().with_(db_url=args.db))
@@ -76,6 +84,10 @@ def main() -> None:
     prefill = {m: [] for m in modes}
     walk_ms: dict[str, list[float]] = {m: [] for m in modes}
     route_share: dict[str, list[float]] = {m: [] for m in modes if m.startswith("memory")}
+    qv_share: dict[str, list[float]] = {m: [] for m in route_share}
+    old_share: dict[str, list[float]] = {m: [] for m in route_share}
+    qv_ms: dict[str, list[float]] = {m: [] for m in route_share}
+    old_ms: list[float] = []
     print(f"\n{'q':>2} {'mode':22} {'TTFT ms':>9} {'prefill':>8} {'route ms':>9} {'walk ms':>8}")
     for i, q in enumerate(questions):
         for m in modes:
@@ -91,7 +103,17 @@ def main() -> None:
             walk = a.route.route_ms if a.route is not None else float("nan")
             walk_ms[m].append(walk)
             if m in route_share and a.metrics.ttft_ms:
-                route_share[m].append(a.metrics.route_ms / a.metrics.ttft_ms)
+                mt = a.metrics
+                route_share[m].append(mt.route_ms / mt.ttft_ms)
+                qv_share[m].append(mt.query_vector_ms / mt.ttft_ms)
+                qv_ms[m].append(mt.query_vector_ms)
+                if args.old_query and mt.query_vector_ms:
+                    t = time.perf_counter()
+                    query_vectors([q], rt.backbone, rt.parts, AskOptions().query_fraction)
+                    old = (time.perf_counter() - t) * 1e3
+                    old_ms.append(old)
+                    extra = old - mt.query_vector_ms
+                    old_share[m].append((mt.route_ms + extra) / (mt.ttft_ms + extra))
             print(f"{i:2d} {m:22} {a.metrics.ttft_ms:9.0f} {a.metrics.prefill_tokens:8d} "
                   f"{a.metrics.route_ms:9.0f} {walk:8.2f}")
     print(f"\n{'mode':22} {'median TTFT ms':>15} {'median prefill':>15} {'median walk ms':>15}")
@@ -113,6 +135,14 @@ def main() -> None:
             if other in med:
                 print(f"{mem}/{other} TTFT ratio: {med[mem] / med[other]:.3f}")
         print(f"routing share of {mem} TTFT (median): {statistics.median(route_share[mem]):.3f}")
+        if qv_share[mem]:
+            print(f"query-vector share of {mem} TTFT (median): "
+                  f"{statistics.median(qv_share[mem]):.3f}; median query vector "
+                  f"{statistics.median(qv_ms[mem]):.0f} ms")
+        if old_share[mem]:
+            print(f"routing share of {mem} TTFT with the earlier query path (median): "
+                  f"{statistics.median(old_share[mem]):.3f}; median earlier query vector "
+                  f"{statistics.median(old_ms):.0f} ms")
 
 
 if __name__ == "__main__":

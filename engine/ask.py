@@ -245,10 +245,11 @@ def flat_index(rt: Runtime, doc_id: int, tree: Tree, segment_tokens: int) -> Fla
 
 
 def channel_query(rt: Runtime, routing: RoutingTree, question: str,
-                  opts: AskOptions) -> RouteQuery:
+                  opts: AskOptions, metrics: Metrics | None = None) -> RouteQuery:
     """The question as every available channel reads it. Every channel is scored whatever the
     router (the router only chooses the fusion weights), so the trace shows all the evidence and
-    the fused and memory routers' selections can be compared."""
+    the fused and memory routers' selections can be compared. ``metrics.query_vector_ms``
+    gets the H2MT query vector's share (the backbone pass over the question)."""
     wanted = set(routing.available_channels())
     query = RouteQuery()
     if "lexical" in wanted:
@@ -256,7 +257,10 @@ def channel_query(rt: Runtime, routing: RoutingTree, question: str,
     if "dense" in wanted and rt.encoder is not None:
         query.dense = rt.encoder.encode_query(question)
     if "memory" in wanted:
+        t = time.perf_counter()
         query.memory = query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
+        if metrics is not None:
+            metrics.query_vector_ms = (time.perf_counter() - t) * 1e3
     return query
 
 
@@ -458,7 +462,7 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
     try:
         # every mode routes: the quote reads the routed sections
         tq = time.perf_counter()
-        query = channel_query(rt, routing, question, opts)
+        query = channel_query(rt, routing, question, opts, metrics)
         q = query.memory
         if opts.mode == "flat" and q is None:
             q = query_vector(question, rt.backbone, rt.parts, opts.query_fraction)

@@ -18,6 +18,10 @@ the loser of the race gets the winner's document back as "reused".
 
 The limits of ``Settings`` (file size, pages, nodes) are checked before the parse where that is
 cheap (``preflight``) and on the built tree; breaking one is a DocumentError like any bad file.
+
+Each text is encoded once per ingest (``SharedVectors``): an induced tree's chunks get their
+sentence-encoder vectors while the tree is induced (H2MT 4.3), and those same vectors are the
+chunks' dense routing evidence, so phase one does not encode them a second time.
 """
 from __future__ import annotations
 
@@ -25,15 +29,17 @@ import hashlib
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
+import numpy as np
 from engine.document.builders import PDF_MAGIC
 from engine.runtime import Runtime
 from engine.settings import Settings
 from engine.document.tree import DocumentError, Tree
 from engine.document.build import build_tree
 from engine.memory.writer import ProgressFn, WriteStats, write_memories
-from engine.routing.evidence import compute_evidence, evidence_fingerprint
+from engine.routing.evidence import (compute_evidence, evidence_fingerprint, evidence_text,
+                                     has_evidence)
 from storage import DocumentMeta, DuplicateDocument, NodeEvidence, SourceFile
 
 
@@ -133,14 +139,96 @@ def check_tree_limits(name: str, tree: Tree, settings: Settings) -> None:
                             "(split the document, or raise H2MT_MAX_NODES)")
 
 
-def build_document_tree(path: Path, rt: Runtime) -> Tree:
+class SharedVectors:
+    """The dense channel's sentence encoder with a memory of what it encoded in one ingest.
+
+    ``embed`` is what tree induction calls for its chunk vectors (H2MT 4.3); ``for_evidence``
+    gives the encoder ``routing.evidence.compute_evidence`` reads, which takes those vectors
+    back instead of encoding the chunks again. The dense evidence of an induced tree's leaf is
+    therefore the vector of its chunk text, the text its clusters were found from, not of
+    "guessed heading path + text" as for other nodes: the guessed titles are words of the
+    chunks themselves, and leaving them out is what lets one vector serve both (a re-index of a
+    stored induced tree follows the same rule, so both give the same vectors). Every other
+    evidence text is encoded as it is, each distinct text once.
+    """
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+        self.vectors: dict[str, np.ndarray] = {}
+
+    def _encode_missing(self, texts: list[str],
+                        progress: Callable[[int, int], None] | None = None) -> None:
+        missing = list(dict.fromkeys(t for t in texts if t.strip() and t not in self.vectors))
+        if missing:
+            rows = np.asarray(self.encoder.encode(missing, progress=progress), dtype=np.float32)
+            self.vectors.update(zip(missing, rows))
+        elif progress is not None:
+            progress(0, 0)
+
+    def _rows(self, texts: list[str]) -> np.ndarray:
+        zero = np.zeros(self.encoder.dim, dtype=np.float32)
+        return np.stack([self.vectors.get(t, zero) for t in texts]) if texts else \
+            np.zeros((0, self.encoder.dim), dtype=np.float32)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Unit rows for ``texts`` (the induced tree's ``embed``), remembered by text."""
+        texts = list(texts)
+        self._encode_missing(texts)
+        return self._rows(texts)
+
+    def for_evidence(self, tree: Tree) -> "_EvidenceEncoder":
+        """The encoder ``compute_evidence`` gets for ``tree`` (see the class docstring)."""
+        chunk_text = {}
+        if tree.source == "induced":
+            for n in tree.leaves():
+                if has_evidence(tree, n.id) and n.text.strip():
+                    chunk_text[evidence_text(tree, n.id)] = n.text
+        return _EvidenceEncoder(self, chunk_text)
+
+
+class _EvidenceEncoder:
+    """``SharedVectors`` as compute_evidence calls an encoder (``encode``, ``fingerprint``)."""
+
+    def __init__(self, shared: SharedVectors, chunk_text: dict[str, str]):
+        self.shared = shared
+        self.chunk_text = chunk_text
+        self.fingerprint = shared.encoder.fingerprint
+        self.dim = shared.encoder.dim
+
+    def encode(self, texts: list[str], *,
+               progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        texts = [self.chunk_text.get(t, t) for t in texts]
+        n = len(texts)
+        known = sum(1 for t in texts if not t.strip() or t in self.shared.vectors)
+
+        def report(done: int, total: int) -> None:  # rows already known count as done
+            if progress is not None:
+                progress(min(n, known + round(done * (n - known) / total)) if total else n, n)
+
+        self.shared._encode_missing(texts, report)
+        return self.shared._rows(texts)
+
+
+def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = None) -> Tree:
     bb = rt.backbone
     # A document without headings gets an induced hierarchy (H2MT 4.3) over the dense
     # channel's sentence-encoder vectors (an LSA embedding when that channel is off).
-    embed = rt.encoder.encode if rt.encoder is not None else None
+    if shared is None and rt.encoder is not None:
+        shared = SharedVectors(rt.encoder)
+    embed = shared.embed if shared is not None else None
     tree = build_tree(path, bb.encode, bb.decode, rt.settings.node_token_limit, embed=embed)
     check_tree_limits(Path(path).name, tree, rt.settings)
     return tree
+
+
+def tree_evidence(tree: Tree, rt: Runtime, shared: SharedVectors | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> NodeEvidence:
+    """Routing evidence of ``tree`` (``routing.evidence``), reusing the vectors ``shared``
+    already holds (an induced tree's chunks) rather than encoding them again."""
+    if rt.encoder is None:
+        return compute_evidence(tree, None, progress)
+    shared = shared if shared is not None else SharedVectors(rt.encoder)
+    return compute_evidence(tree, shared.for_evidence(tree), progress)
 
 
 def write_tree_memories(tree: Tree, rt: Runtime, progress: ProgressFn | None = None,
@@ -182,7 +270,7 @@ def document_evidence(doc_id: int, tree: Tree, rt: Runtime) -> NodeEvidence:
     fp = evidence_fingerprint(rt.encoder)
     ev = rt.library.get_evidence(doc_id, fp)
     if ev is None:
-        ev = compute_evidence(tree, rt.encoder)
+        ev = tree_evidence(tree, rt)
         rt.library.put_evidence(doc_id, ev)
     return ev
 
@@ -207,10 +295,11 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
             lib.put_source(existing, source_file(path))
         return _reuse(existing, rt, progress, memories)
     t0 = time.perf_counter()
-    tree = build_document_tree(path, rt)
+    shared = SharedVectors(rt.encoder) if rt.encoder is not None else None
+    tree = build_document_tree(path, rt, shared)
     tree_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
-    evidence = compute_evidence(tree, rt.encoder, _stage(progress, "evidence"))
+    evidence = tree_evidence(tree, rt, shared, _stage(progress, "evidence"))
     evidence_ms = (time.perf_counter() - t1) * 1e3
     meta = DocumentMeta(title=tree.title or path.stem, file_name=path.name, sha256=sha,
                         pages=tree.pages, tree_ms=tree_ms, memory_ms=0.0)

@@ -54,7 +54,8 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
                         "repetition_cut", "stop", "quote", "not_covered"}
     assert set(out["metrics"]) == {"ttft_ms", "total_ms", "route_ms", "prefill_tokens",
-                                   "generated_tokens", "peak_mem_mb", "evidence_ms", "quote_ms"}
+                                   "generated_tokens", "peak_mem_mb", "evidence_ms", "quote_ms",
+                                   "query_vector_ms"}
     # every mode carries the quote (the manual's words), generation or not
     assert out["quote"] is not None and out["not_covered"] is False
     assert set(out["quote"]) == {"text", "doc", "node", "heading", "page", "score"}

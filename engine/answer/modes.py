@@ -75,6 +75,7 @@ class Metrics:
     ttft_ms: float = 0.0
     total_ms: float = 0.0
     route_ms: float = 0.0
+    query_vector_ms: float = 0.0  # part of route_ms: the H2MT query vector (a backbone pass)
     prefill_tokens: int = 0
     generated_tokens: int = 0
     peak_mem_mb: float = 0.0

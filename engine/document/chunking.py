@@ -7,7 +7,13 @@ H2MT 4.3 "first split each context document into chunks"; the paper does not say
 - a short paragraph (at most ``HEADING_TOKENS``) arriving when the current chunk is at least half
   full starts a new chunk: in plain text such a line is usually a heading ("4. Conveying
   Verbatim Copies."), and it belongs with the text after it;
-- every chunk keeps the page range of the units it came from (PDF pages; None for text).
+- every chunk keeps the page range of the units it came from (PDF pages; None for text);
+- a very long paragraph or line is cut early and cheaply: one longer than ``target *
+  MAX_TOKEN_CHARS`` characters is taken as over ``target`` tokens, so it goes to the sentence
+  cut without being tokenized whole, and a sentence that long is first cut at whitespace into
+  windows of about that many characters, each then cut as a long sentence; a "word" with no
+  whitespace (a base64 blob, a minified line) is cut at characters. Tokenizing then costs one
+  pass over the text in small pieces, never a pass over a megabyte at once.
 """
 from __future__ import annotations
 
@@ -21,6 +27,13 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # a digit or an opening quote/bracket.
 _SENTENCE_END = re.compile(r"[.!?][\"'’”)\]]*\s+(?=[\"'‘“(\[]?[A-Z0-9])")
 HEADING_TOKENS = 16
+# Characters a token covers at most in prose (English averages about 4), so a text longer than
+# target * MAX_TOKEN_CHARS characters is taken as over target tokens without counting them. Not
+# a strict bound (SmolLM2 has tokens of up to 81 characters: runs of spaces, "=====" rules), and
+# it need not be: a paragraph wrongly taken as long is cut at its sentences, which are then
+# packed back into chunks as usual.
+MAX_TOKEN_CHARS = 16
+_WHITESPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
@@ -60,11 +73,33 @@ def sentences(paragraph: str) -> list[str]:
 
 
 def _word_pieces(sentence: str, tokens: int, target: int) -> list[str]:
-    """A sentence over ``target`` tokens cut at word boundaries into near-equal pieces."""
+    """A sentence over ``target`` tokens cut at word boundaries into near-equal pieces; with
+    fewer words than pieces (a long run without whitespace) cut at characters instead."""
     words = sentence.split()
-    parts = min(len(words), math.ceil(tokens / target))
+    parts = math.ceil(tokens / target)
+    if len(words) < parts:
+        size = math.ceil(len(sentence) / parts)
+        return [p for p in (sentence[i:i + size].strip() for i in range(0, len(sentence), size))
+                if p]
     size = math.ceil(len(words) / parts)
     return [" ".join(words[i:i + size]) for i in range(0, len(words), size)]
+
+
+def windows(text: str, width: int) -> list[str]:
+    """``text`` cut into pieces of at most ``width`` characters, each ending at the last
+    whitespace inside its window when there is one (a cheap cut: no tokenizer)."""
+    out, start, n = [], 0, len(text)
+    while start < n:
+        end = min(n, start + width)
+        if end < n:
+            cut = max((m.start() for m in _WHITESPACE.finditer(text, start + width // 2, end)),
+                      default=None)
+            end = cut if cut is not None else end
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = end
+    return out
 
 
 def _pieces(units: Iterable[Unit], count: Callable[[str], int], target: int) -> list[_Piece]:
@@ -76,16 +111,19 @@ def _pieces(units: Iterable[Unit], count: Callable[[str], int], target: int) -> 
             if not p:
                 continue
             para += 1
-            n = count(p)
-            if n <= target:
-                out.append(_Piece(p, n, para, True, unit.page_start, unit.page_end))
-                continue
-            for s in sentences(p):
-                m = count(s)
-                parts = [s] if m <= target else _word_pieces(s, m, target)
-                for part in parts:
-                    out.append(_Piece(part, m if len(parts) == 1 else count(part), para,
-                                      False, unit.page_start, unit.page_end))
+            long_chars = target * MAX_TOKEN_CHARS
+            if len(p) <= long_chars:  # else over target for sure: not tokenized whole
+                n = count(p)
+                if n <= target:
+                    out.append(_Piece(p, n, para, True, unit.page_start, unit.page_end))
+                    continue
+            for sentence in sentences(p):
+                for s in windows(sentence, long_chars) if len(sentence) > long_chars else [sentence]:
+                    m = count(s)
+                    parts = [s] if m <= target else _word_pieces(s, m, target)
+                    for part in parts:
+                        out.append(_Piece(part, m if len(parts) == 1 else count(part), para,
+                                          False, unit.page_start, unit.page_end))
     return out
 
 

@@ -152,6 +152,67 @@ def test_ingest_stores_and_reports_the_induced_tree(gpl3, tiny_backbone, tiny_pa
     assert listed[result["doc_id"]] == "induced"
 
 
+
+def test_ingest_encodes_each_chunk_once(gpl3, tiny_backbone, tiny_parts, encoder, tmp_path,
+                                        monkeypatch):
+    """Phase one of an induced text: the real encoder sees each text once (the chunks while the
+    tree is induced; their vectors are the leaves' dense evidence), and the stored leaf vectors
+    are those of the chunk texts."""
+    import numpy as np
+
+    from engine.ingest import ingest_file
+    from engine.routing.evidence import evidence_fingerprint
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+    from storage import Library
+
+    seen: list[str] = []
+    real_batch = encoder._encode_batch
+
+    def counted(texts):  # the real encoder's batch call, counted
+        seen.extend(texts)
+        return real_batch(texts)
+
+    monkeypatch.setattr(encoder, "_encode_batch", counted)
+    settings = Settings().with_(db_url=f"sqlite:///{tmp_path / 'lib.sqlite3'}")
+    rt = Runtime(settings, tiny_backbone, tiny_parts, Library(settings.database_url))
+    rt._encoder = encoder
+    doc = ingest_file(gpl3, rt, memories=False)
+    tree = rt.library.get_tree(doc.doc_id)
+    assert tree.source == "induced"
+    leaves = [n for n in tree.leaves() if n.text.strip()]
+    counts = Counter(seen)
+    assert max(counts.values()) == 1, counts.most_common(3)
+    assert all(counts[n.text] == 1 for n in leaves)
+    # besides the chunks, only the induced parents' evidence (their guessed heading paths)
+    assert len(seen) == len(leaves) + sum(n.kind == INDUCED_KIND for n in tree.preorder())
+    ev = rt.library.get_evidence(doc.doc_id, evidence_fingerprint(encoder))
+    monkeypatch.undo()
+    alone = encoder.encode([n.text for n in leaves])
+    np.testing.assert_allclose(ev.dense[[n.id for n in leaves]], alone, atol=1e-4)
+
+
+def test_routing_finds_the_answer_chunk_on_shared_vectors(gpl3_tree, encoder):
+    """The same questions as above, on the evidence ingest stores for an induced tree (leaf
+    vectors = chunk vectors, without the guessed heading path)."""
+    from engine.ingest import SharedVectors
+    from engine.routing import lexical
+    from engine.routing.evidence import compute_evidence
+    from engine.routing.fused import RouteQuery, route_on_evidence
+    from engine.routing.router import RoutingTree
+
+    tree = gpl3_tree
+    ev = compute_evidence(tree, SharedVectors(encoder).for_evidence(tree))
+    rt = RoutingTree.from_tree(tree, None, 0, ev)
+    hits = []
+    for question, phrase in QUESTIONS:
+        route = route_on_evidence(rt, RouteQuery(tokens=lexical.tokenize(question),
+                                                 dense=encoder.encode_query(question)),
+                                  None, router="fused", k=2)
+        chosen = [tree.node(i) for i in route.selected if tree.is_leaf(i)]
+        hits.append(any(phrase in " ".join(n.text.split()) for n in chosen))
+    assert sum(hits) >= len(QUESTIONS) - 1, list(zip([q for q, _ in QUESTIONS], hits))
+
 # -- the same fallback for Markdown, HTML and PDF without any heading (LSA vectors: fast) ------
 
 def _paragraphs(path: Path) -> list[str]:
