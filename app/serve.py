@@ -49,8 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # glibc's M_ARENA_MAX (malloc.h). The server answers in a pool of worker threads; glibc gives
 # threads their own heap arenas (up to 8 per core), and each keeps freed memory. Two arenas
-# held the app about 200 MB lower over a 200-ask soak (docs/results.md, "Soak, third run"); a
-# slow creep remains.
+# held the app about 200 MB lower over a 200-ask soak (docs/results.md, "Soak, third run"); the
+# creep that remained was Gradio's per-session component copies (app/sessions.py).
 M_ARENA_MAX = -8
 MALLOC_ARENAS = 2
 
@@ -76,6 +76,7 @@ def limit_malloc_arenas(environ=os.environ) -> bool:
 def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path | None = None,
           db_url: str | None = None, share: bool = False) -> None:
     """Load the runtime (backbone, trained parts, library) and serve the app until stopped."""
+    from app.sessions import SESSION_CAPACITY, start_pruning
     from app.ui import build_app
     from engine.runtime import Runtime
     from engine.settings import Settings
@@ -85,9 +86,11 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     logging.getLogger("engine").info("library: %s", settings.database_url)
     rt = Runtime.load(settings)
     demo = build_app(rt, examples=settings.examples)  # H2MT_EXAMPLES=0: no example manual
+    start_pruning(demo)  # per-session copies Gradio never drops (app/sessions.py)
     demo.queue(default_concurrency_limit=4).launch(
         server_name=host, server_port=port, share=share,
-        max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False)
+        max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False,
+        state_session_capacity=SESSION_CAPACITY)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -192,11 +192,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--port", type=int)
     ap.add_argument("--keep", action="store_true", help="keep the data folder")
+    ap.add_argument("--rss-out", type=Path,
+                    help="write the soak's resident memory after every ask here (one line per "
+                         "ask: ask number, MB, seconds, error), as it goes")
+    ap.add_argument("--examples", action="store_true",
+                    help="let the app index its example manual in the background (off: the "
+                         "soak measures the app answering, not a one-off memory write)")
     args = ap.parse_args(argv)
 
     data = Path(tempfile.mkdtemp(prefix="h2mt-load-"))
     env = dict(os.environ, H2MT_DATA_DIR=str(data), GRADIO_ANALYTICS_ENABLED="False",
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", H2MT_EXAMPLES="1" if args.examples else "0")
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "engine", "ingest", str(CORPUS / MANUAL), "--quiet"],
                    cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -219,12 +225,17 @@ def main(argv: list[str] | None = None) -> None:
 
             client = Client(url, verbose=False)
             rss, soak = [], Report()
+            rss_out = open(args.rss_out, "w") if args.rss_out else None
             for n in range(args.soak):
                 mode = "route" if n % 2 else "text"
                 timed(soak, f"ask {mode}", client.predict,
                       *ask_args(doc, QUESTIONS[n % len(QUESTIONS)], mode, args.max_new_tokens),
                       api_name="/ask")
                 rss.append(_rss_mb(proc.pid))
+                if rss_out is not None:
+                    o = soak.outcomes[-1]
+                    print(n + 1, f"{rss[-1]:.1f}", f"{o.seconds:.2f}", o.error or "",
+                          file=rss_out, flush=True)
                 if (n + 1) % 50 == 0:
                     print(f"  soak {n + 1}/{args.soak}: RSS {rss[-1]:.0f} MB", flush=True)
             errs = sum(o.error is not None for o in soak.outcomes)

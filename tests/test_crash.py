@@ -11,6 +11,7 @@ Also: the startup sweep of leftovers (orphan rows, half-written model caches).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -22,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.settings import Settings
@@ -202,3 +204,187 @@ def test_half_written_model_caches_are_removed(tmp_path):
     removed = clean_partial_caches(folder)
     assert sorted(removed) == sorted(stale)
     assert live.is_dir() and not any(d.exists() for d in stale)
+
+
+# -- kill -9 between committed tree heights of phase two ----------------------------------------
+# A tiny backbone saved to a folder (the CLI loads it as H2MT_BACKBONE, with its parts as
+# H2MT_CHECKPOINT), so phase two takes a second or two and each run is mostly process start-up;
+# a Markdown manual of parallel heading chains, so every tree height holds CHAINS nodes and takes
+# about as long as the next one.
+
+CHAINS, CHAIN_LEVELS = 12, 5  # twelve chains "## ... ######": five heights of twelve nodes
+_WORDS = "the valve controller reads the bus and sets the pump speed after calibration".split()
+
+
+def _chain_manual(path: Path) -> Path:
+    lines = ["# Chained manual\n\nHow the controllers are chained.\n"]
+    for c in range(CHAINS):
+        for level in range(2, 2 + CHAIN_LEVELS):
+            body = " ".join(_WORDS[(c + level + j) % len(_WORDS)] for j in range(60))
+            lines.append(f"{'#' * level} Chain {c} level {level}\n\n{body} ({c}.{level}).\n")
+    path.write_text("\n".join(lines))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory, tiny_backbone, tiny_parts) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-backbone")
+    tiny_backbone.model.save_pretrained(folder)
+    tiny_backbone.tokenizer.save_pretrained(folder)
+    tiny_parts.save(folder / "parts.safetensors")
+    return folder
+
+
+def _pg_url() -> str | None:
+    return os.environ.get("H2MT_TEST_PG_URL")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(
+    not _pg_url(), reason="H2MT_TEST_PG_URL is not set: no PostgreSQL server (scripts/test.sh "
+                          "starts one when PostgreSQL is installed)"))])
+def crash_db_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'library.sqlite3'}"
+        return
+    from storage import Library
+    from storage.models import Base
+
+    def drop_all():  # a throwaway database: its tables are dropped before and after
+        lib = Library(_pg_url())
+        Base.metadata.drop_all(lib.engine)
+        lib.close()
+    drop_all()
+    yield _pg_url()
+    drop_all()
+
+
+def _stored_blobs(engine, doc_id: int) -> dict[int, bytes]:
+    from sqlalchemy import text
+
+    with engine.connect() as con:
+        rows = con.execute(text("SELECT node_id, blob FROM memories WHERE doc_id = :d"),
+                           {"d": doc_id})
+        return {int(n): bytes(b) for n, b in rows}
+
+
+def _count_memories(engine, doc_id: int) -> int:
+    from sqlalchemy import text
+
+    with engine.connect() as con:
+        return con.execute(text("SELECT count(*) FROM memories WHERE doc_id = :d"),
+                           {"d": doc_id}).scalar_one()
+
+
+@contextlib.contextmanager
+def _memory_inserts(engine):
+    """The node ids of every memory row INSERTed through ``engine`` while inside."""
+    from sqlalchemy import event
+    from sqlalchemy.sql.dml import Insert
+
+    seen: list[int] = []
+
+    def before_execute(conn, clause, multiparams, params, execution_options):
+        if isinstance(clause, Insert) and clause.table.name == "memories":
+            rows = [p for batch in multiparams
+                    for p in (batch if isinstance(batch, (list, tuple)) else [batch])]
+            seen.extend(int(r["node_id"]) for r in [*rows, *([params] if params else [])])
+
+    event.listen(engine, "before_execute", before_execute)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_execute", before_execute)
+
+
+def _kill_after(argv: list[str], env: dict, engine, doc_id: int, committed: int, at: int) -> None:
+    """Start the CLI; once the database holds ``committed`` memories (whole heights) and the
+    progress bar has passed ``at`` nodes, kill -9."""
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    err = bytearray()
+    reached = threading.Event()
+    pattern = _progress("memories")
+
+    def read():
+        while chunk := os.read(proc.stderr.fileno(), 4096):
+            err.extend(chunk)
+            if any(int(x.group(1)) >= at for x in pattern.finditer(err[-8192:])):
+                reached.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        t0 = time.monotonic()
+        while not (reached.is_set() and _count_memories(engine, doc_id) >= committed):
+            assert proc.poll() is None, f"the ingest ended before the kill: {err[-2000:]!r}"
+            assert time.monotonic() - t0 < 240, f"no progress to {at}: {err[-2000:]!r}"
+            time.sleep(0.005)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(timeout=5)
+    assert proc.returncode == -signal.SIGKILL, err[-2000:]
+
+
+def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_model_dir, tmp_path):
+    """Phase two killed at a random point after one or more tree heights were committed,
+    RUNS_PER_PHASE times: the stored heights are whole and bit-identical to an uninterrupted
+    run's, and the resume writes exactly the missing nodes (counted in the database's INSERTs),
+    ending bit-identical too."""
+    from sqlalchemy import text
+
+    from engine.ingest import ingest_file, write_document_memories
+    from engine.runtime import Runtime
+    from storage import Library
+
+    md = _chain_manual(tmp_path / "chained.md")
+    settings = Settings(data_dir=tmp_path, db_url=crash_db_url, backbone=str(tiny_model_dir),
+                        checkpoint=tiny_model_dir / "parts.safetensors", dense_encoder="none",
+                        write_batch_nodes=2)
+    rt = Runtime.load(settings)  # the same folder and parts the CLI loads: the same fingerprint
+    engine = rt.library.engine
+    doc = ingest_file(md, rt, memories=False).doc_id  # phase one once; each run is phase two
+    tree = rt.library.get_tree(doc)
+    heights = [[n.id for n in level] for level in tree.levels_bottom_up()]
+    cum = np.cumsum([len(h) for h in heights]).tolist()
+    assert len(heights) >= 6 and min(map(len, heights[:-2])) >= CHAINS, [len(h) for h in heights]
+    write_document_memories(doc, rt)  # the uninterrupted run
+    clean = _stored_blobs(engine, doc)
+    assert len(clean) == len(tree)
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1", H2MT_BACKBONE=str(tiny_model_dir),
+               H2MT_CHECKPOINT=str(tiny_model_dir / "parts.safetensors"),
+               H2MT_DENSE_ENCODER="none", H2MT_WRITE_BATCH_NODES="2", H2MT_EXAMPLES="0")
+    argv = [sys.executable, "-m", "engine", "ingest", str(md), "--db", crash_db_url]
+    rng = random.Random(2)
+    stored_heights = []
+    for run in range(RUNS_PER_PHASE):
+        with engine.begin() as con:
+            con.execute(text("DELETE FROM memories WHERE doc_id = :d"), {"d": doc})
+        # k >= 1 heights committed, then a random point of the rest (counted in nodes written),
+        # leaving two heights unwritten at least so that the kill lands inside phase two
+        k = rng.randint(1, len(heights) - 3)
+        at = rng.randint(cum[k - 1] + 1, cum[-3])
+        _kill_after(argv, env, engine, doc, cum[k - 1], at)
+        Library(crash_db_url).close()  # the startup sweep of a new process
+        stored = _stored_blobs(engine, doc)
+        whole = next(h for h in range(len(heights) + 1) if h == len(heights)
+                     or any(i not in stored for i in heights[h]))
+        assert set(stored) == {i for h in heights[:whole] for i in h}, (
+            f"run {run}: stored memories are not whole heights")
+        assert k <= whole < len(heights), (run, k, whole)
+        assert all(stored[i] == clean[i] for i in stored), f"run {run}: a stored memory differs"
+        with _memory_inserts(engine) as inserted:
+            write_document_memories(doc, rt)  # the resume
+        assert sorted(inserted) == sorted(set(clean) - set(stored)), (
+            f"run {run}: the resume wrote {len(inserted)} rows for "
+            f"{len(clean) - len(stored)} missing")
+        assert _stored_blobs(engine, doc) == clean, f"run {run}: the resumed memories differ"
+        stored_heights.append(whole)
+    print(f"\nkill -9 after committed heights ({engine.dialect.name}, {RUNS_PER_PHASE} runs, "
+          f"{len(heights)} heights): heights stored at the kill {stored_heights}")
+    assert len(set(stored_heights)) >= 2, "every kill landed after the same height"
+    rt.library.close()
