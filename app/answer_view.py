@@ -11,12 +11,12 @@ from dataclasses import asdict
 
 import gradio as gr
 
-from app.figures import (agreement_rows, agreement_summary, figure_summary, manual_figure,
-                         pages_label, route_figure, route_rows, router_agreement, single_channel,
-                         single_channel_reason)
+from app.figures import figure_summary, manual_figure, pages_label, route_figure
 from app.folds import route_folds
 from app.pages import Line, page_view
 from app.quote_view import quote_markdown
+from app.route_tables import (agreement_rows, agreement_summary, route_rows, router_agreement,
+                              single_channel, single_channel_reason)
 from app.state import AppState, empty_figure, md_text, pending_unavailable, section_title
 from engine.answer.modes import MODES
 from engine.ask import AskOptions

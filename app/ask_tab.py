@@ -43,9 +43,9 @@ from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUT
                              folds_of, generating_md, metric_rows, metrics_md, node_lines,
                              page_outputs, quote_outputs, route_from_log, route_views,
                              show_view)
-from app.figures import (AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary,
-                         manual_figure, pages_label, route_figure, route_rows)
+from app.figures import figure_summary, manual_figure, pages_label, route_figure
 from app.pages import Line
+from app.route_tables import AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS, route_rows
 from app.state import (ALL, ANSWER_CONCURRENCY, APP_MAX_NEW_TOKENS, AppState, MemoriesPending,
                        bind, doc_arg, doc_choices, doc_memory_line, empty_figure, node_view,
                        option_problems, options)

@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from app.figures import CHANNEL_COLUMNS, ROUTE_COLUMNS, figure_summary, visible_tree
+from app.figures import figure_summary, visible_tree
+from app.route_tables import CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.ui import HISTORY_ROWS, LIBRARY_COLUMNS, memory_writer, route_from_log
 from tests.app import hold_memory_writer
 

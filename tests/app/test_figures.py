@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from app.figures import (figure_summary, manual_figure, marker_id, route_figure, route_rows,
-                         visible_tree)
+from app.figures import figure_summary, manual_figure, marker_id, route_figure, visible_tree
+from app.route_tables import route_rows
 from app.layout import tidy_layout
 from engine.answer.modes import Answer, Metrics
 import torch
@@ -218,7 +218,7 @@ def test_missing_channel_and_no_evidence_are_said_so():
 
 
 def test_route_rows_carry_each_channel_branch_score():
-    from app.figures import ROUTE_COLUMNS
+    from app.route_tables import ROUTE_COLUMNS
 
     rows = route_rows(make_channel_route(PARENTS, STATUS))
     by_id = {r[ROUTE_COLUMNS.index("id")]: r for r in rows}
@@ -228,7 +228,7 @@ def test_route_rows_carry_each_channel_branch_score():
 
 
 def test_router_agreement_counts_and_rows():
-    from app.figures import (AGREEMENT_COLUMNS, agreement_rows, agreement_summary,
+    from app.route_tables import (AGREEMENT_COLUMNS, agreement_rows, agreement_summary,
                              router_agreement)
 
     # fused selected 1, 2, 4, 6; the memory router would have selected 1, 3, 4, 8
@@ -254,7 +254,7 @@ def test_router_agreement_counts_and_rows():
 
 
 def test_router_agreement_without_memories_says_why():
-    from app.figures import agreement_rows, agreement_summary, router_agreement
+    from app.route_tables import agreement_rows, agreement_summary, router_agreement
 
     route = make_channel_route(PARENTS, STATUS, with_memory=False)  # no memory alternative
     assert router_agreement(route) is None
@@ -290,7 +290,7 @@ def test_hover_text_is_fast_on_thousands_of_nodes():
 
 
 def test_single_channel_route_has_nothing_to_compare():
-    from app.figures import router_agreement, single_channel, single_channel_reason
+    from app.route_tables import router_agreement, single_channel, single_channel_reason
 
     # a lexical route that carries only its own channel: its "fused" alternative is lexical
     route = make_channel_route(PARENTS, STATUS, router="lexical", alternatives={"fused": [1, 2]})
