@@ -116,22 +116,31 @@ def test_same_file_same_tree(gpl3_tree, gpl3, tok, encoder):
     assert shape(again) == shape(gpl3_tree)
 
 
-def test_routing_finds_the_answer_chunk(gpl3_tree, encoder):
+def _answer_hits(tree, evidence, encoder, induced_selected: bool = False) -> list[bool]:
+    """Per question of QUESTIONS: the fused route (k=2) over ``evidence`` selected a leaf that
+    holds the answer's phrase."""
     from engine.routing import lexical
-    from engine.routing.evidence import compute_evidence
     from engine.routing.fused import RouteQuery, route_on_evidence
     from engine.routing.router import RoutingTree
 
-    tree = gpl3_tree
-    rt = RoutingTree.from_tree(tree, None, 0, compute_evidence(tree, encoder))
+    rt = RoutingTree.from_tree(tree, None, 0, evidence)
     hits = []
     for question, phrase in QUESTIONS:
         route = route_on_evidence(rt, RouteQuery(tokens=lexical.tokenize(question),
                                                  dense=encoder.encode_query(question)),
                                   None, router="fused", k=2)
         chosen = [tree.node(i) for i in route.selected if tree.is_leaf(i)]
-        assert any(tree.node(i).kind == INDUCED_KIND for i in route.selected)
+        if induced_selected:
+            assert any(tree.node(i).kind == INDUCED_KIND for i in route.selected)
         hits.append(any(phrase in " ".join(n.text.split()) for n in chosen))
+    return hits
+
+
+def test_routing_finds_the_answer_chunk(gpl3_tree, encoder):
+    from engine.routing.evidence import compute_evidence
+
+    hits = _answer_hits(gpl3_tree, compute_evidence(gpl3_tree, encoder), encoder,
+                        induced_selected=True)
     assert sum(hits) >= len(QUESTIONS) - 1, list(zip([q for q, _ in QUESTIONS], hits))
 
 
@@ -196,22 +205,12 @@ def test_routing_finds_the_answer_chunk_on_shared_vectors(gpl3_tree, encoder):
     """The same questions as above, on the evidence ingest stores for an induced tree (leaf
     vectors = chunk vectors, without the guessed heading path)."""
     from engine.ingest import SharedVectors
-    from engine.routing import lexical
     from engine.routing.evidence import compute_evidence
-    from engine.routing.fused import RouteQuery, route_on_evidence
-    from engine.routing.router import RoutingTree
 
-    tree = gpl3_tree
-    ev = compute_evidence(tree, SharedVectors(encoder).for_evidence(tree))
-    rt = RoutingTree.from_tree(tree, None, 0, ev)
-    hits = []
-    for question, phrase in QUESTIONS:
-        route = route_on_evidence(rt, RouteQuery(tokens=lexical.tokenize(question),
-                                                 dense=encoder.encode_query(question)),
-                                  None, router="fused", k=2)
-        chosen = [tree.node(i) for i in route.selected if tree.is_leaf(i)]
-        hits.append(any(phrase in " ".join(n.text.split()) for n in chosen))
+    ev = compute_evidence(gpl3_tree, SharedVectors(encoder).for_evidence(gpl3_tree))
+    hits = _answer_hits(gpl3_tree, ev, encoder)
     assert sum(hits) >= len(QUESTIONS) - 1, list(zip([q for q, _ in QUESTIONS], hits))
+
 
 # -- the same fallback for Markdown, HTML and PDF without any heading (LSA vectors: fast) ------
 
