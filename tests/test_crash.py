@@ -43,30 +43,32 @@ def _counts(db: Path) -> dict[str, int]:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
-def _ingest_and_kill(pdf: Path, db: Path, stage: str, delay: float, min_done: int = 1) -> str:
-    """Start the CLI, wait for its first ``stage`` progress line with at least ``min_done``
-    nodes done, sleep ``delay`` seconds, kill -9."""
-    env = dict(os.environ, H2MT_WRITE_BATCH_NODES="2", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine", "ingest", str(pdf), "--db", f"sqlite:///{db}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def _kill_when(argv: list[str], env: dict, stage: str, at: int, *, delay: float = 0.0,
+               also=lambda: True, timeout: float = 240) -> str:
+    """Start ``argv`` (the CLI), wait until its ``stage`` progress bar shows at least ``at`` nodes
+    done and ``also()`` holds, sleep ``delay`` seconds, kill -9; its stderr."""
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     err = bytearray()
-    seen = threading.Event()
+    reached = threading.Event()
     pattern = _progress(stage)
 
     def read():
         while chunk := os.read(proc.stderr.fileno(), 4096):
             err.extend(chunk)
-            if any(int(x.group(1)) >= min_done for x in pattern.finditer(err)):
-                seen.set()
+            if any(int(x.group(1)) >= at for x in pattern.finditer(err[-8192:])):
+                reached.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        if not seen.wait(timeout=240):
-            raise AssertionError(f"no {stage} progress; stderr: {err[-2000:].decode(errors='replace')}")
+        t0 = time.monotonic()
+        while not (reached.is_set() and also()):
+            assert proc.poll() is None, f"the ingest ended before the kill: {err[-2000:]!r}"
+            assert time.monotonic() - t0 < timeout, f"no {stage} progress to {at}: {err[-2000:]!r}"
+            time.sleep(0.005)
         time.sleep(delay)
-        assert proc.poll() is None, "the ingest finished before the kill: raise the PDF size"
+        assert proc.poll() is None, "the ingest finished before the kill: raise the document's size"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -74,8 +76,16 @@ def _ingest_and_kill(pdf: Path, db: Path, stage: str, delay: float, min_done: in
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
     reader.join(timeout=5)
-    assert proc.returncode == -signal.SIGKILL
+    assert proc.returncode == -signal.SIGKILL, err[-2000:]
     return err.decode(errors="replace")
+
+
+def _ingest_and_kill(pdf: Path, db: Path, stage: str, delay: float, min_done: int = 1) -> str:
+    """Start the CLI, wait for its first ``stage`` progress line with at least ``min_done``
+    nodes done, sleep ``delay`` seconds, kill -9."""
+    env = dict(os.environ, H2MT_WRITE_BATCH_NODES="2", PYTHONUNBUFFERED="1")
+    return _kill_when([sys.executable, "-m", "engine", "ingest", str(pdf), "--db",
+                       f"sqlite:///{db}"], env, stage, min_done, delay=delay)
 
 
 def _heights_complete(db: Path) -> bool:
@@ -299,34 +309,8 @@ def _memory_inserts(engine):
 def _kill_after(argv: list[str], env: dict, engine, doc_id: int, committed: int, at: int) -> None:
     """Start the CLI; once the database holds ``committed`` memories (whole heights) and the
     progress bar has passed ``at`` nodes, kill -9."""
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    err = bytearray()
-    reached = threading.Event()
-    pattern = _progress("memories")
-
-    def read():
-        while chunk := os.read(proc.stderr.fileno(), 4096):
-            err.extend(chunk)
-            if any(int(x.group(1)) >= at for x in pattern.finditer(err[-8192:])):
-                reached.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        t0 = time.monotonic()
-        while not (reached.is_set() and _count_memories(engine, doc_id) >= committed):
-            assert proc.poll() is None, f"the ingest ended before the kill: {err[-2000:]!r}"
-            assert time.monotonic() - t0 < 240, f"no progress to {at}: {err[-2000:]!r}"
-            time.sleep(0.005)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-    reader.join(timeout=5)
-    assert proc.returncode == -signal.SIGKILL, err[-2000:]
+    _kill_when(argv, env, "memories", at,
+               also=lambda: _count_memories(engine, doc_id) >= committed)
 
 
 def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_model_dir, tmp_path):
