@@ -317,10 +317,16 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
 
 
 def write_document_memories(doc_id: int, rt: Runtime, progress: IngestProgress | None = None, *,
-                            tree: Tree | None = None) -> float:
+                            tree: Tree | None = None,
+                            store: Callable[[dict], None] | None = None) -> float:
     """Phase two: write the document's missing node memories under the runtime's fingerprint,
-    storing each tree height as it finishes; resumes an interrupted write. Milliseconds spent."""
+    storing each tree height as it finishes; resumes an interrupted write. Milliseconds spent.
+    ``store``: how a finished height is stored (a worker's store checks it still holds the
+    document's job, engine/worker.py); by default straight into the library."""
     lib = rt.library
+    if store is None:
+        def store(new: dict) -> None:
+            lib.add_memories(doc_id, new, rt.fingerprint)
     tree = tree if tree is not None else lib.get_tree(doc_id)
     known = lib.get_memories(doc_id, rt.fingerprint, partial=True)
     if len(known) == len(tree):
@@ -329,7 +335,7 @@ def write_document_memories(doc_id: int, rt: Runtime, progress: IngestProgress |
     write_memories(tree, rt.backbone, rt.parts, max_batch_nodes=rt.settings.write_batch_nodes,
                    max_batch_tokens=rt.settings.write_batch_tokens,
                    progress=_stage(progress, "memories"), known=known,
-                   on_level=lambda new: lib.add_memories(doc_id, new, rt.fingerprint))
+                   on_level=store)
     memory_ms = (time.perf_counter() - t0) * 1e3
     lib.set_memory_ms(doc_id, memory_ms)
     return memory_ms

@@ -33,8 +33,8 @@ from engine.document.tree import Node, Tree
 from storage.blobs import decode_array, decode_vector, encode_array, encode_vector
 from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument,
                             MissingMemories, StaleMemories)
-from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryRow,
-                            NodeRow, QueryRow, SourceFileRow)
+from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryJobRow,
+                            MemoryRow, NodeRow, QueryRow, SourceFileRow)
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
                              QueryRecord, SourceFile)
 
@@ -209,11 +209,15 @@ class Library:
         """Store a candidate index of the documents ``doc_ids`` under ``key``, in place of any
         other index of exactly these documents (built from older evidence); one transaction."""
         docs = sorted(int(d) for d in doc_ids)
-        with self._writing(), self._sessions() as s, s.begin():
-            for row in s.execute(select(CandidateIndexRow.key, CandidateIndexRow.documents)):
-                if row.key == key or sorted(row.documents) == docs:
-                    s.execute(delete(CandidateIndexRow).where(CandidateIndexRow.key == row.key))
-            s.add(CandidateIndexRow(key=key, documents=docs, n_nodes=n_nodes, blob=blob))
+        try:
+            with self._writing(), self._sessions() as s, s.begin():
+                for row in s.execute(select(CandidateIndexRow.key, CandidateIndexRow.documents)):
+                    if row.key == key or sorted(row.documents) == docs:
+                        s.execute(delete(CandidateIndexRow).where(CandidateIndexRow.key == row.key))
+                s.add(CandidateIndexRow(key=key, documents=docs, n_nodes=n_nodes, blob=blob))
+        except IntegrityError:  # another process stored the same index first (same key: equal)
+            if self.get_candidate_index(key) is None:
+                raise
 
     def candidate_index_keys(self) -> list[str]:
         """Keys of the stored candidate indexes."""
@@ -247,7 +251,10 @@ class Library:
         """Remove a document with its nodes and memories (its logged queries keep no doc_id)."""
         with self._writing(), self._sessions() as s, s.begin():
             # Explicit child deletes: the schema cascades too, but a database opened without
-            # foreign-key enforcement must not keep orphans.
+            # foreign-key enforcement must not keep orphans. The memory job first: its row lock
+            # waits for a worker storing a height of this document, and that worker's next
+            # store finds no job and stops (storage/jobs.py).
+            s.execute(delete(MemoryJobRow).where(MemoryJobRow.doc_id == doc_id))
             s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id))
             s.execute(delete(SourceFileRow).where(SourceFileRow.doc_id == doc_id))
             self._drop_candidate_indexes(s, doc_id)
@@ -403,10 +410,23 @@ class Library:
     def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
                   settings: dict[str, Any] | None = None, route: Any = None,
                   metrics: dict[str, Any] | None = None) -> int:
-        """Record one question (settings, route and metrics must be JSON-serialisable); its id."""
+        """Record one question (settings, route and metrics must be JSON-serialisable); its id.
+        A document deleted meanwhile (by another process) is logged as none, as a deletion
+        leaves its logged questions."""
+        row = dict(question=question, mode=mode, answer=answer, settings_json=settings,
+                   route_json=route, metrics_json=metrics)
+        try:
+            return self._log_query(doc_id, row)
+        except IntegrityError:
+            if doc_id is None:
+                raise
+            return self._log_query(None, row)
+
+    def _log_query(self, doc_id: int | None, values: dict[str, Any]) -> int:
         with self._writing(), self._sessions() as s, s.begin():
-            row = QueryRow(doc_id=doc_id, question=question, mode=mode, answer=answer,
-                           settings_json=settings, route_json=route, metrics_json=metrics)
+            if doc_id is not None and s.get(DocumentRow, doc_id) is None:
+                doc_id = None
+            row = QueryRow(doc_id=doc_id, **values)
             s.add(row)
             s.flush()
             return row.id
