@@ -302,6 +302,8 @@ class Library:
                 raise DocumentNotFound(doc_id)
             rows = s.scalars(
                 select(NodeRow).where(NodeRow.doc_id == doc_id).order_by(NodeRow.node_id)).all()
+            if not rows:  # deleted (by another process) between the two reads
+                raise DocumentNotFound(doc_id)
             graph = nx.DiGraph()
             for r in rows:
                 graph.add_node(r.node_id, node=Node(
@@ -382,6 +384,8 @@ class Library:
             rows = s.execute(
                 select(MemoryRow.node_id, MemoryRow.dtype, MemoryRow.dim, MemoryRow.blob)
                 .where(MemoryRow.doc_id == doc_id, MemoryRow.fingerprint == fingerprint)).all()
+            if not partial and len(rows) != doc.n_nodes and not self._exists(s, doc_id):
+                raise DocumentNotFound(doc_id)  # deleted (by another process) meanwhile
             if not partial and not rows:
                 stored = self._fingerprints(s, doc_id)
                 if stored:
@@ -451,6 +455,11 @@ class Library:
             return None if row is None else _query_record(row)
 
     # -- helpers ------------------------------------------------------------------------------
+    @staticmethod
+    def _exists(s: Session, doc_id: int) -> bool:
+        """Whether the document is there now (not the session's possibly older copy)."""
+        return s.scalar(select(DocumentRow.id).where(DocumentRow.id == doc_id)) is not None
+
     @staticmethod
     def _fingerprints(s: Session, doc_id: int) -> tuple[str, ...]:
         stmt = select(MemoryRow.fingerprint).where(MemoryRow.doc_id == doc_id).distinct()
