@@ -6,7 +6,6 @@ Runs the real backbone on CPU; the app and its library are shared with the brows
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter
 
 import pytest
