@@ -247,6 +247,22 @@ class Library:
                 by_doc.setdefault(doc_id, []).append(fp)
             return [_document_info(r, tuple(sorted(by_doc.get(r.id, ())))) for r in rows]
 
+    def document_states(self, doc_ids: list[int] | None,
+                        fingerprint: str) -> dict[int, tuple[str, MemoryProgress]]:
+        """doc id -> (sha256, memories stored under ``fingerprint`` of its nodes) of the given
+        documents (None: all), in one query: what a process caching documents reads per
+        request to see what another process changed (a new or deleted document, memories
+        finished). Documents not in the library are absent."""
+        counts = (select(MemoryRow.doc_id, func.count().label("n")).where(
+            MemoryRow.fingerprint == fingerprint).group_by(MemoryRow.doc_id).subquery())
+        stmt = (select(DocumentRow.id, DocumentRow.sha256, DocumentRow.n_nodes, counts.c.n)
+                .outerjoin(counts, counts.c.doc_id == DocumentRow.id).order_by(DocumentRow.id))
+        if doc_ids is not None:
+            stmt = stmt.where(DocumentRow.id.in_(list(doc_ids)))
+        with self._sessions() as s:
+            return {i: (sha, MemoryProgress(done=int(n or 0), total=total))
+                    for i, sha, total, n in s.execute(stmt)}
+
     def delete_document(self, doc_id: int) -> None:
         """Remove a document with its nodes and memories (its logged queries keep no doc_id)."""
         with self._writing(), self._sessions() as s, s.begin():

@@ -129,3 +129,4 @@ def test_a_library_from_before_the_jobs_table_opens(tmp_path):
         assert con.execute(text("SELECT count(*) FROM memory_jobs")).scalar_one() == 1
     lib.close()
     assert Base.metadata.tables["memory_jobs"] is MemoryJobRow.__table__
+
