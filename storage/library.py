@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import networkx as nx
 import numpy as np
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import (Engine, create_engine, delete, event, func, insert, select, text,
+                        update)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (ArgumentError, IntegrityError, InterfaceError, NoSuchModuleError,
                             OperationalError)
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MEMORY_INSERT_BATCH = 256  # memory rows per INSERT (bounds the bytes held at once)
+SCHEMA_LOCK_KEY = 0x48324D54  # PostgreSQL advisory lock held while the tables are created
 
 
 class Library:
@@ -62,8 +64,12 @@ class Library:
         # One writer path per process on SQLite (it has one writer slot per database file).
         self._write_lock = threading.RLock() if self._sqlite else None
         try:
-            with self._writing():
-                Base.metadata.create_all(self.engine)
+            with self._writing(), self.engine.begin() as con:
+                if self.engine.dialect.name == "postgresql":
+                    # replicas starting at once on a new database: one creates the tables
+                    con.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                {"key": SCHEMA_LOCK_KEY})
+                Base.metadata.create_all(con)
         except (OperationalError, InterfaceError) as e:
             self.engine.dispose()
             raise DatabaseUnavailable(_safe_url(url), _first_line(e.orig or e)) from e
