@@ -1,5 +1,5 @@
-"""The learned fusion's training (engine.training.fusion) on synthetic channel features: fast,
-no backbone, no encoder."""
+"""The learned fusion's training (the engine.training.fusion package) on synthetic channel
+features: fast, no backbone, no encoder."""
 from __future__ import annotations
 
 import shutil
@@ -10,8 +10,10 @@ import torch
 
 from engine.routing.channels import CHANNELS
 from engine.routing.fusion import FusionWeights
-from engine.training.fusion import (FusionConfig, build_features, decide, document_paths, fit,
-                                    sign_test, to_weights, untrained_vector)
+from engine.training.fusion.config import FusionConfig
+from engine.training.fusion.features import build_features, document_paths
+from engine.training.fusion.fit import fit, to_weights, untrained_vector
+from engine.training.fusion.report import decide, sign_test
 
 LEX, DENSE, MEM = (CHANNELS.index(c) for c in ("lexical", "dense", "memory"))
 
