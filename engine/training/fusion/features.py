@@ -143,7 +143,7 @@ def route_queries(doc: Doc, backbone, parts, encoder, fraction: float, cache: Pa
     document has memories), cached under ``cache``."""
     from engine.routing import lexical
     from engine.routing.fused import RouteQuery
-    from engine.routing.router import query_vectors
+    from engine.routing.query import query_vectors
 
     texts = [q.question for q in doc.queries]
     fp = getattr(encoder, "fingerprint", "none").replace("/", "_")[:40]

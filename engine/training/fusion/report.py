@@ -20,7 +20,7 @@ def validate(doc: Doc, rqs: list, proj, learned: FusionWeights, k: int,
 
     from engine.routing.fused import RouterUnavailable, route_on_evidence
     from engine.routing.hits import gold_regions, routing_hit
-    from engine.routing.router import RoutingTree
+    from engine.routing.routing_tree import RoutingTree
 
     rt = RoutingTree.from_tree(doc.tree, doc.memories, 0, doc.evidence)
     regions = [gold_regions(doc.tree, [{g} for g in doc.queries[r].gold]) for r in rows]

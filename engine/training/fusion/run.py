@@ -26,7 +26,7 @@ def run(cfg: FusionConfig, memories: str = "write", ship: bool | None = None,
     from engine.memory.backbone import load_backbone
     from engine.memory.parts import load_or_init_parts
     from engine.routing.dense import load_encoder
-    from engine.routing.router import RoutingTree
+    from engine.routing.routing_tree import RoutingTree
     from engine.settings import Settings
 
     t_start = time.perf_counter()
