@@ -18,7 +18,8 @@ from engine.training.fusion.features import (query_kinds, kind_counts, build_fea
 from engine.training.fusion.fit import fit, to_weights
 from engine.training.fusion.report import decide, report_markdown, validate
 
-DESCRIPTION = "Learning the fusion of the routing channels (``engine.routing.fusion.FusionWeights``)."
+DESCRIPTION = (
+    "Learning the fusion of the routing channels (``engine.routing.fusion.FusionWeights``).")
 
 
 def run(cfg: FusionConfig, memories: str = "write", ship: bool | None = None,
