@@ -6,7 +6,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from engine.training.config import ROOT, TrainConfig, resolve_folders
+
 SHIPPED = ROOT / "assets" / "fusion.json"
 KINDS = ("heading", "generated", "sentence")
 
@@ -45,17 +46,10 @@ class FusionConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "FusionConfig":
-        raw = tomllib.loads(Path(path).read_text())
-        for key in ("data_dir", "shared_dir", "out_dir"):
-            if key in raw:
-                p = Path(raw[key])
-                raw[key] = p if p.is_absolute() else ROOT / p
-        return cls(**raw)
+        return cls(**resolve_folders(tomllib.loads(Path(path).read_text())))
 
     def train_config(self):
         """The training-data code's view of this recipe (query making and its cache)."""
-        from engine.training.config import TrainConfig
-
         return TrainConfig(packages=self.packages, documents=self.documents,
                            validation=self.validation, stages=[], data_dir=self.data_dir,
                            shared_dir=self.shared_dir, out_dir=self.out_dir,

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
+from engine.training.config import config_from_args
 from engine.training.fusion.config import SHIPPED, FusionConfig, log
-from engine.training.fusion.features import (query_kinds, kind_counts, build_features,
-                                             prepare_documents, query_features, route_queries)
+from engine.training.fusion.features import (build_features, kind_counts, prepare_documents,
+                                             query_features, query_kinds, route_queries)
 from engine.training.fusion.fit import fit, to_weights
 from engine.training.fusion.report import decide, report_markdown, validate
 
@@ -129,13 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="only write the documents' memories into the cache (a background job "
                          "beside a run with --memories cached)")
     args = ap.parse_args(argv)
-    try:
-        cfg = FusionConfig.from_toml(args.config)
-    except (OSError, ValueError, TypeError) as e:
-        print(f"error: bad config {args.config}: {e}", file=sys.stderr)
+    cfg = config_from_args(FusionConfig, args.config, args.out)
+    if cfg is None:
         return 2
-    if args.out:
-        cfg.out_dir = Path(args.out).resolve()
     report = run(cfg, memories=args.memories, ship=False if args.no_ship else None,
                  memories_only=args.memories_only)
     if report:
