@@ -21,6 +21,8 @@ N_CH = len(CHANNELS)
 
 @dataclass
 class Doc:
+    """One training or held-out document with what the features and the validation read."""
+
     key: str
     path: Path
     sha: str
