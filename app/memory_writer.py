@@ -1,5 +1,5 @@
-"""Phase two of ingest in the background: the app's memory worker (engine/worker.py) in a daemon
-thread, a worker like ``manual-explorer-engine worker`` and any number of them on one library.
+"""Phase two of ingest in the background: the app's memory worker (engine/memory/worker.py) in a
+daemon thread, a worker like ``manual-explorer-engine worker``; any number of them on one library.
 
 Uploads queue their document as a job in the library; whichever worker claims it writes it (this
 process's thread, another replica's, or a worker on its own machine), one document at a time per
@@ -14,9 +14,8 @@ from __future__ import annotations
 import threading
 import time
 
-from engine.ingest import write_document_memories
+from engine.ingest import memory_worker as runtime_worker, write_document_memories
 from engine.runtime import Runtime
-from engine.worker import MemoryWorker
 from storage import MemoryJobs
 
 IDLE_POLL_S = 0.2  # how often ``wait_idle`` looks at the library's open jobs
@@ -31,7 +30,7 @@ class MemoryWriter:
         self._write = write  # replaceable (tests hold a write back)
         self.jobs = MemoryJobs(rt.library)
         self.enabled = rt.settings.app_worker
-        self.worker = MemoryWorker(rt, write=self._call_write)
+        self.worker = runtime_worker(rt, write=self._call_write)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -65,8 +64,9 @@ class MemoryWriter:
         self.jobs.cancel(doc_id)
 
     def state(self, doc_id: int) -> tuple[str, tuple[int, int] | None]:
-        """From the library: ("writing", (done, total) its holder last reported) | ("queued",
-        None) (waiting, or held by a worker that stopped beating) | ("failed", None) | ("", None)."""
+        """From the library: ("writing", (done, total) its holder last reported) |
+        ("queued", None) (waiting, or held by a worker that stopped beating) |
+        ("failed", None) | ("", None)."""
         job = self.jobs.get(doc_id, self.rt.fingerprint)
         if job is None or job.state == "done":
             return "", None

@@ -148,18 +148,18 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """Write the memories the library's jobs ask for (engine/worker.py) until stopped (SIGTERM
-    or Ctrl-C give the current job back), or with ``--until-idle`` until none is left."""
+    """Write the memories the library's jobs ask for (engine/memory/worker.py) until stopped
+    (SIGTERM or Ctrl-C give the current job back), or with ``--until-idle`` until none is left."""
     import signal
 
+    from engine.ingest import memory_worker
     from engine.runtime import Runtime
-    from engine.worker import MemoryWorker
 
     settings = _settings(args).with_(job_lease_s=args.lease_s, worker_poll_s=args.poll_s)
     rt = Runtime.load(settings)
-    worker = MemoryWorker(rt)
+    worker = memory_worker(rt)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-    log = logging.getLogger("engine.worker")
+    log = logging.getLogger("engine.memory.worker")
     log.info("memory worker %s (fingerprint %s)", worker.holder, rt.fingerprint)
     worker.enqueue_incomplete()
     try:

@@ -164,9 +164,9 @@ class Settings:
     # when the library lacks it, with example questions on the Ask tab. H2MT_EXAMPLES=0 turns
     # both off (the engine itself never reads this).
     examples: bool = True
-    # Memory writing as shared work (engine/worker.py, storage/jobs.py): a worker's lease on a
-    # document's job, renewed at every write batch; a holder silent this long (killed or hung)
-    # has its job taken over by another worker. Several times one batch's time.
+    # Memory writing as shared work (engine/memory/worker.py, storage/jobs.py): a worker's lease
+    # on a document's job, renewed at every write batch; a holder silent this long (killed or
+    # hung) has its job taken over by another worker. Several times one batch's time.
     job_lease_s: float = 120.0
     # How often an idle worker looks for a job (an upload in this process wakes its own at once).
     worker_poll_s: float = 2.0

@@ -17,11 +17,9 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable
+from typing import Callable, Protocol
 
-from engine.ingest import write_document_memories
-from engine.runtime import Runtime
-from storage import DocumentNotFound, LeaseLost, MemoryJob, MemoryJobs
+from storage import DocumentNotFound, Library, LeaseLost, MemoryJob, MemoryJobs
 
 log = logging.getLogger(__name__)
 
@@ -37,22 +35,31 @@ def holder_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+class WriteFn(Protocol):
+    """Writes one document's missing memories (``engine.ingest.write_document_memories`` over a
+    runtime), reporting ``progress(done, total)`` and storing each finished height with
+    ``store(memories)``; milliseconds spent."""
+
+    def __call__(self, doc_id: int, progress: Callable[..., None],
+                 store: Callable[[dict], None]) -> float: ...
+
+
 class MemoryWorker:
-    """Claims and writes memory jobs under the runtime's fingerprint until stopped.
+    """Claims and writes the library's memory jobs under ``fingerprint`` until stopped.
 
-    ``write`` is ``write_document_memories`` (replaceable for tests that hold a write back);
-    ``on_progress(doc_id, done, total)`` sees every progress report (the app's live view)."""
+    ``write`` writes one document (``WriteFn``; ``engine.ingest.memory_worker`` builds a worker
+    over a runtime); ``lease_s``: the lease renewed at every batch; ``poll_s``: the pause of an
+    idle worker between looks for work."""
 
-    def __init__(self, rt: Runtime, *, holder: str | None = None,
-                 write: Callable = write_document_memories,
-                 on_progress: Callable[[int, int, int], None] | None = None):
-        self.rt = rt
-        self.jobs = MemoryJobs(rt.library)
+    def __init__(self, library: Library, fingerprint: str, write: WriteFn, *, lease_s: float,
+                 poll_s: float, holder: str | None = None):
+        self.library = library
+        self.fingerprint = fingerprint
+        self.jobs = MemoryJobs(library)
         self.holder = holder or holder_name()
-        self.lease_s = rt.settings.job_lease_s
-        self.poll_s = rt.settings.worker_poll_s
+        self.lease_s = lease_s
+        self.poll_s = poll_s
         self.write = write
-        self.on_progress = on_progress
         self.current: MemoryJob | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -60,7 +67,7 @@ class MemoryWorker:
     # -- queueing -------------------------------------------------------------------------------
     def enqueue(self, doc_id: int) -> bool:
         """Queue the document's memories (a job in the library); wakes this worker."""
-        queued = self.jobs.enqueue(doc_id, self.rt.fingerprint)
+        queued = self.jobs.enqueue(doc_id, self.fingerprint)
         self._wake.set()
         return queued
 
@@ -68,7 +75,7 @@ class MemoryWorker:
         """Queue every document whose memories are incomplete under the runtime's fingerprint
         and that has no open job (uploads interrupted before they queued, older libraries,
         ``ingest --text-only``)."""
-        lib, fp = self.rt.library, self.rt.fingerprint
+        lib, fp = self.library, self.fingerprint
         docs = lib.list_documents()
         jobs = self.jobs.of_documents([d.id for d in docs], fp)
         queued = []
@@ -88,7 +95,7 @@ class MemoryWorker:
     # -- working --------------------------------------------------------------------------------
     def run_one(self) -> int | None:
         """Claim one free job and write it; its document id, or None when none was free."""
-        job = self.jobs.claim(self.rt.fingerprint, self.holder, self.lease_s)
+        job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s)
         if job is None:
             return None
         self.current = job
@@ -104,14 +111,12 @@ class MemoryWorker:
                 last[0] = now
                 self.jobs.beat(job, self.holder, self.lease_s, done, total)
                 log.info("memories #%d %d/%d", job.doc_id, done, total)
-            if self.on_progress is not None:
-                self.on_progress(job.doc_id, done, total)
 
         def store(new: dict) -> None:
             self.jobs.add_memories(job, self.holder, self.lease_s, new)
 
         try:
-            self.write(job.doc_id, self.rt, progress, store=store)
+            self.write(job.doc_id, progress, store)
         except (LeaseLost, DocumentNotFound):
             log.info("memories #%d: no longer this worker's (taken over or deleted)", job.doc_id)
         except Stopped:
@@ -132,7 +137,7 @@ class MemoryWorker:
         while not self._stop.is_set():
             if self.run_one() is not None:
                 continue
-            if until_idle and self.jobs.open_count(self.rt.fingerprint) == 0:
+            if until_idle and self.jobs.open_count(self.fingerprint) == 0:
                 return
             self._wake.wait(self.poll_s)
             self._wake.clear()

@@ -1,7 +1,8 @@
-"""The memory worker (engine/worker.py) in one process, on a SQLite library with the tiny
-backbone: two workers share the queued documents and write each node once, a failing document
-is marked failed while the worker goes on, a stopped worker gives its job back. The
-multi-process version (replicas, kill -9, PostgreSQL) is tests/test_replicas.py."""
+"""The memory worker (engine/memory/worker.py, built by engine.ingest.memory_worker) in one
+process, on a SQLite library with the tiny backbone: two workers share the queued documents and
+write each node once, a failing document is marked failed while the worker goes on, a stopped
+worker gives its job back. The multi-process version (replicas, kill -9, PostgreSQL) is
+tests/test_replicas.py."""
 from __future__ import annotations
 
 import threading
@@ -37,10 +38,10 @@ def _docs(rt, tmp_path, n: int) -> list[int]:
 
 
 def test_two_workers_share_the_documents_and_write_each_node_once(rt, tmp_path):
-    from engine.worker import MemoryWorker
+    from engine.ingest import memory_worker
 
     docs = _docs(rt, tmp_path, 4)
-    workers = [MemoryWorker(rt, holder=f"w{i}") for i in range(2)]
+    workers = [memory_worker(rt, holder=f"w{i}") for i in range(2)]
     assert workers[0].enqueue_incomplete() == docs
     assert workers[1].enqueue_incomplete() == []  # already queued
     written: dict[str, list[int]] = {w.holder: [] for w in workers}
@@ -65,8 +66,7 @@ def test_two_workers_share_the_documents_and_write_each_node_once(rt, tmp_path):
 
 
 def test_a_failing_document_fails_alone_and_a_stopped_worker_gives_its_job_back(rt, tmp_path):
-    from engine.ingest import write_document_memories
-    from engine.worker import MemoryWorker
+    from engine.ingest import memory_worker, write_document_memories
 
     bad, good = _docs(rt, tmp_path, 2)
 
@@ -75,7 +75,7 @@ def test_a_failing_document_fails_alone_and_a_stopped_worker_gives_its_job_back(
             raise RuntimeError("disk full")
         return write_document_memories(doc_id, rt_, progress, **kw)
 
-    w = MemoryWorker(rt, write=write)
+    w = memory_worker(rt, write=write)
     w.enqueue(bad)
     w.enqueue(good)
     w.run(until_idle=True)
@@ -85,13 +85,13 @@ def test_a_failing_document_fails_alone_and_a_stopped_worker_gives_its_job_back(
     assert w.enqueue(bad)  # an upload of the same file queues it again
 
     def stop_at_first_batch(doc_id, rt_, progress, **kw):
-        w.stop()
+        stopping.stop()
         return write_document_memories(doc_id, rt_, progress, **kw)
 
-    w.write = stop_at_first_batch
-    assert w.run_one() == bad
+    stopping = memory_worker(rt, write=stop_at_first_batch)
+    assert stopping.run_one() == bad
     job = w.jobs.get(bad, rt.fingerprint)
     assert job.state == "pending" and job.holder is None  # given back: another takes it at once
-    other = MemoryWorker(rt)
+    other = memory_worker(rt)
     other.run(until_idle=True)
     assert rt.library.memory_progress(bad, rt.fingerprint).complete
