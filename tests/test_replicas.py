@@ -138,7 +138,8 @@ def cluster(tiny_model_dir, tmp_path_factory):
 def _client(url: str):
     from gradio_client import Client
 
-    return Client(url, verbose=False)
+    # generous: on a loaded machine a request's POST can wait long for the server's thread
+    return Client(url, verbose=False, httpx_kwargs={"timeout": 300})
 
 
 def _upload(client, path: Path) -> int:
