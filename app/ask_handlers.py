@@ -136,7 +136,7 @@ def clear_before_ask(s: AppState, t: AskTab, req: AskRequest) -> dict:
     """The last answer's notes and page view, cleared when a request is asked (no stale
     comparison while asking); a request the validator refuses keeps them."""
     if req.refused(s.settings):
-        return {}
+        return left_as_shown([*t.view_outputs(), *t.page_outputs()])
     hidden = gr.update(value=None, visible=False)
     return {t.notice: "", t.agree_md: "", t.agree_table: [], t.evidence_table: [],
             t.evidence_note: "", t.text_btn: gr.update(visible=False), t.page_head: PAGE_HINT,
@@ -155,7 +155,14 @@ def show_view(s: AppState, t: AskTab, view: ViewState) -> dict:
              t.evidence_note: view.evidence_note,
              t.text_btn: None if view.offer_text is None
              else gr.update(visible=view.offer_text)}
-    return {c: v for c, v in shown.items() if v is not None}
+    return {**left_as_shown(t.view_outputs()),
+            **{c: v for c, v in shown.items() if v is not None}}
+
+
+def left_as_shown(components: list) -> dict:
+    """Each of ``components`` kept as the page shows it. Gradio reads an empty dict as one
+    output value, not as "no update", so a handler that may change nothing names them."""
+    return {c: gr.skip() for c in components}
 
 
 # -- selecting a row ------------------------------------------------------------------------------
