@@ -77,3 +77,26 @@ def test_an_upload_shows_one_progress_bar_on_the_indexing_status(config):
                   if c["props"].get("elem_id") == "index-status")
     assert len(dep["outputs"]) > 1  # it updates the library and the pickers too ...
     assert dep["show_progress_on"] == [status]  # ... but shows its bar on the status alone
+
+
+def test_asks_in_flight_is_the_answer_queues_limit(tiny_backbone, tiny_parts, tmp_path):
+    """H2MT_MAX_ASKS_IN_FLIGHT sets the concurrency limit of every answer event (past it an ask
+    waits in Gradio's queue, with its position shown)."""
+    from app.ui import build_app
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+    from storage import Library
+
+    settings = Settings.from_env({"H2MT_DATA_DIR": str(tmp_path), "H2MT_MAX_ASKS_IN_FLIGHT": "3"})
+    assert settings.max_asks_in_flight == 3
+    with pytest.raises(ValueError, match="positive"):
+        Settings(max_asks_in_flight=0)
+    rt = Runtime(settings, tiny_backbone, tiny_parts, Library(settings.database_url))
+    try:
+        demo = build_app(rt)
+    finally:
+        rt.library.close()
+    answer = [fn for fn in demo.fns.values() if fn.concurrency_id == "answer"]
+    assert len(answer) >= 3  # the ask button, the question's enter, the compare tab
+    assert {fn.concurrency_limit for fn in answer} == {3}
+    assert any(fn.api_name == "ask" for fn in answer)

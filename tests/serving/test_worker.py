@@ -61,7 +61,7 @@ def test_real_model_answers_decoded_together_equal_the_unbatched_ones(real_backb
     """Four questions of different lengths, float32 on the CPU: two start together, two join
     while they decode; every answer's tokens and stop reason are those of ``generate``."""
     bb = real_backbone
-    max_new = 40
+    max_new = 32
     embeds = [prompt_embeds(bb, q) for q in QUESTIONS]
     expected = [unbatched(bb, e, max_new) for e in embeds]
     worker = GenerationWorker(bb.model, max_batch=8)
