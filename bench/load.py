@@ -1,6 +1,7 @@
 """Load and soak of the app through its HTTP API, the way scripts would use it (gradio_client).
 
     python -m bench.load [--clients 8] [--requests 25] [--soak 300] [--port 7870]
+    python -m bench.load --clients 0 --soak 0 --together 8 [--answers 4] [--answer-tokens 128]
 
 1. Prepares a fresh data folder and stores one manual in it (both ingest phases, by the CLI),
    then starts the app (``app.py``) as its own process on that folder.
@@ -14,7 +15,15 @@
    after the warm-up (the first tenth), at the end, and the least-squares slope over the asks
    after the warm-up in MB per 100 asks (flat is the goal).
 
-Answers are capped at ``--max-new-tokens`` (16) so that the run measures the app, not decoding.
+4. Together (``--together N``): text-mode answers of up to ``--answer-tokens`` (128) tokens,
+   first one client alone asking ``--answers`` questions one after another, then N clients
+   asking ``--answers`` each at once (after one warm-up ask). Reported: the median wait of an
+   answer alone and together, their ratio, and the answers per minute of each phase (answers
+   over the phase's wall time). The goal of issue 35: ratio at most 3 with 8 clients, zero
+   errors, and 8 clients' throughput at least 3 times one client's.
+
+Answers are capped at ``--max-new-tokens`` (16) so that the load and the soak measure the app,
+not decoding (the together phase uses ``--answer-tokens``).
 """
 from __future__ import annotations
 
@@ -184,12 +193,68 @@ def run_load(args, url: str, doc: str, node_doc: int, data: Path, report: Report
         print(f"  error in {o.kind}: {o.error}")
 
 
+def answer_phase(url: str, doc: str, clients: int, answers: int, tokens: int,
+                 report: Report) -> float:
+    """``clients`` clients at once, each asking ``answers`` text-mode questions one after
+    another; returns the phase's wall time (s)."""
+    from gradio_client import Client
+
+    start = threading.Barrier(clients + 1)
+
+    def one(i: int) -> None:
+        client = Client(url, verbose=False)
+        start.wait()
+        for r in range(answers):
+            q = QUESTIONS[(i + r) % len(QUESTIONS)]
+            timed(report, "answer", client.predict, *ask_args(doc, q, "text", tokens),
+                  api_name="/ask")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def run_together(args, url: str, doc: str) -> None:
+    """One client alone, then ``args.together`` clients at once (module docstring, step 4)."""
+    from gradio_client import Client
+
+    Client(url, verbose=False).predict(*ask_args(doc, QUESTIONS[0], "text", args.answer_tokens),
+                                       api_name="/ask")  # warm-up: caches, first pass
+    phases = []
+    for clients in (1, args.together):
+        report = Report()
+        wall = answer_phase(url, doc, clients, args.answers, args.answer_tokens, report)
+        t = [o.seconds for o in report.outcomes]
+        errors = sum(o.error is not None for o in report.outcomes)
+        phases.append((clients, statistics.median(t), len(t) / wall * 60, errors))
+        print(f"together: {clients} client(s) x {args.answers} text answers of up to "
+              f"{args.answer_tokens} tokens in {wall:.1f} s: median wait "
+              f"{statistics.median(t):.2f} s, max {max(t):.2f} s, "
+              f"{len(t) / wall * 60:.1f} answers per minute, {errors} errors", flush=True)
+        for o in [o for o in report.outcomes if o.error][:5]:
+            print(f"  error: {o.error}")
+    (_, alone, tput1, _), (n, many, tputn, _) = phases
+    print(f"together: median wait with {n} clients / alone = {many / alone:.2f}; throughput "
+          f"with {n} / alone = {tputn / tput1:.2f}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--clients", type=int, default=8, help="0: the soak alone")
     ap.add_argument("--requests", type=int, default=25)
     ap.add_argument("--soak", type=int, default=300)
     ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--together", type=int, default=0,
+                    help="clients answering at once, compared with one client alone (0: off)")
+    ap.add_argument("--answers", type=int, default=4,
+                    help="text answers each client asks in the together phases")
+    ap.add_argument("--answer-tokens", type=int, default=128,
+                    help="max new tokens of the together phases' answers")
     ap.add_argument("--port", type=int)
     ap.add_argument("--keep", action="store_true", help="keep the data folder")
     ap.add_argument("--rss-out", type=Path,
@@ -218,6 +283,8 @@ def main(argv: list[str] | None = None) -> None:
         doc, node_doc = "1", 1  # the manual stored before any client connected
 
         report = Report()
+        if args.together:
+            run_together(args, url, doc)
         if args.clients > 0:
             run_load(args, url, doc, node_doc, data, report)
         if args.soak:
