@@ -256,6 +256,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--answer-tokens", type=int, default=128,
                     help="max new tokens of the together phases' answers")
     ap.add_argument("--port", type=int)
+    ap.add_argument("--manual", type=Path, default=CORPUS / MANUAL,
+                    help="the manual stored before the clients connect (default: %(default)s)")
     ap.add_argument("--keep", action="store_true", help="keep the data folder")
     ap.add_argument("--rss-out", type=Path,
                     help="write the soak's resident memory after every ask here (one line per "
@@ -269,9 +271,9 @@ def main(argv: list[str] | None = None) -> None:
     env = dict(os.environ, H2MT_DATA_DIR=str(data), GRADIO_ANALYTICS_ENABLED="False",
                PYTHONUNBUFFERED="1", H2MT_EXAMPLES="1" if args.examples else "0")
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "engine", "ingest", str(CORPUS / MANUAL), "--quiet"],
+    subprocess.run([sys.executable, "-m", "engine", "ingest", str(args.manual), "--quiet"],
                    cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    print(f"stored {MANUAL} with its memories in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"stored {args.manual.name} with its memories in {time.perf_counter() - t0:.0f} s", flush=True)
     port = args.port or _free_port()
     url = f"http://127.0.0.1:{port}/"
     log = open(data / "app.log", "w")
