@@ -2,9 +2,9 @@
 
 Asks submit a ``GenerationRequest`` and get a ``Ticket``. One thread per model runs the loop:
 take the requests waiting (up to ``max_batch`` sequences in all), prefill each alone and add it
-to the running batch (``engine.serving.batch``), run one decoding step for the whole batch,
-give every sequence its token (streamed to its own streamer), and let the sequences that
-ended go; a cancelled ticket leaves before the next step. Decoding a small model on a CPU is
+to a running batch of sequences of about its length (``engine.serving.batch``), run one
+decoding step for each batch, give every sequence its token (streamed to its own streamer),
+and let the sequences that ended go; a cancelled ticket leaves before the next step. Decoding a small model on a CPU is
 bound by reading its weights for every step, so a step for eight sequences costs little more
 than a step for one.
 
@@ -41,6 +41,12 @@ from engine.serving.batch import DecodeBatch, Row
 from engine.serving.request import GenerationOutcome, GenerationRequest, Ticket
 
 log = logging.getLogger(__name__)
+
+# A sequence joins a running batch whose cache is at most this many times longer or shorter
+# than its own, else it starts a batch of its own (each batch is one step per round): a
+# full-mode prompt of thousands of tokens would otherwise pad every short text answer of the
+# batch to its length, in memory and in every step's attention.
+LENGTH_RATIO = 2
 
 
 class GenerationWorker:
@@ -106,29 +112,29 @@ class GenerationWorker:
             return taken
 
     def _run(self) -> None:
-        batch: DecodeBatch | None = None
+        batches: list[DecodeBatch] = []
         try:
             with torch.no_grad():
                 while not self._closed:
-                    room = self.max_batch - (len(batch) if batch else 0)
-                    for ticket in self._take(room, block=batch is None):
-                        batch = self._admit(ticket, batch)
-                    if batch is not None:
-                        batch = self._step(batch)
-                    self.active = len(batch) if batch else 0
+                    room = self.max_batch - self.active
+                    for ticket in self._take(room, block=not batches):
+                        self._admit(ticket, batches)
+                    batches = [b for b in batches if self._step(b)]
+                    self.active = sum(len(b) for b in batches)
         finally:
             error = RuntimeError("the generation worker stopped")
-            for row in batch.rows if batch else []:
+            for row in [r for b in batches for r in b.rows]:
                 self._end(row, None, error)
             with self._wakeup:
                 while self._waiting:
                     self._waiting.popleft().fail(error)
 
-    def _admit(self, ticket: Ticket, batch: DecodeBatch | None) -> DecodeBatch | None:
-        """Prefill the request alone, choose its first token and add it to the batch."""
+    def _admit(self, ticket: Ticket, batches: list[DecodeBatch]) -> None:
+        """Prefill the request alone, choose its first token and add it to the batch of
+        sequences of about its length (``LENGTH_RATIO``), or start one."""
         if ticket.cancelled:
             ticket.finish(GenerationOutcome([], ticket.request.prompt_length, None, "cancelled"))
-            return batch
+            return
         row = None
         try:
             row, cache, logits = self._prefill(ticket)
@@ -138,14 +144,16 @@ class GenerationWorker:
                 self._end(row, None, e)
             else:
                 ticket.fail(e)
-            return batch
+            return
         if stop is not None:
             self._end(row, stop)
-        elif batch is None:
-            batch = DecodeBatch(row, cache)
-        else:
-            batch.join(row, cache)
-        return batch
+            return
+        self.active += 1
+        for batch in batches:
+            if max(batch.length, row.cached) <= LENGTH_RATIO * min(batch.length, row.cached):
+                batch.join(row, cache)
+                return
+        batches.append(DecodeBatch(row, cache))
 
     def _prefill(self, ticket: Ticket) -> tuple[Row, DynamicCache, torch.Tensor]:
         """The prompt's forward pass alone, as ``generate`` runs it (all-ones mask, fresh cache,
@@ -180,8 +188,9 @@ class GenerationWorker:
             return "cancelled"
         return row.push(row.choose(logits[0]), logits[0])
 
-    def _step(self, batch: DecodeBatch) -> DecodeBatch | None:
-        """One decoding step of the batch; the rows that end (or fail) leave it."""
+    def _step(self, batch: DecodeBatch) -> bool:
+        """One decoding step of the batch; the rows that end (or fail) leave it. False when
+        none is left."""
         keep = []
         live = []
         for i, row in enumerate(batch.rows):  # a client that went away leaves before the step
@@ -191,14 +200,14 @@ class GenerationWorker:
                 live.append(i)
         batch.keep(live)
         if not live:
-            return None
+            return False
         try:
             logits = batch.step(self.model)
         except Exception as e:  # a failed step fails every sequence in it
             log.exception("generation step failed")
             for row in batch.rows:
                 self._end(row, None, e)
-            return None
+            return False
         for i, row in enumerate(batch.rows):
             try:
                 stop = self._advance(row, logits[i:i + 1])
@@ -210,7 +219,7 @@ class GenerationWorker:
             else:
                 self._end(row, stop)
         batch.keep(keep)
-        return batch if keep else None
+        return bool(keep)
 
     @staticmethod
     def _end(row: Row, stop: str | None, error: BaseException | None = None) -> None:

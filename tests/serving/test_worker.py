@@ -93,7 +93,8 @@ def tiny(tiny_backbone):
 def test_loop_stop_and_memory_slots_in_one_batch(tiny):
     """A random tiny model loops: the loop stop ends it where ``generate`` does. A memory-mode
     prompt (slots, LoRA, gate loops that fire) prefilled alone and then decoded beside text
-    prompts gives ``generate``'s tokens and loop counts."""
+    prompts gives ``generate``'s tokens and loop counts; so does a prompt too long to share
+    their batch."""
     torch.manual_seed(5)
     aligner = ArcAligner.for_model(tiny.model, gated_layers=(0,), max_loops=3)
     with torch.no_grad():
@@ -107,7 +108,9 @@ def test_loop_stop_and_memory_slots_in_one_batch(tiny):
     memory = torch.cat([texts[0][:5], slots, texts[0][5:]])
     slot_mask = torch.zeros(len(memory), dtype=torch.bool)
     slot_mask[5:8] = True
-    cases = [(e, {}) for e in texts] + [(memory, dict(slot_mask=slot_mask, aligner=aligner))]
+    long = torch.cat([texts[1]] * 3)  # over twice as long: decoded in a batch of its own
+    cases = [(e, {}) for e in [*texts, long]] + [(memory, dict(slot_mask=slot_mask,
+                                                               aligner=aligner))]
     expected = [unbatched(tiny, e, 60, **kw) for e, kw in cases]
     assert expected[-1][1].loops is not None and expected[-1][1].loops.sum() > 0
     worker = GenerationWorker(tiny.model, max_batch=8)
