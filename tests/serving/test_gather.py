@@ -67,8 +67,7 @@ def test_minilm_questions_gathered_equal_each_alone():
 
 @pytest.mark.parametrize("fraction", [0.5, 1.0])
 def test_query_vectors_gathered_equal_each_alone(tiny_backbone, tiny_parts, fraction):
-    from engine.routing.query_gather import gathered_query_vector
-    from engine.routing.router import query_vector
+    from engine.routing.query import gathered_query_vector, query_vector
 
     alone = [query_vector(q, tiny_backbone, tiny_parts, fraction) for q in QUESTIONS]
     gathered = together(lambda q: gathered_query_vector(q, tiny_backbone, tiny_parts, fraction),
