@@ -10,13 +10,15 @@ than a step for one.
 
 Memory mode. The ArcAligner's selective LoRA and slot gates act only in the armed forward (the
 prefill, whose length equals the slot mask's); decoding steps pass through its wrappers
-unchanged (engine.memory.aligner, "KV cache" and "slots"). So a memory-mode sequence is
+unchanged (engine.memory.aligner and gated_layer, "KV cache"). So a memory-mode sequence is
 prefilled alone, with its slots armed in the worker's thread (the slot context is
 thread-local), exactly as an unbatched ``generate`` prefills it, and its gate loops and loop
 counts stay its own; from its first decoding step on it is an ordinary cached sequence and
-shares the batch with text and full-mode sequences. Batching the prefills of memory-mode
-sequences would not be sound as the aligner stands: its prefix re-run is cut at the last slot
-position of the whole batch and its loop counts are gathered per armed forward.
+shares the batch with text and full-mode sequences. Prefills are not batched, in any mode: the
+gate's updates are per slot and its loop counts per row, so a batched memory prefill would be
+the same arithmetic, but a left-padded prefill differs from the prompt alone in the last digits
+(the masked attention and matrix kernels change with the shape), and greedy answers must stay
+those of the unbatched path; and a batch's gate loops would all wait for its slowest slot.
 
 Why not transformers' continuous batching (``generate_batch`` / ``init_continuous_batching``,
 transformers 5.23): it runs on this CPU and its greedy tokens matched ``generate`` on two
