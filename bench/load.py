@@ -273,7 +273,8 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "engine", "ingest", str(args.manual), "--quiet"],
                    cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    print(f"stored {args.manual.name} with its memories in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"stored {args.manual.name} with its memories in {time.perf_counter() - t0:.0f} s",
+          flush=True)
     port = args.port or _free_port()
     url = f"http://127.0.0.1:{port}/"
     log = open(data / "app.log", "w")

@@ -36,7 +36,8 @@ class _Round:
 class Gatherer(Generic[T, R]):
     """Runs ``run(items) -> results`` (in order) for the items of callers that meet."""
 
-    def __init__(self, run: Callable[[list[T]], list[R]], key: Callable[[T], Hashable] = lambda item: None,
+    def __init__(self, run: Callable[[list[T]], list[R]],
+                 key: Callable[[T], Hashable] = lambda item: None,
                  window_s: float = WINDOW_S, max_items: int = 32) -> None:
         self.run, self.key, self.window_s, self.max_items = run, key, window_s, max_items
         self._lock = threading.Lock()

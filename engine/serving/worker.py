@@ -4,9 +4,9 @@ Asks submit a ``GenerationRequest`` and get a ``Ticket``. One thread per model r
 take the requests waiting (up to ``max_batch`` sequences in all), prefill each alone and add it
 to a running batch of sequences of about its length (``engine.serving.batch``), run one
 decoding step for each batch, give every sequence its token (streamed to its own streamer),
-and let the sequences that ended go; a cancelled ticket leaves before the next step. Decoding a small model on a CPU is
-bound by reading its weights for every step, so a step for eight sequences costs little more
-than a step for one.
+and let the sequences that ended go; a cancelled ticket leaves before the next step. Decoding
+a small model on a CPU is bound by reading its weights for every step, so a step for eight
+sequences costs little more than a step for one.
 
 Memory mode. The ArcAligner's selective LoRA and slot gates act only in the armed forward (the
 prefill, whose length equals the slot mask's); decoding steps pass through its wrappers
