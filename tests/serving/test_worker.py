@@ -1,4 +1,4 @@
-"""The generation worker against the unbatched path (engine.answer.modes.generate): greedy
+"""The generation worker against the unbatched path (engine.answer.decoding.generate): greedy
 tokens, stop reasons and gate loops identical for asks decoded together, joining and leaving
 between steps; cancellation; the time limit."""
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from engine.answer.guard import GuardedStreamer, RepeatStop
-from engine.answer.modes import SYSTEM_PROMPT, chat_parts, generate
+from engine.answer.decoding import generate
+from engine.answer.prompts import SYSTEM_PROMPT, chat_parts
 from engine.memory.aligner import ArcAligner
 from engine.serving.request import GenerationRequest
 from engine.serving.worker import GenerationWorker
