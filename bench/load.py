@@ -194,7 +194,7 @@ def run_load(args, url: str, doc: str, node_doc: int, data: Path, report: Report
 
 
 def answer_phase(url: str, doc: str, clients: int, answers: int, tokens: int,
-                 report: Report) -> float:
+                 report: Report, http: dict) -> float:
     """``clients`` clients at once, each asking ``answers`` text-mode questions one after
     another; returns the phase's wall time (s)."""
     from gradio_client import Client
@@ -202,7 +202,7 @@ def answer_phase(url: str, doc: str, clients: int, answers: int, tokens: int,
     start = threading.Barrier(clients + 1)
 
     def one(i: int) -> None:
-        client = Client(url, verbose=False)
+        client = Client(url, verbose=False, httpx_kwargs=http)
         start.wait()
         for r in range(answers):
             q = QUESTIONS[(i + r) % len(QUESTIONS)]
@@ -223,12 +223,14 @@ def run_together(args, url: str, doc: str) -> None:
     """One client alone, then ``args.together`` clients at once (module docstring, step 4)."""
     from gradio_client import Client
 
-    Client(url, verbose=False).predict(*ask_args(doc, QUESTIONS[0], "text", args.answer_tokens),
-                                       api_name="/ask")  # warm-up: caches, first pass
+    # gradio_client's own HTTP calls (the queue join) time out after 5 s unless told otherwise
+    http = {"timeout": args.http_timeout} if args.http_timeout else {}
+    Client(url, verbose=False, httpx_kwargs=http).predict(
+        *ask_args(doc, QUESTIONS[0], "text", args.answer_tokens), api_name="/ask")  # warm-up
     phases = []
     for clients in (1, args.together):
         report = Report()
-        wall = answer_phase(url, doc, clients, args.answers, args.answer_tokens, report)
+        wall = answer_phase(url, doc, clients, args.answers, args.answer_tokens, report, http)
         t = [o.seconds for o in report.outcomes]
         errors = sum(o.error is not None for o in report.outcomes)
         phases.append((clients, statistics.median(t), len(t) / wall * 60, errors))
@@ -256,6 +258,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--answer-tokens", type=int, default=128,
                     help="max new tokens of the together phases' answers")
     ap.add_argument("--port", type=int)
+    ap.add_argument("--http-timeout", type=float,
+                    help="seconds the together phases' clients wait for an HTTP reply (default: "
+                         "gradio_client's own, 5 s for joining the queue)")
+    ap.add_argument("--library", type=Path,
+                    help="a data folder kept (--keep) by an earlier run, holding the manual: no "
+                         "new ingest, and the folder is left as it is")
     ap.add_argument("--manual", type=Path, default=CORPUS / MANUAL,
                     help="the manual stored before the clients connect (default: %(default)s)")
     ap.add_argument("--keep", action="store_true", help="keep the data folder")
@@ -267,14 +275,15 @@ def main(argv: list[str] | None = None) -> None:
                          "soak measures the app answering, not a one-off memory write)")
     args = ap.parse_args(argv)
 
-    data = Path(tempfile.mkdtemp(prefix="h2mt-load-"))
+    data = args.library or Path(tempfile.mkdtemp(prefix="h2mt-load-"))
     env = dict(os.environ, H2MT_DATA_DIR=str(data), GRADIO_ANALYTICS_ENABLED="False",
                PYTHONUNBUFFERED="1", H2MT_EXAMPLES="1" if args.examples else "0")
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "engine", "ingest", str(args.manual), "--quiet"],
-                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    print(f"stored {args.manual.name} with its memories in {time.perf_counter() - t0:.0f} s",
-          flush=True)
+    if args.library is None:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "engine", "ingest", str(args.manual), "--quiet"],
+                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+        print(f"stored {args.manual.name} with its memories in {time.perf_counter() - t0:.0f} s",
+              flush=True)
     port = args.port or _free_port()
     url = f"http://127.0.0.1:{port}/"
     log = open(data / "app.log", "w")
@@ -318,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
-        if args.keep:
+        if args.keep or args.library is not None:
             print(f"data folder kept: {data}")
         else:
             shutil.rmtree(data, ignore_errors=True)
