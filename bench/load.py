@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="max new tokens of the together phases' answers")
     ap.add_argument("--port", type=int)
     ap.add_argument("--http-timeout", type=float,
-                    help="seconds the together phases' clients wait for an HTTP reply (default: "
+                    help="seconds the together and soak clients wait for an HTTP reply (default: "
                          "gradio_client's own, 5 s for joining the queue)")
     ap.add_argument("--library", type=Path,
                     help="a data folder kept (--keep) by an earlier run, holding the manual: no "
@@ -302,7 +302,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.soak:
             from gradio_client import Client
 
-            client = Client(url, verbose=False)
+            http = {"timeout": args.http_timeout} if args.http_timeout else {}
+            client = Client(url, verbose=False, httpx_kwargs=http)
             rss, soak = [], Report()
             rss_out = open(args.rss_out, "w") if args.rss_out else None
             for n in range(args.soak):
