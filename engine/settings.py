@@ -160,6 +160,10 @@ class Settings:
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0
+    # The most asks answered at once (the app's answer queue, and the sequences one model's
+    # generation worker decodes together, engine.serving.worker). Past it an ask waits in the
+    # app's queue, which shows its position; nothing is dropped or times out for waiting.
+    max_asks_in_flight: int = 8
     # The app's example manual (app/examples.py): indexed in the background on the first start
     # when the library lacks it, with example questions on the Ask tab. H2MT_EXAMPLES=0 turns
     # both off (the engine itself never reads this).
@@ -241,7 +245,7 @@ class Settings:
 
 
 _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
-               "max_nodes", "max_question_chars")
+               "max_nodes", "max_question_chars", "max_asks_in_flight")
 _FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s")
 _BOOL_FIELDS = ("examples", "app_worker")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
