@@ -30,7 +30,6 @@ from storage.errors import DocumentNotFound, MissingMemories, StaleMemories, Sto
 
 log = logging.getLogger(__name__)
 
-ANSWER_CONCURRENCY = 2  # answers generated at once (indexing has its own queue of one)
 SOURCE_CACHE = 4  # source files (PDF bytes) kept in memory for the page view
 ALL = "all"
 READY = "ready"

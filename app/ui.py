@@ -47,16 +47,6 @@ __all__ = ["build_app", "HISTORY_ROWS", "LIBRARY_COLUMNS", "MemoryWriter", "memo
 MEMORY_POLL_S = 3.0  # how often the page asks how far the background memory writer is
 
 
-def limit_answers(demo: gr.Blocks, limit: int) -> None:
-    """At most ``limit`` asks answered at once (``H2MT_MAX_ASKS_IN_FLIGHT``): the concurrency
-    limit of every event in the "answer" queue (the Ask and Compare tabs). Gradio reads it when
-    the queue first sees the event, so setting it here, before launch, is what it uses; asks
-    past it wait in that queue and see their position."""
-    for fn in demo.fns.values():
-        if fn.concurrency_id == "answer":
-            fn.concurrency_limit = limit
-
-
 def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int | None = None,
               examples: bool = False) -> gr.Blocks:
     """The app over ``rt``; limits come from ``rt.settings`` (the keywords override two).
@@ -98,7 +88,6 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         compare_tab.wire(s, cmp)
         if s.examples:
             example_questions.wire(s, demo, hint, pickers_out, ask.inputs.doc)
-    limit_answers(demo, rt.settings.max_asks_in_flight)
     s.writer.resume_incomplete()  # memories interrupted by a crash or a restart
     if s.examples:
         s.examples.start()  # the example manual, indexed in the background if missing

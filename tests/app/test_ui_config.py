@@ -127,6 +127,6 @@ def test_asks_in_flight_is_the_answer_queues_limit(tiny_backbone, tiny_parts, tm
     finally:
         rt.library.close()
     answer = [fn for fn in demo.fns.values() if fn.concurrency_id == "answer"]
-    assert len(answer) >= 3  # the ask button, the question's enter, the compare tab
+    assert len(answer) >= 2  # the ask chain (button and enter, one gr.on), the compare tab
     assert {fn.concurrency_limit for fn in answer} == {3}
     assert any(fn.api_name == "ask" for fn in answer)
