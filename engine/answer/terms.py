@@ -8,8 +8,9 @@ kind and its character span):
 - ``identifier``: ``snake_case``, ``camelCase`` and ``LaTeX``, letters with digits (``why3``,
   ``x86_64``), dotted names (``reportlab.lib.enums``, ``std::vector``), a name before ``(``;
 - ``acronym``: capital letters alone (``CMYK``, ``PDF``);
-- ``number``: ``0``, ``1.5``, ``1,000``, ``2.3.1`` (a list marker such as ``1.`` at a line's start
-  is not one; ``10ms`` and ``-1`` are not read as numbers);
+- ``number``: ``0``, ``1.5``, ``.2``, ``1,000``, ``2.3.1`` (a list marker such as ``1.`` at a
+  line's start and a block number such as ``[2]`` are not; ``10ms`` and ``-1`` are not read as
+  numbers);
 - ``quoted``: a single word in quotes (``'ignore'``, TeX's `` `ignore' ``);
 - ``code``: every name, word and number of a code span (`` `opam install why3` ``, fenced blocks;
   comments after ``#`` left out); ``operator``: ``<<<``, ``%>%``, ``:=`` in code or standing alone.
@@ -50,7 +51,7 @@ _EXTENSIONS = frozenset(
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.S)  # a fenced block (``` then a line break)
 _TICK = re.compile(r"```([^`\n]+)```|`([^`\n]+)`")  # inline, single or triple backticks
 _COMMENT = re.compile(r"(?m)(?:^|\s)#\s.*$")  # a comment inside code: prose, not terms
-_LIST_MARK = re.compile(r"(?m)^\s*\d+[.)](?=\s)")
+_LIST_MARK = re.compile(r"(?m)^\s*\d+[.)](?=\s)|\[\d+\]")  # "1." at a line's start, "[2]"
 _B = r"(?<![\w\-\\./])"  # a term starts after no word character, dash, backslash, dot or slash
 _NUM_END = r"(?!\w|\.\d|,\d{3}(?!\d))"
 _NUM = r"(?<![\w\-.])(?<!\d,)(?:\d{1,3}(?:,\d{3})+|\d*\.?\d+(?:\.\d+)*)" + _NUM_END  # .2 too

@@ -163,3 +163,27 @@ def test_real_manual_gold_resolves(shared_dir, corpus_tree):
     for r in rows:
         for g in manual_gold(tree, r["gold"]):
             assert len(g) == 1, r["id"]
+
+
+def test_answer_terms_is_the_recall_of_the_references_key_terms():
+    from bench.metrics import answer_terms
+
+    ref = "Use \\patchcmd with --prefix; it returns 1."
+    assert answer_terms(ref, "Call \\patchcmd, then --prefix and 1.") == 1.0
+    assert answer_terms(ref, "Use \\pretocmd and --prefix.") == 1 / 3
+    assert answer_terms("Just patch it.", "anything") is None
+
+
+def test_check_rates_split_held_answers_by_the_flag():
+    from bench.metrics import check_rates
+
+    rows = [{"flagged": True, "answer_terms": 0.0}, {"flagged": True, "answer_terms": 1.0},
+            {"flagged": False, "answer_terms": 1.0}, {"flagged": False, "answer_terms": 0.5},
+            {"flagged": False, "answer_terms": 0.25}, {"flagged": True, "answer_terms": None},
+            {"flagged": None, "answer_terms": 1.0}]
+    got = check_rates(rows)
+    assert got["n"] == 6 and got["n_flagged"] == 3 and got["flagged"] == 0.5
+    assert got["n_judged"] == 5 and got["n_held"] == 3
+    assert got["held_flagged"] == 0.5 and got["held_unflagged"] == 2 / 3
+    assert got["flagged_of_held"] == 1 / 3
+    assert check_rates([])["flagged"] is None
