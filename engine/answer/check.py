@@ -124,8 +124,8 @@ def unsupported_terms(answer: str, sources: str) -> tuple[list[Unsupported], int
     """Rule 1: the answer's terms that ``sources`` (one text) does not hold, and how many terms
     were looked up."""
     norm = terms.normalize(sources)
-    whole = [(s, e) for s, e in terms.code_spans(answer)
-             if terms.contains(norm, terms.normalize(answer[s:e]))]
+    whole = [(c.body_start, c.body_end) for c in terms.code_spans(answer)
+             if terms.contains(norm, terms.normalize(answer[c.body_start:c.body_end]))]
     out, checked = [], 0
     for t in terms.find_terms(answer):
         if t.kind in UNCHECKED_KINDS or (t.kind == "code" and t.key in STOP_WORDS):

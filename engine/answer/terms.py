@@ -199,15 +199,28 @@ def find_terms(text: str) -> list[Term]:
     return sorted(found, key=lambda t: t.start)
 
 
-def code_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of the code in ``text``: fenced blocks' bodies and inline backticks."""
+@dataclass(frozen=True)
+class CodeSpan:
+    """Code in a text: the whole span with its backticks, its body, and whether it is a fenced
+    block."""
+
+    start: int
+    end: int
+    body_start: int
+    body_end: int
+    block: bool
+
+
+def code_spans(text: str) -> list[CodeSpan]:
+    """The code of ``text`` in order: fenced blocks and inline backticks."""
     scan = text or ""
-    spans = [(m.start(1), m.end(1)) for m in _FENCE.finditer(scan)]
+    spans = [CodeSpan(m.start(), m.end(), m.start(1), m.end(1), True)
+             for m in _FENCE.finditer(scan)]
     rest = _FENCE.sub(lambda m: " " * len(m.group()), scan)
     for m in _TICK.finditer(rest):
         g = 1 if m.group(1) is not None else 2
-        spans.append((m.start(g), m.end(g)))
-    return sorted(spans)
+        spans.append(CodeSpan(m.start(), m.end(), m.start(g), m.end(g), False))
+    return sorted(spans, key=lambda c: c.start)
 
 
 def key_terms(text: str) -> list[str]:
