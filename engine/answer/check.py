@@ -10,8 +10,9 @@ the question. Three rules, each a reason to flag the answer:
    A code span found whole is supported; else each of its tokens is looked up. Left out:
    capital-letter acronyms (``PDF``, ``CMYK``: the model writes them from its own vocabulary,
    and a passage rarely spells out the format it is about) and English stop words inside code
-   (``with`` in ``plot sin(x) with lines``). What no source holds is returned with its
-   character span in the answer.
+   (``with`` in ``plot sin(x) with lines``), and the last term of an answer cut at the token
+   limit (often a name cut short). What no source holds is returned with its character span in
+   the answer.
 2. Denied coverage. The answer says that the manual, the context or the sections do not cover
    the question (``DENIALS``) while a quote, a passage above the confidence threshold, is shown.
 3. A conflicting number. Narrowly: the question asks for a quantity (``QUANTITY``: "how many",
@@ -120,15 +121,19 @@ def _join(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def unsupported_terms(answer: str, sources: str) -> tuple[list[Unsupported], int]:
+def unsupported_terms(answer: str, sources: str, cut: bool = False
+                      ) -> tuple[list[Unsupported], int]:
     """Rule 1: the answer's terms that ``sources`` (one text) does not hold, and how many terms
-    were looked up."""
+    were looked up. ``cut``: generation stopped at the token limit, so a term at the very end
+    may be a name cut short and is left out."""
     norm = terms.normalize(sources)
     whole = [(c.body_start, c.body_end) for c in terms.code_spans(answer)
              if terms.contains(norm, terms.normalize(answer[c.body_start:c.body_end]))]
     out, checked = [], 0
     for t in terms.find_terms(answer):
         if t.kind in UNCHECKED_KINDS or (t.kind == "code" and t.key in STOP_WORDS):
+            continue
+        if cut and t.end >= len(answer.rstrip()):
             continue
         checked += 1
         if any(s <= t.start and t.end <= e for s, e in whole):
@@ -169,10 +174,11 @@ def number_conflict(answer: str, quote: str, question: str) -> NumberConflict | 
 
 
 def check_answer(answer: str, sources: list[str], question: str,
-                 quote: str | None = None) -> Check:
+                 quote: str | None = None, cut: bool = False) -> Check:
     """The three rules on ``answer``: ``sources`` are the texts the reader was given (memory
-    mode: the routed sections' text); ``quote`` is the shown quote's text (None: none shown)."""
-    found, checked = unsupported_terms(answer, "\n".join([*sources, quote or "", question]))
+    mode: the routed sections' text); ``quote`` is the shown quote's text (None: none shown);
+    ``cut``: generation stopped at the token limit (the answer without the cut notice)."""
+    found, checked = unsupported_terms(answer, "\n".join([*sources, quote or "", question]), cut)
     return Check(unsupported=found, checked=checked,
                  denies_coverage=quote is not None and denies_coverage(answer),
                  number_conflict=number_conflict(answer, quote, question) if quote else None)

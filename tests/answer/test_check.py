@@ -246,3 +246,11 @@ def test_a_name_absent_from_the_context_is_flagged_wherever_it_stands(contexts, 
     start = answer.index(name)
     assert Unsupported(name, "identifier", start, start + len(name)) in check_answer(
         answer, [context], "?").unsupported
+
+
+def test_a_term_cut_short_by_the_token_limit_is_left_out():
+    answer = "Set reportlab.rl_config and then reportlab.loc"
+    ctx = ["reportlab.rl_config and reportlab.local_settings"]
+    assert [u.term for u in check_answer(answer, ctx, "?").unsupported] == ["reportlab.loc"]
+    assert check_answer(answer, ctx, "?", cut=True).unsupported == []
+    assert check_answer("Use --frob here", ctx, "?", cut=True).unsupported[0].term == "--frob"
