@@ -186,4 +186,7 @@ def test_check_rates_split_held_answers_by_the_flag():
     assert got["n_judged"] == 5 and got["n_held"] == 3
     assert got["held_flagged"] == 0.5 and got["held_unflagged"] == 2 / 3
     assert got["flagged_of_held"] == 1 / 3
+    assert got["recall_flagged"] == 0.5 and got["recall_unflagged"] == 1.75 / 3
+    some = check_rates(rows, held_at=1e-9)  # at least one key term
+    assert some["n_held"] == 4 and some["held_unflagged"] == 1.0 and some["flagged_of_held"] == 0.25
     assert check_rates([])["flagged"] is None
