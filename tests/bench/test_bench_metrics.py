@@ -190,3 +190,17 @@ def test_check_rates_split_held_answers_by_the_flag():
     some = check_rates(rows, held_at=1e-9)  # at least one key term
     assert some["n_held"] == 4 and some["held_unflagged"] == 1.0 and some["flagged_of_held"] == 0.25
     assert check_rates([])["flagged"] is None
+
+
+def test_the_check_table_has_one_row_per_checked_mode():
+    from bench.qa import check_table
+
+    rows = [{"set": "s", "mode": "text", "flagged": True, "answer_terms": 0.0},
+            {"set": "s", "mode": "text", "flagged": False, "answer_terms": 1.0},
+            {"set": "s", "mode": "memory", "flagged": False, "answer_terms": 0.25},
+            {"set": "s", "mode": "route", "flagged": None, "answer_terms": None}]
+    table = check_table(rows, "s").splitlines()
+    assert len(table) == 4 and table[2].startswith("| memory | 1 | 0 (0.0%)")
+    assert table[3] == ("| text | 2 | 1 (50.0%) | 0.0 / 100.0 | 0.0 / 100.0 | 0.0 (1) "
+                        "| 0.0 / 100.0 | 0.0 (1) |")
+    assert check_table(rows, "other") == ""
