@@ -66,10 +66,10 @@ def folded(line: str, body: str) -> str:
             "</details>")
 
 
-def answer_markdown(text: str, check: dict | None, fold_line: str | None = None) -> str:
-    """What the answer box shows: ``text`` with the unsupported terms of ``check`` (the
-    Answer's ``unsupported`` JSON) highlighted, folded under ``fold_line`` when one is given
-    (the check's line, or why a degenerate output is no answer)."""
-    spans = [(u["start"], u["end"]) for u in (check or {}).get("unsupported", [])]
+def answer_markdown(text: str, unsupported: list[dict], fold_line: str | None = None) -> str:
+    """The answer as shown: ``text`` with its ``unsupported`` terms (the Answer's JSON list:
+    term, kind, start, end) highlighted, folded under ``fold_line`` when one is given (the
+    check's line)."""
+    spans = [(u["start"], u["end"]) for u in unsupported]
     body = marked_answer(text, spans)
     return folded(fold_line, body) if fold_line else body

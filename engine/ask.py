@@ -183,8 +183,10 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
     cut = result is not None and result.cut and not trimmed
     check = None
     if result is not None:  # what the answer names, against what its model was given
+        # stopped by a limit or the repetition stop, not by the model: the text may end mid-name
+        stopped = result.stop != "eos" and not trimmed
         check = check_answer(text, list(step.sources), req.question,
-                             quote.text if quote is not None else None, cut=cut)
+                             quote.text if quote is not None else None, cut=stopped)
     if cut:
         text = f"{text} (cut at {result.generated_tokens} tokens)"
     return Answer(text=text, mode=mode.name, cited=citations, gate=gate, metrics=metrics,

@@ -10,8 +10,8 @@ the question. Three rules, each a reason to flag the answer:
    A code span found whole is supported; else each of its tokens is looked up. Left out:
    capital-letter acronyms (``PDF``, ``CMYK``: the model writes them from its own vocabulary,
    and a passage rarely spells out the format it is about) and English stop words inside code
-   (``with`` in ``plot sin(x) with lines``), and the last term of an answer cut at the token
-   limit (often a name cut short). What no source holds is returned with its character span in
+   (``with`` in ``plot sin(x) with lines``), and the last term of an answer that generation
+   stopped (the token limit, the time limit or the repetition stop: often a name cut short). What no source holds is returned with its character span in
    the answer.
 2. Denied coverage. The answer says that the manual, the context or the sections do not cover
    the question (``DENIALS``) while a quote, a passage above the confidence threshold, is shown.
@@ -124,8 +124,8 @@ def _join(names: list[str]) -> str:
 def unsupported_terms(answer: str, sources: str, cut: bool = False
                       ) -> tuple[list[Unsupported], int]:
     """Rule 1: the answer's terms that ``sources`` (one text) does not hold, and how many terms
-    were looked up. ``cut``: generation stopped at the token limit, so a term at the very end
-    may be a name cut short and is left out."""
+    were looked up. ``cut``: generation was stopped (not ended by the model), so a term at the
+    very end may be a name cut short and is left out."""
     norm = terms.normalize(sources)
     whole = [(c.body_start, c.body_end) for c in terms.code_spans(answer)
              if terms.contains(norm, terms.normalize(answer[c.body_start:c.body_end]))]
@@ -177,7 +177,8 @@ def check_answer(answer: str, sources: list[str], question: str,
                  quote: str | None = None, cut: bool = False) -> Check:
     """The three rules on ``answer``: ``sources`` are the texts the reader was given (memory
     mode: the routed sections' text); ``quote`` is the shown quote's text (None: none shown);
-    ``cut``: generation stopped at the token limit (the answer without the cut notice)."""
+    ``cut``: generation was stopped by a limit or the repetition stop, not ended by the model
+    (``answer`` without the cut notice)."""
     found, checked = unsupported_terms(answer, "\n".join([*sources, quote or "", question]), cut)
     return Check(unsupported=found, checked=checked,
                  denies_coverage=quote is not None and denies_coverage(answer),
