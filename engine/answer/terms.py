@@ -48,7 +48,9 @@ _EXTENSIONS = frozenset(
     "sh bash zsh csh bat exe so dll a o gz tgz zip tar bz2 xz jar java rb pl pm go rs lua m "
     "afm pfb ttf otf mk cmake opam lock patch diff".split())
 
-_FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.S)  # a fenced block (``` then a line break)
+# a fenced block (``` then a line break); one left open (an answer cut short) runs to the end,
+# as Markdown reads it
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
 _TICK = re.compile(r"```([^`\n]+)```|`([^`\n]+)`")  # inline, single or triple backticks
 _COMMENT = re.compile(r"(?m)(?:^|\s)#\s.*$")  # a comment inside code: prose, not terms
 _LIST_MARK = re.compile(r"(?m)^\s*\d+[.)](?=\s)|\[\d+\]")  # "1." at a line's start, "[2]"

@@ -34,15 +34,21 @@ def test_a_term_in_code_becomes_html_code_with_the_mark_inside():
     assert md.endswith("\nDone.")
 
 
+def test_a_term_in_a_fence_left_open_is_marked_as_code():
+    text = "Use it:\n```r\nx = data_frame_to_list(y"
+    s = text.index("data_frame_to_list")
+    md = marked_answer(text, [(s, s + len("data_frame_to_list"))])
+    assert md == "Use it:\n\n<pre><code>x = <mark>data_frame_to_list</mark>(y</code></pre>\n"
+
+
 def test_an_unflagged_answer_is_its_text():
-    assert answer_markdown("Use `\\patchcmd`.", {"unsupported": []}) == "Use `\\patchcmd`."
-    assert answer_markdown("x", None) == "x"
+    assert answer_markdown("Use `\\patchcmd`.", []) == "Use `\\patchcmd`."
 
 
 def test_a_flagged_answer_is_folded_under_its_line():
     answer = "Pass --frob to ngspice."
     check = check_answer(answer, ["ngspice reads a netlist."], "How?").as_json()
-    md = answer_markdown(answer, check, check["line"])
+    md = answer_markdown(answer, check["unsupported"], check["line"])
     assert md.startswith('<details class="answer-fold"><summary>The model&#x27;s answer names '
                          "--frob, which the manual&#x27;s passages do not contain.</summary>")
     assert "Pass <mark>--frob</mark> to ngspice." in md and md.endswith("</details>")

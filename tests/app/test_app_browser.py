@@ -729,16 +729,21 @@ CLEAN_Q = "How do I read data from a file into a data frame?"
 
 def _ask_and_wait(page, rt, doc_id: int, question: str) -> object:
     """Asks ``question`` in text mode at 128 tokens and returns its query-log record once the
-    page shows the final answer (the evidence note comes with it)."""
+    engine has logged it and the page shows the final answer (folded or in the answer box)."""
+    import time
+
     n = len(rt.library.list_queries(doc_id))
     page.locator("#ask-question textarea").fill(question)
     page.locator("#ask-button").click()
-    page.wait_for_function(
-        "() => (document.querySelector('#evidence-note')?.innerText || '').trim().length > 0",
-        timeout=TIMEOUT_MS)
-    page.wait_for_timeout(300)
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while len(rt.library.list_queries(doc_id)) == n and time.monotonic() < deadline:
+        time.sleep(1)
     log = rt.library.list_queries(doc_id)
     assert len(log) == n + 1 and log[-1].question == question
+    page.wait_for_function(
+        "(answer) => document.querySelector('#answer-fold details') || "
+        "(document.querySelector('#answer-text textarea')?.value || '').trim() === answer",
+        arg=log[-1].answer.strip(), timeout=TIMEOUT_MS)
     return log[-1]
 
 
