@@ -15,6 +15,13 @@
    after the warm-up in MB per 100 asks (flat is the goal).
 
 Answers are capped at ``--max-new-tokens`` (16) so that the run measures the app, not decoding.
+
+Replicas (``--replicas N --db URL``, N >= 2, one PostgreSQL database): N app processes on the
+one library, writing no memories themselves (``H2MT_APP_WORKER=0``), and one memory worker
+(``python -m engine worker``). Manual r of ``REPLICA_MANUALS`` is uploaded through replica r;
+once the worker has written their memories, client i talks to replica i mod N and asks only
+about the manual uploaded through the next replica, so every answer is about a manual another
+process stored. The soak (if any) asks replica 0 about replica 1's manual.
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ QUESTIONS = [
     "How are C structs mapped to OCaml records?",
 ]
 MODES = ("text", "memory", "route", "full", "flat")
+REPLICA_MANUALS = (MANUAL, "etoolbox-manual.pdf")  # uploaded through replica 0, 1, 0, ...
 
 
 @dataclass
@@ -164,12 +172,15 @@ def summarise(report: Report) -> list[str]:
     return lines
 
 
-def run_load(args, url: str, doc: str, node_doc: int, data: Path, report: Report) -> None:
-    """The load phase: ``args.clients`` fresh clients at once, ``args.requests`` each."""
+def run_load(args, targets: list[tuple[str, str, int]], data: Path, report: Report) -> None:
+    """The load phase: ``args.clients`` fresh clients at once, ``args.requests`` each; client i
+    talks to ``targets[i % len(targets)]`` = (app URL, manual asked about, manual of /node)."""
     barrier = threading.Barrier(args.clients)
-    threads = [threading.Thread(target=client_run, args=(url, i, doc, node_doc, args.requests,
-                                                         args.max_new_tokens, data, report,
-                                                         barrier)) for i in range(args.clients)]
+    threads = []
+    for i in range(args.clients):
+        url, doc, node_doc = targets[i % len(targets)]
+        threads.append(threading.Thread(target=client_run, args=(
+            url, i, doc, node_doc, args.requests, args.max_new_tokens, data, report, barrier)))
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -182,6 +193,48 @@ def run_load(args, url: str, doc: str, node_doc: int, data: Path, report: Report
     print("\n".join(summarise(report)))
     for o in errors[:10]:
         print(f"  error in {o.kind}: {o.error}")
+
+
+def start_replicas(args, env: dict, data: Path,
+                   procs: list[subprocess.Popen]) -> tuple[list[str], list[str]]:
+    """``args.replicas`` apps and one memory worker on ``args.db`` (appended to ``procs``,
+    apps first); manual r of ``REPLICA_MANUALS`` uploaded through replica r, its memories
+    written by the worker. The apps' URLs and the manuals' ids."""
+    from gradio_client import Client, handle_file
+
+    env = dict(env, H2MT_DB_URL=args.db, H2MT_APP_WORKER="0")
+    urls = []
+    for r in range(args.replicas):
+        port = _free_port()
+        urls.append(f"http://127.0.0.1:{port}/")
+        procs.append(subprocess.Popen([sys.executable, "app.py", "--port", str(port)],
+                                      cwd=ROOT, env=env, stdout=open(data / f"app{r}.log", "w"),
+                                      stderr=subprocess.STDOUT))
+    procs.append(subprocess.Popen([sys.executable, "-m", "engine", "worker"], cwd=ROOT, env=env,
+                                  stdout=open(data / "worker.log", "w"), stderr=subprocess.STDOUT))
+    for url, proc in zip(urls, procs):
+        _wait_up(url, proc)
+        print(f"replica up at {url} (pid {proc.pid})", flush=True)
+    t0 = time.perf_counter()
+    docs = []
+    for r, url in enumerate(urls):
+        name = REPLICA_MANUALS[r % len(REPLICA_MANUALS)]
+        table = Client(url, verbose=False).predict([handle_file(str(CORPUS / name))],
+                                                   api_name="/ingest")[1]
+        docs.append(next(str(row[0]) for row in table["data"] if row[2] == name))
+        print(f"{name} uploaded through replica {r} as #{docs[-1]}", flush=True)
+    client = Client(urls[-1], verbose=False)
+    while True:  # the worker writes the memories (memory and flat modes need them)
+        rows = [row for row in client.predict(api_name="/library")[0]["data"]
+                if str(row[0]) in docs]
+        if rows and all("ready" in map(str, row) for row in rows):
+            break
+        if procs[-1].poll() is not None:
+            raise SystemExit(f"the memory worker exited with {procs[-1].returncode}")
+        time.sleep(5)
+    print(f"memories of {len(docs)} manuals written by the worker in "
+          f"{time.perf_counter() - t0:.0f} s (uploads included)", flush=True)
+    return urls, docs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -198,11 +251,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--examples", action="store_true",
                     help="let the app index its example manual in the background (off: the "
                          "soak measures the app answering, not a one-off memory write)")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="app processes on one library (2 or more need --db; the load phase "
+                         "only, no soak)")
+    ap.add_argument("--db", help="SQLAlchemy URL of an empty library every replica and the "
+                                 "worker share (PostgreSQL)")
     args = ap.parse_args(argv)
+    if args.replicas > 1 and not args.db:
+        ap.error("--replicas needs --db (one PostgreSQL database for every replica)")
 
     data = Path(tempfile.mkdtemp(prefix="h2mt-load-"))
     env = dict(os.environ, H2MT_DATA_DIR=str(data), GRADIO_ANALYTICS_ENABLED="False",
                PYTHONUNBUFFERED="1", H2MT_EXAMPLES="1" if args.examples else "0")
+    if args.replicas > 1:
+        return run_replicas(args, env, data)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "engine", "ingest", str(CORPUS / MANUAL), "--quiet"],
                    cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -219,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
 
         report = Report()
         if args.clients > 0:
-            run_load(args, url, doc, node_doc, data, report)
+            run_load(args, [(url, doc, node_doc)], data, report)
         if args.soak:
             from gradio_client import Client
 
@@ -250,6 +312,36 @@ def main(argv: list[str] | None = None) -> None:
         log.close()
         if args.keep:
             print(f"data folder kept: {data}")
+        else:
+            shutil.rmtree(data, ignore_errors=True)
+
+
+def run_replicas(args, env: dict, data: Path) -> None:
+    """The load phase against ``args.replicas`` apps on one library (module docstring)."""
+    procs: list[subprocess.Popen] = []
+    try:
+        urls, docs = start_replicas(args, env, data, procs)
+        n = len(urls)
+        # client i on replica i mod n asks about the manual uploaded through replica i+1 mod n
+        targets = [(urls[r], docs[(r + 1) % n], int(docs[(r + 1) % n])) for r in range(n)]
+        for r, (url, doc, _) in enumerate(targets):
+            print(f"clients on replica {r} ask about #{doc} (uploaded through replica "
+                  f"{(r + 1) % n})", flush=True)
+        report = Report()
+        if args.clients > 0:
+            run_load(args, targets, data, report)
+        for r, p in enumerate(procs[:n]):
+            print(f"replica {r}: RSS {_rss_mb(p.pid):.0f} MB", flush=True)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if args.keep:
+            print(f"data folder kept (logs): {data}")
         else:
             shutil.rmtree(data, ignore_errors=True)
 

@@ -164,6 +164,15 @@ class Settings:
     # when the library lacks it, with example questions on the Ask tab. H2MT_EXAMPLES=0 turns
     # both off (the engine itself never reads this).
     examples: bool = True
+    # Memory writing as shared work (engine/memory/worker.py, storage/jobs.py): a worker's lease
+    # on a document's job, renewed at every write batch; a holder silent this long (killed or
+    # hung) has its job taken over by another worker. Several times one batch's time.
+    job_lease_s: float = 120.0
+    # How often an idle worker looks for a job (an upload in this process wakes its own at once).
+    worker_poll_s: float = 2.0
+    # The app runs a memory worker in a thread (a lone laptop process as before); 0 leaves the
+    # writing to ``manual-explorer-engine worker`` processes elsewhere (app replicas).
+    app_worker: bool = True
 
     @property
     def checkpoint_path(self) -> Path | None:
@@ -233,8 +242,8 @@ class Settings:
 
 _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
                "max_nodes", "max_question_chars")
-_FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s")
-_BOOL_FIELDS = ("examples",)
+_FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s")
+_BOOL_FIELDS = ("examples", "app_worker")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
