@@ -21,6 +21,7 @@ import gradio as gr
 
 from app.answer_view import (cited_rows, evidence_rows, evidence_summary, figures, generating_md,
                              metrics_md, page_outputs, quote_outputs, route_views)
+from app.answer_fold import answer_markdown
 from app.ask_history import history_rows
 from app.ask_request import AskRequest
 from app.pages import Line
@@ -60,7 +61,9 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest):
             rv.summary["generating"] = opts.mode not in ("route", "quote")
             rv.summary["quote"] = ev.quote.as_json() if ev.quote is not None else None
             quoted = ev.quote is not None or ev.not_covered
-            yield {t.answer: "", t.metrics: generating_md(opts, ev.route, ""),
+            yield {t.answer: gr.update(value="", visible=True),
+                   t.answer_fold: gr.update(value="", visible=False),
+                   t.metrics: generating_md(opts, ev.route, ""),
                    t.cited: cited_rows(ev.cited), **route_updates(t, rv), t.view: rv.view,
                    **quote_updates(t, *quote_outputs(s, ev.quote, ev.not_covered, opts.mode))}
         elif isinstance(ev, TokenChunk):
@@ -115,8 +118,22 @@ def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
                       cut_at=getattr(a, "cut_at", None), evidence=evidence,
                       answer=a.text, quote=quote.as_json() if quote is not None else None,
                       not_covered=getattr(a, "not_covered", False))
-    return {t.answer: shown, t.metrics: metrics_md(a), t.cited: cited_rows(a),
+    return {**answer_updates(t, a, shown), t.metrics: metrics_md(a), t.cited: cited_rows(a),
             **route_updates(t, rv), t.history: history_rows(s, doc), t.view: view}
+
+
+def answer_updates(t: AskTab, a, shown: str) -> dict:
+    """The answer box, or, for an answer the check flags (engine.answer.check), the answer
+    folded under the check's line with its unsupported terms marked (app/answer_fold.py): the
+    quote above it stays the first thing read. A degenerate output is already kept out of the
+    answer box (``shown`` says so and the notice holds it)."""
+    check = getattr(a, "check", None)
+    if check is None or not check.flagged or getattr(a, "degenerate", None):
+        return {t.answer: gr.update(value=shown, visible=True),
+                t.answer_fold: gr.update(value="", visible=False)}
+    body = answer_markdown(a.text, [asdict(u) for u in check.unsupported], check.line)
+    return {t.answer: gr.update(value=shown, visible=False),
+            t.answer_fold: gr.update(value=body, visible=True)}
 
 
 def validate_ask(s: AppState, t: AskTab, req: AskRequest) -> list:

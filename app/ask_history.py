@@ -54,7 +54,10 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData) -> dict:
             *metric_rows(rec.metrics or {})]
     metrics = "| metric | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
     logged = rec.settings or {}
-    out = {t.answer: rec.answer, t.metrics: metrics, t.inputs.question: rec.question}
+    # shown unfolded: the log keeps the answer, not what its model read
+    out = {t.answer: gr.update(value=rec.answer, visible=True),
+           t.answer_fold: gr.update(value="", visible=False), t.metrics: metrics,
+           t.inputs.question: rec.question}
     if rec.mode in MODE_HELP:
         out[t.inputs.mode] = rec.mode
     if logged.get("router") in ROUTER_LABELS:

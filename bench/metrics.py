@@ -124,3 +124,45 @@ def evidence_precision(rows: Iterable[dict], thresholds: Iterable[float], max_li
                     "answers": with_line / len(rows) if rows else None, "n": len(rows),
                     "correct": sum(1 for r in rows if (r.get("token_f1") or 0) >= correct_f1)})
     return out
+
+
+# -- the answer check ----------------------------------------------------------------------------
+
+# An answer holds the reference's key terms when it has at least this share of them (recall;
+# the benches report two bars: some of them, and at least half).
+HELD = (1e-9, 0.5)
+
+
+def answer_terms(reference: str, answer: str) -> float | None:
+    """Recall of the reference answer's key terms (``engine.answer.terms``) in ``answer``; None
+    when the reference has none."""
+    from engine.answer import terms
+
+    return terms.recall(terms.key_terms(reference), answer or "")
+
+
+def check_rates(rows: Iterable[dict], held_at: float = HELD[1]) -> dict:
+    """The answer check against the references, over generated rows with ``flagged`` (bool) and
+    ``answer_terms`` (``answer_terms``): ``flagged``, the share of answers flagged; ``held_flagged``
+    and ``held_unflagged``, how often a flagged and an unflagged answer holds the reference's key
+    terms (a recall of at least ``held_at``; rows whose reference has none are left out of
+    these); ``flagged_of_held``, the share of the answers holding them that are flagged;
+    ``recall_flagged`` and ``recall_unflagged``, the mean recall of each."""
+    rows = [r for r in rows if r.get("flagged") is not None]
+    judged = [r for r in rows if r.get("answer_terms") is not None]
+    held = [r for r in judged if r["answer_terms"] >= held_at]
+
+    def share(part: list, whole: list) -> float | None:
+        return len(part) / len(whole) if whole else None
+
+    flagged = [r for r in judged if r["flagged"]]
+    unflagged = [r for r in judged if not r["flagged"]]
+    return {"n": len(rows), "n_flagged": sum(1 for r in rows if r["flagged"]),
+            "flagged": share([r for r in rows if r["flagged"]], rows),
+            "n_judged": len(judged), "n_held": len(held),
+            "held_flagged": share([r for r in flagged if r["answer_terms"] >= held_at], flagged),
+            "held_unflagged": share([r for r in unflagged if r["answer_terms"] >= held_at],
+                                    unflagged),
+            "flagged_of_held": share([r for r in held if r["flagged"]], held),
+            "recall_flagged": mean(r["answer_terms"] for r in flagged),
+            "recall_unflagged": mean(r["answer_terms"] for r in unflagged)}

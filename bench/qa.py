@@ -35,7 +35,11 @@ scored without the " (cut at N tokens)" marker. Text-mode rows also carry ``evid
 score of every sentence of the packed sections against the answer (to choose the evidence
 threshold: ``--from-results`` prints its precision table). Every engine row carries ``quote_hit``
 (the quote's node is a gold node or inside its subtree; no quote counts as a miss), the quote's
-node and score. --resume keeps the rows of questions already in
+node and score. Every answer the engine generates carries the answer check (engine.answer.check):
+``flagged``, ``folded``, ``unsupported`` (the terms) and ``answer_terms`` (the recall of the
+reference answer's key terms, engine.answer.terms); the summary's check table gives per mode the
+share flagged and how often flagged and unflagged answers hold the reference's key terms
+(``bench.metrics.check_rates``). --resume keeps the rows of questions already in
 results.jsonl and runs the rest.
 
 Routing hit (../shared/bench/README.md): a gold item is reached when a selected (route) or
@@ -72,8 +76,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.baselines import BM25Index, DenseIndex, node_corpus
-from bench.metrics import (clean_reference, evidence_precision, gold_regions, manual_gold, mean,
-                           median, ordqa_gold, rouge_l, routing_hit, token_f1)
+from bench.metrics import (HELD, answer_terms, check_rates, clean_reference, evidence_precision,
+                           gold_regions, manual_gold, mean, median, ordqa_gold, rouge_l,
+                           routing_hit, token_f1)
 from bench.routers import FLAT, flat_rows, parse_router, router_row
 from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
 from engine.answer.guard import clean_answer, degeneracy
@@ -228,7 +233,8 @@ class Runner:
                 "prefill_tokens": None, "generated_tokens": None, "route_ms": None,
                 "scored": None, "peak_mem_mb": None, "degenerate": False, "cut": None,
                 "warning": None, "evidence": None, "quote_hit": None, "quote_score": None,
-                "quote_node": None}
+                "quote_node": None, "flagged": None, "folded": None, "unsupported": None,
+                "answer_terms": None}
 
     def engine_mode(self, q: Question, mode: str, k: int, gate: bool = True,
                     label: str | None = None) -> dict:
@@ -260,6 +266,11 @@ class Runner:
                        repetition_cut=ans.repetition_cut,
                        cut=ans.cut, warning=ans.warning, stop=ans.stop,
                        evidence=[[e.node_id, e.page, e.score, e.text] for e in ans.evidence])
+            if ans.check is not None:  # the answer check (engine.answer.check)
+                row.update(flagged=ans.check.flagged, folded=ans.folded,
+                           unsupported=[u.term for u in ans.check.unsupported],
+                           check_line=ans.check.line,
+                           answer_terms=answer_terms(q.answer, strip_cut_marker(ans.text)))
         else:
             row["ttft_ms"] = None  # no generation
         if ans.route is not None and mode in ROUTED_MODES:
@@ -470,6 +481,30 @@ def loss_table(rows: list[dict], set_name: str) -> str:
     return "\n".join(lines)
 
 
+def check_table(rows: list[dict], set_name: str) -> str:
+    """The answer check per mode (``bench.metrics.check_rates``): the share of answers flagged,
+    and how often flagged and unflagged answers hold the reference's key terms, at two bars
+    (some of them; at least half)."""
+    rows = [r for r in rows if r["set"] == set_name and r.get("flagged") is not None]
+    if not rows:
+        return ""
+    lines = ["| mode | answers | flagged | key-term recall: flagged / unflagged "
+             "| holds some: flagged / unflagged | of those holding some, flagged "
+             "| holds half: flagged / unflagged | of those holding half, flagged |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for m in sorted({r["mode"] for r in rows}):
+        rs = [r for r in rows if r["mode"] == m]
+        some, half = check_rates(rs, HELD[0]), check_rates(rs, HELD[1])
+        lines.append(
+            f"| {m} | {some['n']} | {some['n_flagged']} ({_f(some['flagged'], 100)}%) "
+            f"| {_f(some['recall_flagged'], 100)} / {_f(some['recall_unflagged'], 100)} "
+            f"| {_f(some['held_flagged'], 100)} / {_f(some['held_unflagged'], 100)} "
+            f"| {_f(some['flagged_of_held'], 100)} ({some['n_held']}) "
+            f"| {_f(half['held_flagged'], 100)} / {_f(half['held_unflagged'], 100)} "
+            f"| {_f(half['flagged_of_held'], 100)} ({half['n_held']}) |")
+    return "\n".join(lines)
+
+
 def summary_table(summ: dict, set_name: str) -> str:
     lines = ["| mode | questions (routed / generated) | hit rate | all gold reached | gold coverage "
              "| ctx hit | ROUGE-L F | token F1 | median TTFT ms | median prefill tok "
@@ -659,7 +694,7 @@ def main(argv: list[str] | None = None) -> None:
         md = [f"(re-summarised from {args.from_results}: {len({(r['set'], r['id']) for r in rows})} questions)", ""]
         for s in sorted({s for s, _ in summ}):
             md += [f"## {s}", "", summary_table(summ, s), "", routers_table(summ, s), "",
-                   loss_table(rows, s), ""]
+                   loss_table(rows, s), "", check_table(rows, s), ""]
         if any(r.get("evidence_all") for r in rows):
             table = evidence_precision(rows, [x / 100 for x in range(50, 96, 5)])
             md += ["## evidence threshold (text mode)", "",
@@ -769,6 +804,10 @@ def main(argv: list[str] | None = None) -> None:
           f"- wall time {time.perf_counter() - t_start:.0f} s", ""]
     for s in sorted({s for s, _ in summ}):
         md += [f"## {s}", "", summary_table(summ, s), ""]
+        if any(r.get("flagged") is not None for r in rows if r["set"] == s):
+            md += ["The answer check (engine.answer.check): answers flagged, and the reference's "
+                   "key terms (engine.answer.terms) in flagged and unflagged answers, in %:", "",
+                   check_table(rows, s), ""]
         if args.routers:
             md += [routers_table(summ, s), "", "Where the routes lost their gold:", "",
                    loss_table(rows, s), ""]

@@ -14,6 +14,7 @@ from typing import Iterator
 
 import torch
 
+from engine.answer.check import check_answer
 from engine.answer.decoding import Decoding, GenerationResult, Plan, Streamed
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.grounding import answer_evidence, find_quote
@@ -184,13 +185,19 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
             evidence = answer_evidence(rt, req.routing, req.trees, text, step.cited)
             metrics.evidence_ms = (time.perf_counter() - te) * 1e3
     cut = result is not None and result.cut and not trimmed
+    check = None
+    if result is not None:  # what the answer names, against what its model was given
+        # stopped by a limit or the repetition stop, not by the model: the text may end mid-name
+        stopped = result.stop != "eos" and not trimmed
+        check = check_answer(text, list(step.sources), req.question,
+                             quote.text if quote is not None else None, cut=stopped)
     if cut:
         text = f"{text} (cut at {result.generated_tokens} tokens)"
     return Answer(text=text, mode=mode.name, cited=citations, gate=gate, metrics=metrics,
                   route=shown, warning=" ".join(warnings) or None, evidence=evidence,
                   cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
                   stop=result.stop if result is not None else None, repetition_cut=trimmed,
-                  quote=quote, not_covered=quote is None)
+                  quote=quote, not_covered=quote is None, check=check)
 
 
 def generation_worker(rt: Runtime, plan: Plan) -> GenerationWorker:

@@ -51,7 +51,8 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     json.dumps(out)  # the CLI's --json object is serialisable
     assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
-                        "repetition_cut", "stop", "quote", "not_covered"}
+                        "repetition_cut", "stop", "quote", "not_covered", "unsupported",
+                        "folded", "check"}
     assert set(out["metrics"]) == {"ttft_ms", "total_ms", "route_ms", "prefill_tokens",
                                    "generated_tokens", "peak_mem_mb", "evidence_ms", "quote_ms",
                                    "query_vector_ms"}
@@ -70,6 +71,12 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
         assert scored and all(set(r["channels"]) == {"lexical", "dense", "memory"}
                               for r in scored)
         assert set(out["alternatives"]) == {"memory"}
+    if mode in ("route", "quote"):  # nothing generated: nothing to check
+        assert out["check"] is None and out["unsupported"] == [] and out["folded"] is False
+    else:  # the check's spans point into the answer (engine.answer.check)
+        assert set(out["check"]) == {"denies_coverage", "number_conflict", "flagged", "line"}
+        assert all(out["answer"][u["start"]:u["end"]] == u["term"] for u in out["unsupported"])
+        assert out["folded"] == (out["degenerate"] or out["check"]["flagged"])
     if mode == "route":
         assert out["answer"] == "" and out["metrics"]["generated_tokens"] == 0
     elif mode == "quote":

@@ -38,6 +38,23 @@ def routed_sections(routing, trees: dict, rids) -> Iterator[RoutedSection]:
             yield RoutedSection(rid, doc_id, node_id, tree, node)
 
 
+def routed_text(routing, trees: dict, rids) -> list[str]:
+    """The heading and body of each routed node in ``rids`` and of every node below it
+    (``readable`` ones only, each once): what their memories stand for, a parent's memory being
+    built from its children's (H2MT 3.2). Memory mode's answer is checked against it."""
+    seen: dict[tuple[int, int], str] = {}
+    for rid in rids:
+        doc_id, node_id = routing.origin[rid]
+        tree = trees.get(doc_id)
+        if tree is None:
+            continue
+        for i in sorted(tree.subtree_ids(node_id)):
+            n = tree.node(i)
+            if readable(n):
+                seen.setdefault((doc_id, i), n.local_text)
+    return list(seen.values())
+
+
 def heading_path(tree, node_id: int, levels: int = 3) -> str:
     """The node's headings below the manual's title, the last ``levels`` of them, " > "-joined."""
     titles = [n.title.strip() for n in tree.path(node_id)[1:] if n.title.strip()]

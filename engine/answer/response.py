@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from engine.answer.check import Check
 from engine.answer.evidence import EvidenceLine
 from engine.answer.quote import Quote
 from engine.routing.router import Route
@@ -59,6 +60,12 @@ class Answer:
     repetition_cut: bool = False  # a loop at the end was cut off (engine.answer.guard.trim_loop)
     quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.quote)
     not_covered: bool = False  # no sentence of the routed sections reached the threshold
+    check: Check | None = None  # the generated answer against its sources (engine.answer.check)
+
+    @property
+    def folded(self) -> bool:
+        """Shown folded under a line saying why: flagged by the check, or degenerate."""
+        return self.degenerate is not None or (self.check is not None and self.check.flagged)
 
     def as_json(self) -> dict:
         """The CLI's --json object."""
@@ -78,6 +85,10 @@ class Answer:
                 "evidence": [asdict(e) for e in self.evidence],
                 "quote": self.quote.as_json() if self.quote is not None else None,
                 "not_covered": self.not_covered,
+                "unsupported": [asdict(u) for u in self.check.unsupported] if self.check else [],
+                "folded": self.folded,
+                "check": ({k: v for k, v in self.check.as_json().items() if k != "unsupported"}
+                          if self.check is not None else None),
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},
                 "metrics": {k: round(v, 2) if isinstance(v, float) else v

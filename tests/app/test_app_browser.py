@@ -717,3 +717,83 @@ def test_outline_shows_contents_as_one_folded_row(browser, explorer_server, shar
         _no_error_badge(page)
     finally:
         page.close()
+
+
+CHECK_PDF = "r-intro.pdf"
+# Two real questions on R's manual, text mode, 128 tokens: the model's answer to the first names
+# an identifier its passages do not hold (data_frame_to_list), the second names only read.table(),
+# which they do (engine.answer.check).
+FLAGGED_Q = "How do I attach a data frame?"
+CLEAN_Q = "How do I read data from a file into a data frame?"
+
+
+def _ask_and_wait(page, rt, doc_id: int, question: str) -> object:
+    """Asks ``question`` in text mode at 128 tokens and returns its query-log record once the
+    engine has logged it and the page shows the final answer (folded or in the answer box)."""
+    import time
+
+    n = len(rt.library.list_queries(doc_id))
+    page.locator("#ask-question textarea").fill(question)
+    page.locator("#ask-button").click()
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while len(rt.library.list_queries(doc_id)) == n and time.monotonic() < deadline:
+        time.sleep(1)
+    log = rt.library.list_queries(doc_id)
+    assert len(log) == n + 1 and log[-1].question == question
+    page.wait_for_function(
+        "(answer) => document.querySelector('#answer-fold details') || "
+        "(document.querySelector('#answer-text textarea')?.value || '').trim() === answer",
+        arg=log[-1].answer.strip(), timeout=TIMEOUT_MS)
+    return log[-1]
+
+
+def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
+        browser, explorer_server, shared_dir, tmp_path):
+    """On R's manual: the answer naming an identifier that its passages do not hold is folded
+    under the check's line, below the quote, with that name marked (a click opens it); the next
+    answer, whose names all come from the manual, is shown as usual, unfolded."""
+    from engine.ingest import ingest_file
+
+    url, rt = explorer_server
+    doc = rt.library.get_document(
+        ingest_file(shared_dir / "corpus" / CHECK_PDF, rt, memories=False).doc_id)
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.get_by_role("tab", name="Ask").click()
+        page.locator("#ask-doc input").click()
+        page.get_by_role("option", name=f"#{doc.id} ").first.click()
+        page.locator("#ask-mode input[value='text']").check()
+        page.locator("#ask-max-new input").fill("128")
+        page.locator("#ask-max-new input").press("Tab")
+
+        rec = _ask_and_wait(page, rt, doc.id, FLAGGED_Q)
+        fold = page.locator("#answer-fold details.answer-fold")
+        assert fold.count() == 1, f"the answer was not folded: {rec.answer!r}"
+        line = page.locator("#answer-fold summary").inner_text()
+        assert line.startswith("The model's answer names ") and line.endswith(
+            "which the manual's passages do not contain."), line
+        assert not page.locator("#answer-text").is_visible()
+        assert page.locator("#answer-fold details").get_attribute("open") is None  # closed
+        quote = page.locator("#quote-view").bounding_box()
+        assert quote["y"] + quote["height"] <= page.locator("#answer-fold").bounding_box()["y"]
+        page.locator("#answer-fold summary").click()
+        marks = page.locator("#answer-fold mark")
+        marks.first.wait_for(state="visible")
+        marked = [m.strip() for m in marks.all_inner_texts()]
+        assert marked and all(m in rec.answer for m in marked), (marked, rec.answer)
+        assert all(m in line for m in marked)  # the line names what is marked
+        quote_text = page.locator("#quote-view").inner_text().lower()
+        assert all(m.lower() not in quote_text for m in marked)
+        _no_error_badge(page)
+        _shot(page, tmp_path, "answer-check-folded")
+
+        rec = _ask_and_wait(page, rt, doc.id, CLEAN_Q)
+        page.wait_for_function("() => !document.querySelector('#answer-fold details')")
+        assert page.locator("#answer-text").is_visible(), f"folded: {rec.answer!r}"
+        assert _value(page, "#answer-text textarea").strip() == rec.answer.strip()
+        assert not page.locator("#answer-fold").is_visible()
+        _no_error_badge(page)
+    finally:
+        page.close()

@@ -103,8 +103,11 @@ def test_do_ask_streams_updates_keyed_by_the_answer_outputs(tab):
     outputs = set(t.answer_outputs())
     assert steps and all(set(step) <= outputs for step in steps)
     routed, final = steps[0], steps[-1]
-    assert routed[t.answer] == "" and routed[t.summary]["mode"] == "route"
-    assert final[t.answer] == "(routing only: no answer generated)"
+    # the answer box shown and emptied, the last answer's fold hidden (app/answer_fold.py)
+    assert routed[t.answer] == {"value": "", "__type__": "update", "visible": True}
+    assert routed[t.answer_fold]["visible"] is False and routed[t.summary]["mode"] == "route"
+    assert final[t.answer]["value"] == "(routing only: no answer generated)"
+    assert final[t.answer]["visible"] and not final[t.answer_fold]["visible"]
     assert final[t.history][0][3] == "How do I prime the pump?"
     view = final[t.view]
     assert isinstance(view, ViewState) and view.notice == "" and view.offer_text is False
@@ -125,3 +128,25 @@ def test_history_select_shows_a_logged_question_again(tab):
     assert shown[t.inputs.mode] == "route" and shown[t.inputs.router] == "lexical"
     assert shown[t.view].evidence == [] and shown[t.cited]
     assert history_rows(s, "all") == [] and history_rows(s, "not an id") == []
+
+
+def test_a_flagged_answer_is_folded_and_a_clean_one_shown(tab):
+    """``answer_updates``: the check's flag hides the answer box and shows the answer folded
+    under the check's line, its unsupported term marked; a clean answer is the answer box."""
+    from app.ask_handlers import answer_updates
+    from engine.answer.check import check_answer
+    from engine.answer.response import Answer, Metrics
+
+    _, t, _ = tab
+    text = "Prime it with --frob."
+    check = check_answer(text, ["Open the vent plug and fill the casing."], "How?")
+    a = Answer(text=text, mode="text", cited=[], gate={}, metrics=Metrics(), check=check)
+    out = answer_updates(t, a, text)
+    assert out[t.answer]["visible"] is False and out[t.answer_fold]["visible"] is True
+    assert "<summary>The model&#x27;s answer names --frob" in out[t.answer_fold]["value"]
+    assert "Prime it with <mark>--frob</mark>." in out[t.answer_fold]["value"]
+    clean = Answer(text="Fill the casing.", mode="text", cited=[], gate={}, metrics=Metrics(),
+                   check=check_answer("Fill the casing.", ["fill the casing"], "How?"))
+    out = answer_updates(t, clean, clean.text)
+    assert out[t.answer] == {"value": "Fill the casing.", "__type__": "update", "visible": True}
+    assert out[t.answer_fold]["visible"] is False

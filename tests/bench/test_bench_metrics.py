@@ -163,3 +163,44 @@ def test_real_manual_gold_resolves(shared_dir, corpus_tree):
     for r in rows:
         for g in manual_gold(tree, r["gold"]):
             assert len(g) == 1, r["id"]
+
+
+def test_answer_terms_is_the_recall_of_the_references_key_terms():
+    from bench.metrics import answer_terms
+
+    ref = "Use \\patchcmd with --prefix; it returns 1."
+    assert answer_terms(ref, "Call \\patchcmd, then --prefix and 1.") == 1.0
+    assert answer_terms(ref, "Use \\pretocmd and --prefix.") == 1 / 3
+    assert answer_terms("Just patch it.", "anything") is None
+
+
+def test_check_rates_split_held_answers_by_the_flag():
+    from bench.metrics import check_rates
+
+    rows = [{"flagged": True, "answer_terms": 0.0}, {"flagged": True, "answer_terms": 1.0},
+            {"flagged": False, "answer_terms": 1.0}, {"flagged": False, "answer_terms": 0.5},
+            {"flagged": False, "answer_terms": 0.25}, {"flagged": True, "answer_terms": None},
+            {"flagged": None, "answer_terms": 1.0}]
+    got = check_rates(rows)
+    assert got["n"] == 6 and got["n_flagged"] == 3 and got["flagged"] == 0.5
+    assert got["n_judged"] == 5 and got["n_held"] == 3
+    assert got["held_flagged"] == 0.5 and got["held_unflagged"] == 2 / 3
+    assert got["flagged_of_held"] == 1 / 3
+    assert got["recall_flagged"] == 0.5 and got["recall_unflagged"] == 1.75 / 3
+    some = check_rates(rows, held_at=1e-9)  # at least one key term
+    assert some["n_held"] == 4 and some["held_unflagged"] == 1.0 and some["flagged_of_held"] == 0.25
+    assert check_rates([])["flagged"] is None
+
+
+def test_the_check_table_has_one_row_per_checked_mode():
+    from bench.qa import check_table
+
+    rows = [{"set": "s", "mode": "text", "flagged": True, "answer_terms": 0.0},
+            {"set": "s", "mode": "text", "flagged": False, "answer_terms": 1.0},
+            {"set": "s", "mode": "memory", "flagged": False, "answer_terms": 0.25},
+            {"set": "s", "mode": "route", "flagged": None, "answer_terms": None}]
+    table = check_table(rows, "s").splitlines()
+    assert len(table) == 4 and table[2].startswith("| memory | 1 | 0 (0.0%)")
+    assert table[3] == ("| text | 2 | 1 (50.0%) | 0.0 / 100.0 | 0.0 / 100.0 | 0.0 (1) "
+                        "| 0.0 / 100.0 | 0.0 (1) |")
+    assert check_table(rows, "other") == ""

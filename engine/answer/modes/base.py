@@ -31,11 +31,13 @@ class ModeInputs:
 @dataclass(frozen=True)
 class Step:
     """A mode's plan for one question: the prompt (None: nothing is generated), the routed ids
-    it reads or cites, and a warning for the user (or None)."""
+    it reads or cites, a warning for the user (or None), and the texts the answer is checked
+    against (``engine.answer.check``: what the model was given to read)."""
 
     plan: Plan | None
     cited: list[int]
     warning: str | None = None
+    sources: tuple[str, ...] = ()
 
 
 class Mode:

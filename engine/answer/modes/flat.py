@@ -22,4 +22,5 @@ class FlatMode(Mode):
         seg, _ = search(index, inputs.query_vector, rt.parts.router,
                         max(1, len(inputs.route.selected)))
         return Step(slots_plan(rt.backbone, rt.parts, inputs.question, index.memories[seg], None,
-                               inputs.opts.gate), [])
+                               inputs.opts.gate), [],
+                    sources=tuple(index.texts[i] for i in seg))  # the segments' text

@@ -33,5 +33,6 @@ class FullMode(Mode):
                 used += len(ids)
             if used >= room:
                 break
-        return Step(text_plan(model, question, "\n\n".join(texts),
-                              TEXT_PROMPTS[inputs.opts.text_prompt]), [])
+        context = "\n\n".join(texts)
+        return Step(text_plan(model, question, context, TEXT_PROMPTS[inputs.opts.text_prompt]), [],
+                    sources=(context,))

@@ -1,6 +1,8 @@
-"""``memory``: H2MT. The selected nodes' memories as slots in the prompt (``prompts.slots_plan``)."""
+"""``memory``: H2MT. The selected nodes' memories as slots in the prompt (``prompts.slots_plan``).
+It reads no text, so its answer is checked against the routed sections' text."""
 from __future__ import annotations
 
+from engine.answer.context import routed_text
 from engine.answer.modes.base import Mode, ModeInputs, Step
 from engine.answer.prompts import path_indices, slots_plan, text_plan
 
@@ -18,7 +20,8 @@ class MemoryMode(Mode):
             return Step(text_plan(rt.backbone, question, ""), [])
         paths = [path_indices(inputs.routing, i) for i in ids] if inputs.opts.hier_pos else None
         return Step(slots_plan(rt.backbone, rt.parts, question, inputs.routing.memories[ids],
-                               paths, inputs.opts.gate), ids)
+                               paths, inputs.opts.gate), ids,
+                    sources=tuple(routed_text(inputs.routing, inputs.trees, ids)))
 
     def keeps_evidence(self, reason):
         return reason is None  # a degenerate memory output is no answer and gets none

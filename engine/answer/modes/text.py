@@ -29,13 +29,14 @@ class TextMode(Mode):
         if opts.text_packing == "sections":
             context, cited = pack_context(inputs.routing, inputs.trees, inputs.route, model.encode,
                                           opts.text_budget, opts.text_sections)
-            return Step(text_plan(model, inputs.question, context, system), cited)
+            return Step(text_plan(model, inputs.question, context, system), cited,
+                        sources=(context,))
         kept = sentence_evidence.select(ranked, lambda t: len(model.encode(t)),
                                         opts.sentence_budget, opts.quote_threshold)
         context = sentence_evidence.context_text(kept, sentence_pager(inputs.rt))
         cited = list(dict.fromkeys(s.rid for s in kept))
         return Step(text_plan(model, inputs.question, context, system), cited,
-                    None if kept else NO_PASSAGE)
+                    None if kept else NO_PASSAGE, sources=(context,))
 
     def keeps_evidence(self, reason):
         # a text answer that began to loop may still be right up to there: it keeps its evidence

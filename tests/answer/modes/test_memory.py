@@ -28,3 +28,25 @@ def test_memory_mode_waits_for_the_memories(tiny_backbone, tmp_path):
     doc = ingest_file(md, rt, memories=False).doc_id
     with pytest.raises(MemoriesPending, match="memory mode needs them"):
         ask(rt, doc, "Which supply?", AskOptions(mode="memory"), log=False)
+
+
+def test_the_answer_is_checked_against_the_routed_sections_text(tiny_rt, monkeypatch):
+    """Memory mode reads vectors, not text: its check reads the selected nodes' text and their
+    descendants'."""
+    import engine.ask
+    from engine.answer.check import check_answer
+
+    seen = {}
+
+    def spy(answer, sources, *args, **kwargs):
+        seen["sources"] = sources
+        return check_answer(answer, sources, *args, **kwargs)
+
+    monkeypatch.setattr(engine.ask, "check_answer", spy)
+    rt, doc = tiny_rt
+    a = ask(rt, doc, "Which supply do large widgets need?",
+            AskOptions(mode="memory", k=2, max_new_tokens=2), log=False)
+    tree = rt.library.get_tree(doc)
+    below = {i for c in a.cited for i in tree.subtree_ids(c.node_id)}
+    want = [tree.node(i).local_text for i in sorted(below) if tree.node(i).text.strip()]
+    assert a.check is not None and sorted(seen["sources"]) == sorted(want) and want

@@ -31,3 +31,23 @@ def test_sections_packing_reads_whole_sections(tiny_rt):
                    AskOptions(text_packing="sections", **opts), log=False)
     assert sections.cited and (sections.warning is None or NO_PASSAGE not in sections.warning)
     assert {c.id for c in sections.cited} <= set(sections.route.selected)
+
+
+def test_the_answer_is_checked_against_the_context_the_reader_read(tiny_rt, monkeypatch):
+    import engine.ask
+    from engine.answer.check import check_answer
+
+    seen = {}
+
+    def spy(answer, sources, question, quote=None, cut=False):
+        seen.update(sources=sources, question=question, quote=quote)
+        return check_answer(answer, sources, question, quote, cut)
+
+    monkeypatch.setattr(engine.ask, "check_answer", spy)
+    rt, doc = tiny_rt
+    a = ask(rt, doc, "Which supply do large widgets need?",
+            AskOptions(mode="text", k=2, max_new_tokens=3), log=False)
+    (context,) = seen["sources"]
+    assert a.quote.text.split(". ")[0] in " ".join(context.split())  # the best sentence is read
+    assert context.startswith("[1] ") and seen["quote"] == a.quote.text
+    assert seen["question"] == "Which supply do large widgets need?" and a.check is not None

@@ -1,0 +1,20 @@
+"""engine.answer.response: an answer is folded when the check flags it or it is degenerate."""
+from __future__ import annotations
+
+from engine.answer.check import Check, Unsupported
+from engine.answer.response import Answer, Metrics
+
+
+def _answer(**kw) -> Answer:
+    return Answer(text="Use --frob.", mode="text", cited=[], gate={}, metrics=Metrics(), **kw)
+
+
+def test_folded_when_flagged_or_degenerate():
+    flagged = Check(unsupported=[Unsupported("--frob", "option", 4, 10)], checked=1)
+    assert _answer(check=flagged).folded
+    assert _answer(check=Check(checked=1), degenerate="repeat").folded
+    assert not _answer(check=Check(checked=1)).folded and not _answer().folded
+    out = _answer(check=flagged).as_json()
+    assert out["unsupported"] == [{"term": "--frob", "kind": "option", "start": 4, "end": 10}]
+    assert out["folded"] and out["check"]["line"].startswith("The model's answer names --frob")
+    assert _answer().as_json()["check"] is None
