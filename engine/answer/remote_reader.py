@@ -231,8 +231,11 @@ class RemoteReader:
 
     def _body(self, messages: list[dict], max_tokens: int, *, stream: bool) -> dict:
         # greedy, as the local reader decodes (engine.answer.modes.generate: do_sample=False)
-        return {"model": self.model, "messages": messages, "max_tokens": int(max_tokens),
+        body = {"model": self.model, "messages": messages, "max_tokens": int(max_tokens),
                 "temperature": 0, "stream": stream}
+        if stream:  # the token counts in a last chunk (vLLM sends them only when asked)
+            body["stream_options"] = {"include_usage": True}
+        return body
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "[key]") if self._api_key else text
