@@ -83,7 +83,7 @@ from engine.routing.router import RoutingTree
 from engine.ask import AskOptions, MemoriesPending, ask
 from engine.ingest import file_sha256, ingest_file
 from engine.runtime import Runtime
-from engine.settings import Settings
+from engine.settings import Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -643,6 +643,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--checkpoints", default=None,
                     help="compare trained parts in one run: comma-separated 'untrained', 'shipped' "
                          "or safetensors paths; each gets its own rows (mode [label])")
+    ap.add_argument("--reader", default=None,
+                    help="the model that reads text (H2MT_READER): a model folder, a GGUF file, or "
+                         "an OpenAI-compatible server's base URL (http://host:8000/v1)")
+    ap.add_argument("--reader-model", default=None,
+                    help="the served model's name with an http(s) --reader (H2MT_READER_MODEL)")
     args = ap.parse_args(argv)
     args.routers = [r for r in (args.routers or "").split(",") if r]
     for r in args.routers:
@@ -675,7 +680,11 @@ def main(argv: list[str] | None = None) -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     db = args.db or f"sqlite:///{(args.out / 'lib.sqlite3').resolve()}"
-    settings = Settings.from_env().with_(db_url=db, aggregation=args.aggregation)
+    try:
+        settings = Settings.from_env(db_url=db, aggregation=args.aggregation,
+                                     reader=args.reader, reader_model=args.reader_model)
+    except SettingsError as e:
+        raise SystemExit(f"error: {e}") from None
     modes = [m for m in args.modes.split(",") if m]
     known = ALL_MODES + ("route", "text-sections")
     bad = [m for m in modes if m not in known]

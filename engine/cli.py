@@ -18,10 +18,12 @@ from engine.document.tree import DocumentError
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    s = Settings.from_env()
-    return s.with_(db_url=getattr(args, "db", None),
-                   aggregation=getattr(args, "aggregation", None),
-                   node_token_limit=getattr(args, "node_tokens", None))
+    # a flag given here wins over the environment; nothing else does
+    return Settings.from_env(db_url=getattr(args, "db", None),
+                             aggregation=getattr(args, "aggregation", None),
+                             node_token_limit=getattr(args, "node_tokens", None),
+                             reader=getattr(args, "reader", None),
+                             reader_model=getattr(args, "reader_model", None))
 
 
 def _expand(paths: list[str]) -> list[Path]:
@@ -196,6 +198,13 @@ def main(argv: list[str] | None = None) -> int:
                         "(the earlier packing)")
     p.add_argument("--router", choices=["fused", "memory", "lexical", "dense"],
                    help="how nodes are scored: every evidence channel fused (default), or one")
+    p.add_argument("--reader",
+                   help="the model that reads text in text and full modes (H2MT_READER): "
+                        "'smollm2', a model folder, a GGUF file, or the base URL of an "
+                        "OpenAI-compatible server (http://host:8000/v1)")
+    p.add_argument("--reader-model",
+                   help="the served model's name with an http(s) --reader "
+                        "(H2MT_READER_MODEL); its key comes from H2MT_READER_API_KEY only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     common(p)
     p.set_defaults(func=cmd_ask)
@@ -212,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request to a reader
     from engine.settings import SettingsError
     from storage import DatabaseUnavailable
 

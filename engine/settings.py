@@ -210,7 +210,9 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: dict[str, str] | None = None, **given) -> "Settings":
+        """The settings from ``H2MT_*`` variables; ``given`` values that are not None (a
+        command's flags) win over them, and are checked together with them."""
         env = os.environ if environ is None else environ
         kwargs = {}
         for f in fields(cls):
@@ -231,6 +233,7 @@ class Settings:
                 kwargs[f.name] = raw.strip() or None  # set but empty: none
             else:
                 kwargs[f.name] = raw
+        kwargs.update({k: v for k, v in given.items() if v is not None})
         return cls(**kwargs)
 
     def __post_init__(self) -> None:

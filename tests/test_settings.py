@@ -46,3 +46,10 @@ def test_what_is_a_url():
     assert is_url("https://api.example.com/v1") and is_url("HTTP://localhost:11434/v1")
     assert not is_url("smollm2") and not is_url("/models/qwen") and not is_url("Qwen/Qwen2.5")
     assert not is_url("C:/models/x.gguf") and not is_url(None)
+
+
+def test_a_commands_flags_win_over_the_environment():
+    env = {"H2MT_READER": URL}  # no model in the environment: the flag completes it
+    s = Settings.from_env(env, reader_model="m", db_url=None)
+    assert (s.reader, s.reader_model, s.db_url) == (URL, "m", None)
+    assert Settings.from_env(env, reader="smollm2").reader == "smollm2"
