@@ -11,17 +11,60 @@ holds tokens back locally.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Iterator
 
 from engine.answer.guard import LOOP_N, REPEAT_N, REPEAT_TIMES, repeats
 from engine.answer.modes import GenerationResult
-from engine.answer.remote_reader import RemoteReader
+from engine.answer.remote_reader import ReaderError, RemoteReader
+from engine.memory.backbone import Backbone
 
 
 def chat_messages(user_text: str, system: str) -> list[dict]:
     """The system and user turns the local reader's chat template renders
     (``engine.answer.modes.chat_parts``); a served reader applies its own template to them."""
     return [{"role": "system", "content": system}, {"role": "user", "content": user_text}]
+
+
+# A served model's tokenizer is not here: the backbone's counts stand in for it when a mode
+# measures text against the reader (the text budget, full mode's room), and full mode keeps this
+# share of the served window free for the difference between the two tokenizers.
+SERVED_WINDOW_MARGIN = 0.1
+
+
+@dataclass(frozen=True)
+class ServedReader:
+    """The reader when it is served (``Settings.reader`` is a URL): the server's client, and the
+    backbone whose tokenizer counts the text the modes measure for it."""
+
+    remote: RemoteReader
+    counter: Backbone
+
+    def encode(self, text: str) -> list[int]:
+        return self.counter.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.counter.decode(ids)
+
+    def context_window(self) -> int:
+        """The served window (``RemoteReader.context_tokens``) less the margin above."""
+        return int(self.remote.context_tokens() * (1 - SERVED_WINDOW_MARGIN))
+
+    @property
+    def label(self) -> str:
+        return self.remote.label
+
+
+@dataclass(frozen=True)
+class ChatPlan:
+    """A text prompt for a served reader: the chat messages, decoded there (``RemoteStreamed``)."""
+
+    reader: RemoteReader
+    messages: list[dict]
+
+    def streamed(self, decoding) -> "RemoteStreamed":
+        return RemoteStreamed(self.reader, self.messages, max_new_tokens=decoding.max_new_tokens,
+                              max_time=decoding.max_time, guard=decoding.guard)
 
 
 class RemoteStreamed:
@@ -39,7 +82,11 @@ class RemoteStreamed:
     def __iter__(self) -> Iterator[str]:
         hold = LOOP_N if self.guard else 0
         start = time.perf_counter()
-        stream = self.reader.stream(self.messages, max_tokens=self.max_new_tokens)
+        try:
+            stream = self.reader.stream(self.messages, max_tokens=self.max_new_tokens)
+        except ReaderError as e:
+            self.reader.note(False, str(e))
+            raise
         pieces: list[str] = []
         shown, stop, trim = 0, None, 0
         try:
@@ -56,8 +103,12 @@ class RemoteStreamed:
                 while shown < len(pieces) - hold:
                     yield pieces[shown]
                     shown += 1
+        except ReaderError as e:
+            self.reader.note(False, str(e))
+            raise
         finally:
             stream.close()  # early: the server stops generating
+        self.reader.note(True, "answered")
         kept = len(pieces) - trim
         while shown < kept:
             yield pieces[shown]

@@ -180,6 +180,10 @@ class RemoteReader:
                 self._context = self.default_context
         return self._context
 
+    def note(self, reachable: bool, detail: str) -> None:
+        """Keep the outcome of an answer as the last check (``status``)."""
+        self.status = ReaderStatus(reachable, detail, time.time(), self._context)
+
     def check(self) -> ReaderStatus:
         """Whether the server answers GET /models now (``self.status`` keeps the outcome)."""
         try:
