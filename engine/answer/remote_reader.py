@@ -170,14 +170,13 @@ class RemoteReader:
     def context_tokens(self) -> int:
         """The served model's context window: from /models where the server says it (its entry
         for this model, or the only entry), else the setting (H2MT_READER_CONTEXT_TOKENS).
-        Asked once; a server that cannot be asked gives the setting."""
+        Asked until the server answers once; meanwhile the setting stands."""
         if self._context is None:
             try:
-                self._context = context_from_models(self.models(), self.model)
+                entries = self.models()
             except ReaderError:
-                self._context = None
-            if self._context is None:
-                self._context = self.default_context
+                return self.default_context
+            self._context = context_from_models(entries, self.model) or self.default_context
         return self._context
 
     def note(self, reachable: bool, detail: str) -> None:
