@@ -1,4 +1,4 @@
-"""An answer (engine/answer/modes.Answer) or a route as the page's component values: metrics in
+"""An answer (engine/answer/response.Answer) or a route as the page's component values: metrics in
 plain words, cited rows, the routing tree and icicle (app/figures.py), the disagreement view of
 the two routers, the evidence lines and the page view of a section (app/pages.py). Shared by the
 Ask and Compare tabs; no events here.
@@ -27,18 +27,10 @@ from storage.errors import DocumentNotFound
 
 log = logging.getLogger(__name__)
 
-DEGENERATE_REASONS = {"repeat": "it repeats itself", "markup": "it is markup debris",
-                      "empty": "it is empty"}
-MODE_HELP = {
-    "text": "answers from the selected sections' text, with pages (the default)",
-    "memory": "fast: answers from the sections' memory vectors (H2MT), less reliable",
-    "full": "reads the manual from the start, as much as fits (no routing)",
-    "flat": "baseline: fixed-length pieces, one memory each, no tree",
-    "route": "only finds the sections, no answer",
-    "quote": "only the manual's best passage, in its own words (no answer written)",
-}
-assert set(MODE_HELP) == set(MODES), "every answer mode needs its help line"
-# An answer's metrics as the page shows them (key of engine.answer.modes.Metrics, label, unit).
+# Each mode's help line (engine.answer.modes), the default mode first.
+MODE_HELP = {name: mode.help for name, mode in
+             sorted(MODES.items(), key=lambda item: item[0] != AskOptions.mode)}
+# An answer's metrics as the page shows them (key of engine.answer.response.Metrics, label, unit).
 METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "total", "ms"),
                  ("route_ms", "routing", "ms"), ("quote_ms", "finding the quote", "ms"),
                  ("evidence_ms", "evidence lines", "ms"),

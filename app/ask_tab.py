@@ -38,7 +38,7 @@ from itertools import chain
 import gradio as gr
 
 from app import examples
-from app.answer_view import (DEGENERATE_REASONS, MODE_HELP, ROUTER_CHOICES, ROUTER_LABELS,
+from app.answer_view import (MODE_HELP, ROUTER_CHOICES, ROUTER_LABELS,
                              clear_page, clear_view, cited_rows, evidence_summary, figures,
                              folds_of, generating_md, metric_rows, metrics_md, node_lines,
                              page_outputs, quote_outputs, route_from_log, route_views,
@@ -50,6 +50,7 @@ from app.state import (ALL, ANSWER_CONCURRENCY, APP_MAX_NEW_TOKENS, AppState, Me
                        bind, doc_arg, doc_choices, doc_memory_line, empty_figure, node_view,
                        option_problems, options)
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
+from engine.answer.guard import DEGENERATE_REASONS
 from engine.memory.aggregate import POLICIES
 
 # route table columns (ROUTE_COLUMNS): status, title, pages, depth, score, three channels, prob,

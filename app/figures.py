@@ -1,6 +1,6 @@
 """Plotly figures of a routing trace: the routing tree and a whole-manual icicle.
 
-Only plain data goes in (an ``engine.routing.router.Route`` and, optionally, an ``engine.answer.modes.Answer``
+Only plain data goes in (an ``engine.routing.router.Route`` and, optionally, an ``engine.answer.response.Answer``
 for the gate loop counts); nothing here touches the model or the database.
 
 The routing tree shows what the router looked at: the root, every scored node (selected ones

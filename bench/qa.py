@@ -78,8 +78,9 @@ from bench.routers import FLAT, flat_rows, parse_router, router_row
 from bench.readers import IN_PROCESS, SERVED, comparison_table, differences
 from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
 from engine.answer.guard import clean_answer, degeneracy
-from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, TEXT_PROMPTS, Context, generate_with_text,
-                                 pack_blocks)
+from engine.answer.context import pack_blocks, readable
+from engine.answer.decoding import Decoding, run_plan
+from engine.answer.prompts import TEXT_PROMPTS, text_plan
 from engine.routing.router import RoutingTree
 from engine.ask import AskOptions, MemoriesPending, ask
 from engine.ingest import file_sha256, ingest_file
@@ -280,22 +281,24 @@ class Runner:
         tree = self.tree(q.doc_id)
         gold = set().union(*q.regions) if q.regions else set()
         secs = [Section(q.doc_id, i, tree.node(i).title, tree.node(i).text, None, None)
-                for i in node_ids if tree.node(i).kind not in CONTEXT_EXCLUDED_KINDS]
+                for i in node_ids if readable(tree.node(i))]
         lines = evidence_lines(self.rt.encoder, answer, secs, keep_all=True)
         return [[e.node_id, e.score, e.node_id in gold] for e in lines]
 
-    def _ctx(self) -> Context:
+    def _generate(self, question: str, context: str):
+        """The backbone's answer from ``context`` (none: the question alone) under the text
+        mode's prompt and decoding."""
         a = self.args
-        return Context(backbone=self.rt.backbone, parts=self.rt.parts, routing=None, trees={},
-                       max_new_tokens=a.max_new_tokens, text_budget=a.text_budget,
-                       text_system=TEXT_PROMPTS[a.text_prompt],
-                       repetition_penalty=a.repetition_penalty, no_repeat_ngram=a.no_repeat_ngram)
+        return run_plan(text_plan(self.rt.backbone, question, context, TEXT_PROMPTS[a.text_prompt]),
+                        Decoding(max_new_tokens=a.max_new_tokens,
+                                 repetition_penalty=a.repetition_penalty,
+                                 no_repeat_ngram=a.no_repeat_ngram))
 
     def none_mode(self, q: Question) -> dict:
         row = self._base(q, "none", 0)
         base = _peak_rss_mb()
         t0 = time.perf_counter()
-        res = generate_with_text(self._ctx(), q.question, "")
+        res = self._generate(q.question, "")
         total = (time.perf_counter() - t0) * 1e3
         row.update(answer=res.text, prefill_tokens=res.prefill_tokens, cut=res.cut, stop=res.stop,
                    generated_tokens=res.generated_tokens, total_ms=total,
@@ -323,7 +326,7 @@ class Runner:
             ctx_text, kept = pack_blocks(self.rt.backbone.encode, self.args.text_budget,
                                          [(tree, i) for i in got])
             used = [got[j] for j in kept]
-            res = generate_with_text(self._ctx(), q.question, ctx_text)
+            res = self._generate(q.question, ctx_text)
             row.update(answer=res.text, prefill_tokens=res.prefill_tokens, cut=res.cut, stop=res.stop,
                        generated_tokens=res.generated_tokens, used=used,
                        total_ms=(time.perf_counter() - t0) * 1e3,
@@ -616,7 +619,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resume", action="store_true",
                     help="keep the questions already in --out's results.jsonl, run the others")
     ap.add_argument("--text-prompt", choices=tuple(TEXT_PROMPTS), default=AskOptions.text_prompt,
-                    help="text-mode system prompt (engine.answer.modes.TEXT_PROMPTS); the "
+                    help="text-mode system prompt (engine.answer.prompts.TEXT_PROMPTS); the "
                          "product's default unless given")
     ap.add_argument("--repetition-penalty", type=float, default=AskOptions.repetition_penalty,
                     help="decoding: transformers' repetition penalty for every generating mode")

@@ -88,10 +88,6 @@ class Route:
         self.temperature = temperature
         self.stop_reason = stop_reason  # leaves | depth cap | budget
         self.route_ms = route_ms  # scoring and selection (excludes the query vector)
-        self.query_ms = 0.0  # the backbone pass for the query vector
-        # the question's sentence-encoder vector, kept so the sentence rerank does not encode the
-        # question a second time (engine.answer.sentences.score)
-        self.query_dense: np.ndarray | None = None
         self.candidates: int | None = None  # nodes the candidate stage scored (None: exact)
         self._selected_set = set(selected)
         self._nodes: list[RouteNode] | None = None

@@ -6,7 +6,7 @@ import json
 from app.figures import figure_summary, manual_figure, marker_id, route_figure, visible_tree
 from app.route_tables import route_rows
 from app.layout import tidy_layout
-from engine.answer.modes import Answer, Metrics
+from engine.answer.response import Answer, Metrics
 import torch
 
 from engine.routing.router import Route, RoutingTree
