@@ -260,6 +260,7 @@ class Runner:
                        generated_tokens=m.generated_tokens, degenerate=ans.degenerate,
                        repetition_cut=ans.repetition_cut,
                        cut=ans.cut, warning=ans.warning, stop=ans.stop,
+                       reader=ans.reader, reader_error=ans.reader_error,
                        evidence=[[e.node_id, e.page, e.score, e.text] for e in ans.evidence])
         else:
             row["ttft_ms"] = None  # no generation

@@ -93,9 +93,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     except AskError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    failed = 1 if answer.reader_error else 0  # a served reader's failure: the quote still shown
     if args.json:
         print(json.dumps(answer.as_json()))
-        return 0
+        return failed
     if answer.warning:
         print(f"note: {answer.warning}", file=sys.stderr)
     if answer.quote is not None and answer.mode != "quote":
@@ -104,7 +105,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"the manual ({q.heading}{page}):\n  \"{q.text}\"\n\nthe model's answer:")
     elif answer.not_covered:
         print("the manual does not seem to cover this (no quote)\n")
-    print(answer.text or "(routing only)")
+    if answer.reader_error:
+        print(f"error: {answer.reader_error}", file=sys.stderr)
+    else:
+        print(answer.text or "(routing only)")
     if answer.evidence:
         print("\nevidence:")
         for e in answer.evidence:
@@ -119,7 +123,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     print(f"\nTTFT {m.ttft_ms:.0f} ms, total {m.total_ms:.0f} ms, routing {m.route_ms:.0f} ms, "
           f"prefill {m.prefill_tokens} tokens, generated {m.generated_tokens}, "
           f"peak +{m.peak_mem_mb:.0f} MB", file=sys.stderr)
-    return 0
+    if answer.reader:
+        print(f"reader: {answer.reader}", file=sys.stderr)
+    return failed
 
 
 def cmd_tree(args: argparse.Namespace) -> int:

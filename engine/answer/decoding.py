@@ -26,6 +26,11 @@ class Plan:
     slot_mask: torch.Tensor | None = None
     aligner: object | None = None
 
+    def streamed(self, decoding: "Decoding") -> "Streamed":
+        """This plan decoded as ``decoding`` says, streamed (a served reader's plan,
+        ``remote_decoding.ChatPlan``, answers the same call)."""
+        return Streamed(self, decoding)
+
 
 @dataclass(frozen=True)
 class Decoding:

@@ -1,4 +1,5 @@
-"""Decoding on a served reader: the local reader's prompt as chat messages, streamed from the
+"""Decoding on a served reader: the local reader's prompt as chat messages
+(``engine.answer.prompts.chat_messages``), streamed from the
 server greedily with the same length limit, time limit and loop stop as local decoding.
 
 The loop stop (``engine.answer.guard``'s two rules: the newest 16 tokens already generated, or
@@ -15,15 +16,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from engine.answer.guard import LOOP_N, REPEAT_N, REPEAT_TIMES, repeats
-from engine.answer.modes import GenerationResult
+from engine.answer.decoding import GenerationResult
 from engine.answer.remote_reader import ReaderError, RemoteReader
 from engine.memory.backbone import Backbone
-
-
-def chat_messages(user_text: str, system: str) -> list[dict]:
-    """The system and user turns the local reader's chat template renders
-    (``engine.answer.modes.chat_parts``); a served reader applies its own template to them."""
-    return [{"role": "system", "content": system}, {"role": "user", "content": user_text}]
 
 
 # A served model's tokenizer is not here: the backbone's counts stand in for it when a mode

@@ -59,6 +59,8 @@ class Answer:
     repetition_cut: bool = False  # a loop at the end was cut off (engine.answer.guard.trim_loop)
     quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.quote)
     not_covered: bool = False  # no sentence of the routed sections reached the threshold
+    reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
+    reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
 
     def as_json(self) -> dict:
         """The CLI's --json object."""
@@ -78,6 +80,7 @@ class Answer:
                 "evidence": [asdict(e) for e in self.evidence],
                 "quote": self.quote.as_json() if self.quote is not None else None,
                 "not_covered": self.not_covered,
+                "reader": self.reader, "reader_error": self.reader_error,
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},
                 "metrics": {k: round(v, 2) if isinstance(v, float) else v

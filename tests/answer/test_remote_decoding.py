@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.answer.modes import SYSTEM_PROMPT, _embed_text, chat_parts, generate
-from engine.answer.remote_decoding import RemoteStreamed, chat_messages
+from engine.answer.decoding import generate
+from engine.answer.prompts import SYSTEM_PROMPT, chat_messages, chat_parts, embed_text as _embed_text
+from engine.answer.remote_decoding import RemoteStreamed
 from engine.answer.remote_reader import RemoteReader
 from tests.answer.test_remote_reader import SSE_HEAD, _chunk, _chunked, scripted  # noqa: F401
 
