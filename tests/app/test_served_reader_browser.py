@@ -41,9 +41,16 @@ def launch(real_backbone, tmp_path, reader: str, model: str):
     md.write_text(MANUAL)
     doc = ingest_file(md, rt).doc_id
     demo = build_app(rt, examples=False)
-    port = _free_port()
-    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
-                        ssr_mode=False, quiet=True)
+    for attempt in range(3):  # Gradio's own 3-second check of the page fails on a loaded machine
+        port = _free_port()
+        try:
+            demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1",
+                                server_port=port, ssr_mode=False, quiet=True)
+            break
+        except ValueError:
+            demo.close()
+            if attempt == 2:
+                raise
     return f"http://127.0.0.1:{port}/", rt, demo, doc
 
 
