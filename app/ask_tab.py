@@ -39,7 +39,7 @@ from app.ask_history import HISTORY_COLUMNS, HISTORY_ROWS, history_rows, history
 from app.ask_request import APP_MAX_NEW_TOKENS, AskRequest
 from app.reader_view import reader_line, reader_markdown
 from app.route_tables import AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS
-from app.state import ANSWER_CONCURRENCY, AppState, bind, doc_choices, doc_memory_line
+from app.state import AppState, bind, doc_choices, doc_memory_line
 from app.view_state import ViewState
 from engine.memory.aggregate import POLICIES
 
@@ -277,7 +277,8 @@ def wire(s: AppState, t: AskTab) -> None:
     # component's range (k=0 from a script) gets the validator's line naming it, not
     # Gradio's bare "400 Bad Request" (every input here is a plain string, number or bool)
     gr.on(asked, bind(s, do_ask, t, request=AskRequest), ask_inputs, t.answer_outputs(),
-          concurrency_limit=ANSWER_CONCURRENCY, concurrency_id="answer", api_name="ask",
+          concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
+          api_name="ask",
           validator=bind(s, validate_ask, t, request=AskRequest), preprocess=False).then(
         bind(s, show_view, t), t.view, t.view_outputs(), **private).then(
         bind(s, reader_line), None, t.reader_line, **private)

@@ -9,7 +9,7 @@ import gradio as gr
 
 from app.answer_view import figures, metrics_md
 from app.ask_request import AskRequest
-from app.state import (ANSWER_CONCURRENCY, AppState, MemoriesPending, bind, doc_choices,
+from app.state import (AppState, MemoriesPending, bind, doc_choices,
                        empty_figure)
 from engine.answer.modes import MODES
 
@@ -91,5 +91,5 @@ def build(s: AppState) -> CompareTab:
 def wire(s: AppState, t: CompareTab) -> None:
     """The tab's events."""
     t.button.click(bind(s, do_compare), [t.doc, t.question, *t.inputs], t.outputs,
-                   concurrency_limit=ANSWER_CONCURRENCY, concurrency_id="answer",
+                   concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
                    api_name="compare", preprocess=False)  # bad values: AskRequest.options' one line

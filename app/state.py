@@ -30,7 +30,6 @@ from storage.errors import DocumentNotFound, MissingMemories, StaleMemories, Sto
 
 log = logging.getLogger(__name__)
 
-ANSWER_CONCURRENCY = 2  # answers generated at once (indexing has its own queue of one)
 SOURCE_CACHE = 4  # source files (PDF bytes) kept in memory for the page view
 ALL = "all"
 READY = "ready"
@@ -121,6 +120,11 @@ class MemoriesPending(Exception):
     """The request needs memories that are still being written (the engine's one-line message)."""
 
 
+def user_error(message: str) -> gr.Error:
+    """A request's problem as one line for the page; not a traceback in the server's log."""
+    return gr.Error(message, print_exception=False)
+
+
 @contextlib.contextmanager
 def user_errors():
     """The engine's errors about a request as the page shows them: MemoriesPending (a
@@ -130,12 +134,12 @@ def user_errors():
     except AskError as e:
         if isinstance(e, MemoriesNotWritten):
             raise MemoriesPending(str(e)) from None
-        raise gr.Error(str(e)) from None
+        raise user_error(str(e)) from None
     except (StaleMemories, MissingMemories):
-        raise gr.Error("This manual's memories were written by another model or "
-                       "aggregation policy: upload the file again to rewrite them.") from None
-    except StorageError as e:
-        raise gr.Error(str(e)) from None
+        raise user_error("This manual's memories were written by another model or "
+                         "aggregation policy: upload the file again to rewrite them.") from None
+    except StorageError as e:  # e.g. the manual deleted meanwhile (through another replica)
+        raise user_error(str(e)) from None
     except Exception as e:  # a bug or a failing model: this request fails, the app stays up
         log.exception("answering failed")  # the traceback goes to the server's log
         raise gr.Error(f"Answering failed ({type(e).__name__}: {e}). The app is still "

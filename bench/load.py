@@ -1,6 +1,7 @@
 """Load and soak of the app through its HTTP API, the way scripts would use it (gradio_client).
 
     python -m bench.load [--clients 8] [--requests 25] [--soak 300] [--port 7870]
+    python -m bench.load --clients 0 --soak 0 --together 8 [--answers 4] [--answer-tokens 128]
 
 1. Prepares a fresh data folder and stores one manual in it (both ingest phases, by the CLI),
    then starts the app (``app.py``) as its own process on that folder.
@@ -14,7 +15,22 @@
    after the warm-up (the first tenth), at the end, and the least-squares slope over the asks
    after the warm-up in MB per 100 asks (flat is the goal).
 
-Answers are capped at ``--max-new-tokens`` (16) so that the run measures the app, not decoding.
+Replicas (``--replicas N --db URL``, N >= 2, one PostgreSQL database): N app processes on the
+one library, writing no memories themselves (``H2MT_APP_WORKER=0``), and one memory worker
+(``python -m engine worker``). Manual r of ``REPLICA_MANUALS`` is uploaded through replica r;
+once the worker has written their memories, client i talks to replica i mod N and asks only
+about the manual uploaded through the next replica, so every answer is about a manual another
+process stored. The soak (if any) asks replica 0 about replica 1's manual.
+
+4. Together (``--together N``): text-mode answers of up to ``--answer-tokens`` (128) tokens,
+   first one client alone asking ``--answers`` questions one after another, then N clients
+   asking ``--answers`` each at once (after one warm-up ask). Reported: the median wait of an
+   answer alone and together, their ratio, and the answers per minute of each phase (answers
+   over the phase's wall time). The goal of issue 35: ratio at most 3 with 8 clients, zero
+   errors, and 8 clients' throughput at least 3 times one client's.
+
+Answers are capped at ``--max-new-tokens`` (16) so that the load and the soak measure the app,
+not decoding (the together phase uses ``--answer-tokens``).
 """
 from __future__ import annotations
 
@@ -45,6 +61,7 @@ QUESTIONS = [
     "How are C structs mapped to OCaml records?",
 ]
 MODES = ("text", "memory", "route", "full", "flat")
+REPLICA_MANUALS = (MANUAL, "etoolbox-manual.pdf")  # uploaded through replica 0, 1, 0, ...
 
 
 @dataclass
@@ -164,12 +181,15 @@ def summarise(report: Report) -> list[str]:
     return lines
 
 
-def run_load(args, url: str, doc: str, node_doc: int, data: Path, report: Report) -> None:
-    """The load phase: ``args.clients`` fresh clients at once, ``args.requests`` each."""
+def run_load(args, targets: list[tuple[str, str, int]], data: Path, report: Report) -> None:
+    """The load phase: ``args.clients`` fresh clients at once, ``args.requests`` each; client i
+    talks to ``targets[i % len(targets)]`` = (app URL, manual asked about, manual of /node)."""
     barrier = threading.Barrier(args.clients)
-    threads = [threading.Thread(target=client_run, args=(url, i, doc, node_doc, args.requests,
-                                                         args.max_new_tokens, data, report,
-                                                         barrier)) for i in range(args.clients)]
+    threads = []
+    for i in range(args.clients):
+        url, doc, node_doc = targets[i % len(targets)]
+        threads.append(threading.Thread(target=client_run, args=(
+            url, i, doc, node_doc, args.requests, args.max_new_tokens, data, report, barrier)))
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -184,13 +204,121 @@ def run_load(args, url: str, doc: str, node_doc: int, data: Path, report: Report
         print(f"  error in {o.kind}: {o.error}")
 
 
+def start_replicas(args, env: dict, data: Path,
+                   procs: list[subprocess.Popen]) -> tuple[list[str], list[str]]:
+    """``args.replicas`` apps and one memory worker on ``args.db`` (appended to ``procs``,
+    apps first); manual r of ``REPLICA_MANUALS`` uploaded through replica r, its memories
+    written by the worker. The apps' URLs and the manuals' ids."""
+    from gradio_client import Client, handle_file
+
+    env = dict(env, H2MT_DB_URL=args.db, H2MT_APP_WORKER="0")
+    urls = []
+    for r in range(args.replicas):
+        port = _free_port()
+        urls.append(f"http://127.0.0.1:{port}/")
+        procs.append(subprocess.Popen([sys.executable, "app.py", "--port", str(port)],
+                                      cwd=ROOT, env=env, stdout=open(data / f"app{r}.log", "w"),
+                                      stderr=subprocess.STDOUT))
+    procs.append(subprocess.Popen([sys.executable, "-m", "engine", "worker"], cwd=ROOT, env=env,
+                                  stdout=open(data / "worker.log", "w"), stderr=subprocess.STDOUT))
+    for url, proc in zip(urls, procs):
+        _wait_up(url, proc)
+        print(f"replica up at {url} (pid {proc.pid})", flush=True)
+    t0 = time.perf_counter()
+    docs = []
+    for r, url in enumerate(urls):
+        name = REPLICA_MANUALS[r % len(REPLICA_MANUALS)]
+        table = Client(url, verbose=False).predict([handle_file(str(CORPUS / name))],
+                                                   api_name="/ingest")[1]
+        docs.append(next(str(row[0]) for row in table["data"] if row[2] == name))
+        print(f"{name} uploaded through replica {r} as #{docs[-1]}", flush=True)
+    client = Client(urls[-1], verbose=False)
+    while True:  # the worker writes the memories (memory and flat modes need them)
+        rows = [row for row in client.predict(api_name="/library")[0]["data"]
+                if str(row[0]) in docs]
+        if rows and all("ready" in map(str, row) for row in rows):
+            break
+        if procs[-1].poll() is not None:
+            raise SystemExit(f"the memory worker exited with {procs[-1].returncode}")
+        time.sleep(5)
+    print(f"memories of {len(docs)} manuals written by the worker in "
+          f"{time.perf_counter() - t0:.0f} s (uploads included)", flush=True)
+    return urls, docs
+
+
+def answer_phase(url: str, doc: str, clients: int, answers: int, tokens: int,
+                 report: Report, http: dict) -> float:
+    """``clients`` clients at once, each asking ``answers`` text-mode questions one after
+    another; returns the phase's wall time (s)."""
+    from gradio_client import Client
+
+    start = threading.Barrier(clients + 1)
+
+    def one(i: int) -> None:
+        client = Client(url, verbose=False, httpx_kwargs=http)
+        start.wait()
+        for r in range(answers):
+            q = QUESTIONS[(i + r) % len(QUESTIONS)]
+            timed(report, "answer", client.predict, *ask_args(doc, q, "text", tokens),
+                  api_name="/ask")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def run_together(args, url: str, doc: str) -> None:
+    """One client alone, then ``args.together`` clients at once (module docstring, step 4)."""
+    from gradio_client import Client
+
+    # gradio_client's own HTTP calls (the queue join) time out after 5 s unless told otherwise
+    http = {"timeout": args.http_timeout} if args.http_timeout else {}
+    Client(url, verbose=False, httpx_kwargs=http).predict(
+        *ask_args(doc, QUESTIONS[0], "text", args.answer_tokens), api_name="/ask")  # warm-up
+    phases = []
+    for clients in (1, args.together):
+        report = Report()
+        wall = answer_phase(url, doc, clients, args.answers, args.answer_tokens, report, http)
+        t = [o.seconds for o in report.outcomes]
+        errors = sum(o.error is not None for o in report.outcomes)
+        phases.append((clients, statistics.median(t), len(t) / wall * 60, errors))
+        print(f"together: {clients} client(s) x {args.answers} text answers of up to "
+              f"{args.answer_tokens} tokens in {wall:.1f} s: median wait "
+              f"{statistics.median(t):.2f} s, max {max(t):.2f} s, "
+              f"{len(t) / wall * 60:.1f} answers per minute, {errors} errors", flush=True)
+        for o in [o for o in report.outcomes if o.error][:5]:
+            print(f"  error: {o.error}")
+    (_, alone, tput1, _), (n, many, tputn, _) = phases
+    print(f"together: median wait with {n} clients / alone = {many / alone:.2f}; throughput "
+          f"with {n} / alone = {tputn / tput1:.2f}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--clients", type=int, default=8, help="0: the soak alone")
     ap.add_argument("--requests", type=int, default=25)
     ap.add_argument("--soak", type=int, default=300)
     ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--together", type=int, default=0,
+                    help="clients answering at once, compared with one client alone (0: off)")
+    ap.add_argument("--answers", type=int, default=4,
+                    help="text answers each client asks in the together phases")
+    ap.add_argument("--answer-tokens", type=int, default=128,
+                    help="max new tokens of the together phases' answers")
     ap.add_argument("--port", type=int)
+    ap.add_argument("--http-timeout", type=float,
+                    help="seconds the together and soak clients wait for an HTTP reply (default: "
+                         "gradio_client's own, 5 s for joining the queue)")
+    ap.add_argument("--library", type=Path,
+                    help="a data folder kept (--keep) by an earlier run, holding the manual: no "
+                         "new ingest, and the folder is left as it is")
+    ap.add_argument("--manual", type=Path, default=CORPUS / MANUAL,
+                    help="the manual stored before the clients connect (default: %(default)s)")
     ap.add_argument("--keep", action="store_true", help="keep the data folder")
     ap.add_argument("--rss-out", type=Path,
                     help="write the soak's resident memory after every ask here (one line per "
@@ -198,15 +326,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--examples", action="store_true",
                     help="let the app index its example manual in the background (off: the "
                          "soak measures the app answering, not a one-off memory write)")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="app processes on one library (2 or more need --db; the load phase "
+                         "only, no soak)")
+    ap.add_argument("--db", help="SQLAlchemy URL of an empty library every replica and the "
+                                 "worker share (PostgreSQL)")
     args = ap.parse_args(argv)
+    if args.replicas > 1 and not args.db:
+        ap.error("--replicas needs --db (one PostgreSQL database for every replica)")
 
-    data = Path(tempfile.mkdtemp(prefix="h2mt-load-"))
+    data = args.library or Path(tempfile.mkdtemp(prefix="h2mt-load-"))
     env = dict(os.environ, H2MT_DATA_DIR=str(data), GRADIO_ANALYTICS_ENABLED="False",
                PYTHONUNBUFFERED="1", H2MT_EXAMPLES="1" if args.examples else "0")
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "engine", "ingest", str(CORPUS / MANUAL), "--quiet"],
-                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    print(f"stored {MANUAL} with its memories in {time.perf_counter() - t0:.0f} s", flush=True)
+    if args.replicas > 1:
+        return run_replicas(args, env, data)
+    if args.library is None:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "engine", "ingest", str(args.manual), "--quiet"],
+                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+        print(f"stored {args.manual.name} with its memories in {time.perf_counter() - t0:.0f} s",
+              flush=True)
     port = args.port or _free_port()
     url = f"http://127.0.0.1:{port}/"
     log = open(data / "app.log", "w")
@@ -218,12 +357,15 @@ def main(argv: list[str] | None = None) -> None:
         doc, node_doc = "1", 1  # the manual stored before any client connected
 
         report = Report()
+        if args.together:
+            run_together(args, url, doc)
         if args.clients > 0:
-            run_load(args, url, doc, node_doc, data, report)
+            run_load(args, [(url, doc, node_doc)], data, report)
         if args.soak:
             from gradio_client import Client
 
-            client = Client(url, verbose=False)
+            http = {"timeout": args.http_timeout} if args.http_timeout else {}
+            client = Client(url, verbose=False, httpx_kwargs=http)
             rss, soak = [], Report()
             rss_out = open(args.rss_out, "w") if args.rss_out else None
             for n in range(args.soak):
@@ -248,8 +390,38 @@ def main(argv: list[str] | None = None) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
-        if args.keep:
+        if args.keep or args.library is not None:
             print(f"data folder kept: {data}")
+        else:
+            shutil.rmtree(data, ignore_errors=True)
+
+
+def run_replicas(args, env: dict, data: Path) -> None:
+    """The load phase against ``args.replicas`` apps on one library (module docstring)."""
+    procs: list[subprocess.Popen] = []
+    try:
+        urls, docs = start_replicas(args, env, data, procs)
+        n = len(urls)
+        # client i on replica i mod n asks about the manual uploaded through replica i+1 mod n
+        targets = [(urls[r], docs[(r + 1) % n], int(docs[(r + 1) % n])) for r in range(n)]
+        for r, (url, doc, _) in enumerate(targets):
+            print(f"clients on replica {r} ask about #{doc} (uploaded through replica "
+                  f"{(r + 1) % n})", flush=True)
+        report = Report()
+        if args.clients > 0:
+            run_load(args, targets, data, report)
+        for r, p in enumerate(procs[:n]):
+            print(f"replica {r}: RSS {_rss_mb(p.pid):.0f} MB", flush=True)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if args.keep:
+            print(f"data folder kept (logs): {data}")
         else:
             shutil.rmtree(data, ignore_errors=True)
 

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import torch
 
-from engine.answer.decoding import Decoding, GenerationResult
+from engine.answer.decoding import Decoding, GenerationResult, Plan
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.grounding import answer_evidence, find_quote
 from engine.answer.guard import clean_answer, degeneracy, degenerate_warning
@@ -27,8 +27,10 @@ from engine.answer.options import (MAX_NEW_TOKENS, AskError, AskOptions, Memorie
 from engine.documents import load_documents, memories_pending, pending_line, routing_tree
 from engine.routing import lexical
 from engine.routing.fused import RouteQuery, RouterUnavailable, route_on_evidence
-from engine.routing.router import Route, RoutingTree, query_vector
+from engine.routing.query import gathered_query_vector
+from engine.routing.router import Route, RoutingTree
 from engine.runtime import Runtime
+from engine.serving.worker import GenerationWorker, worker_for
 from engine.settings import SettingsError
 from storage import MemoryProgress
 
@@ -112,7 +114,9 @@ def channel_query(rt: Runtime, routing: RoutingTree, question: str,
     """The question as every available channel reads it. Every channel is scored whatever the
     router (the router only chooses the fusion weights), so the trace shows all the evidence and
     the fused and memory routers' selections can be compared. ``metrics.query_vector_ms``
-    gets the H2MT query vector's share (the backbone pass over the question)."""
+    gets the H2MT query vector's share (the backbone pass over the question). The MiniLM vector
+    and the query vector are computed with the questions of other asks arriving at the same
+    moment (``engine.serving.gather``)."""
     wanted = set(routing.available_channels())
     query = RouteQuery()
     if "lexical" in wanted:
@@ -121,7 +125,7 @@ def channel_query(rt: Runtime, routing: RoutingTree, question: str,
         query.dense = rt.encoder.encode_query(question)
     if "memory" in wanted:
         t = time.perf_counter()
-        query.memory = query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
+        query.memory = gathered_query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
         if metrics is not None:
             metrics.query_vector_ms = (time.perf_counter() - t) * 1e3
     return query
@@ -135,7 +139,7 @@ def route(rt: Runtime, req: Request, metrics: Metrics) -> Routed:
     query = channel_query(rt, req.routing, req.question, opts, metrics)
     q = query.memory
     if req.mode.needs_query_vector and q is None:
-        q = query_vector(req.question, rt.backbone, rt.parts, opts.query_fraction)
+        q = gathered_query_vector(req.question, rt.backbone, rt.parts, opts.query_fraction)
     query_ms = (time.perf_counter() - tq) * 1e3
     try:
         found = route_on_evidence(req.routing, query, rt.parts.router, router=opts.router,
@@ -190,6 +194,12 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
                   quote=quote, not_covered=quote is None)
 
 
+def generation_worker(rt: Runtime, plan: Plan) -> GenerationWorker:
+    """The generation worker of the plan's model (one per model of the runtime), which
+    decodes the asks of the moment together, at most ``max_asks_in_flight`` of them."""
+    return worker_for(rt.cache, plan.model.model, rt.settings.max_asks_in_flight)
+
+
 def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
     """Route, plan, stream, finish, log. Its first step ends after routing (``ask_stream``
     takes it, so that routing's errors are raised before any event); TTFT and total time run
@@ -213,7 +223,9 @@ def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
             streamed, parts = step.plan.streamed(Decoding(
                 max_new_tokens=opts.max_new_tokens, max_time=rt.settings.request_timeout_s,
                 repetition_penalty=opts.repetition_penalty,
-                no_repeat_ngram=opts.no_repeat_ngram)), []
+                no_repeat_ngram=opts.no_repeat_ngram),
+                # a served reader's plan (ChatPlan) is batched by its server
+                generation_worker(rt, step.plan) if isinstance(step.plan, Plan) else None), []
             try:
                 for piece in streamed:
                     parts.append(piece)

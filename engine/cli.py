@@ -1,4 +1,5 @@
-"""Command line: ``python -m engine ingest PATH... | ask DOC|all QUESTION | tree DOC_ID | list``.
+"""Command line: ``python -m engine ingest PATH... | ask DOC|all QUESTION | tree DOC_ID | list |
+worker``.
 
 ``ingest`` prints one JSON object per document on its own line (stdout) and a progress bar on
 stderr; a file the user got wrong prints a JSON error line and the others still go in.
@@ -154,6 +155,28 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Write the memories the library's jobs ask for (engine/memory/worker.py) until stopped
+    (SIGTERM or Ctrl-C give the current job back), or with ``--until-idle`` until none is left."""
+    import signal
+
+    from engine.ingest import memory_worker
+    from engine.runtime import Runtime
+
+    settings = _settings(args).with_(job_lease_s=args.lease_s, worker_poll_s=args.poll_s)
+    rt = Runtime.load(settings)
+    worker = memory_worker(rt)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    log = logging.getLogger("engine.memory.worker")
+    log.info("memory worker %s (fingerprint %s)", worker.holder, rt.fingerprint)
+    worker.enqueue_incomplete()
+    try:
+        worker.run(until_idle=args.until_idle)
+    except KeyboardInterrupt:
+        worker.stop()
+    return 0
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with its errors (an unknown choice, a number that is not one) in one line on
     stderr, exit status 2, like every other refused request of the command line; --help still
@@ -224,6 +247,17 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("list", help="list stored documents")
     common(p)
     p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("worker", help="write node memories queued in the library (phase two "
+                                      "of ingest) without the app; any number of workers")
+    p.add_argument("--until-idle", action="store_true",
+                   help="exit once no document's memories are queued or being written")
+    p.add_argument("--lease-s", type=float,
+                   help="seconds a silent worker keeps its job (default $H2MT_JOB_LEASE_S, 120)")
+    p.add_argument("--poll-s", type=float,
+                   help="seconds between looks for new work (default $H2MT_WORKER_POLL_S, 2)")
+    common(p)
+    p.set_defaults(func=cmd_worker)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

@@ -2,7 +2,12 @@
 routing evidence and memories (keyed by the document's sha256 and the fingerprints of the parts
 and the evidence), and the routed structure of a set of documents with its lexical index and,
 when big, its candidate index. A document whose memories are still being written (phase two of
-ingest) has none yet (``memories_pending``)."""
+ingest) has none yet (``memories_pending``).
+
+Other processes change the library too (app replicas, memory workers): every request reads what
+the library says now about the documents it asks, in one query (their content hashes and memory
+progress), so a document uploaded, deleted or given its memories elsewhere is seen on the next
+request, without a restart."""
 from __future__ import annotations
 
 import hashlib
@@ -17,7 +22,7 @@ from engine.routing.candidates import VERSION as CANDIDATES_VERSION, CandidateIn
 from engine.routing.evidence import evidence_fingerprint
 from engine.routing.router import RoutingTree
 from engine.runtime import Runtime
-from storage import MemoryProgress, NodeEvidence
+from storage import DocumentNotFound, MemoryProgress, NodeEvidence
 
 
 @dataclass
@@ -28,6 +33,7 @@ class StoredDocument:
     evidence: NodeEvidence
     memories: dict[int, torch.Tensor] | None  # None until phase two has written every node's
     progress: MemoryProgress
+    sha256: str  # of the file it was built from: the cache key (a database may reuse ids)
     # unique per load (an id() could be reused once an evicted document is freed)
     serial: int = field(default_factory=itertools.count().__next__)
 
@@ -37,21 +43,25 @@ DOCUMENTS_CACHED = 16  # documents whose tree, evidence and memories stay loaded
 
 def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, StoredDocument]:
     """Trees, evidence and (complete) memories of the documents, cached per runtime (the
-    ``DOCUMENTS_CACHED`` most recently asked about)."""
+    ``DOCUMENTS_CACHED`` most recently asked about) and checked against the library in one
+    query per call. DocumentNotFound for a document deleted meanwhile."""
     cache = rt.cache.setdefault("docs", {})
+    states = rt.library.document_states(doc_ids, rt.fingerprint)
     out = {}
     for doc_id in doc_ids:
+        if doc_id not in states:
+            raise DocumentNotFound(doc_id)
+        sha256, progress = states[doc_id]
         # The sha256 is part of the key: a database may reuse a deleted document's id.
-        key = (doc_id, rt.library.get_document(doc_id).sha256, rt.fingerprint,
-               evidence_fingerprint(rt.encoder))
+        key = (doc_id, sha256, rt.fingerprint, evidence_fingerprint(rt.encoder))
         doc = cache.pop(key, None)  # re-inserted below: the dict's order is least recent first
         if doc is None:
             tree = rt.library.get_tree(doc_id)
             doc = StoredDocument(tree, document_evidence(doc_id, tree, rt), None,
-                                 MemoryProgress(0, len(tree)))
+                                 MemoryProgress(0, len(tree)), sha256)
         cache[key] = doc
-        if doc.memories is None:  # phase two may have finished since
-            doc.progress = rt.library.memory_progress(doc_id, rt.fingerprint)
+        if doc.memories is None:  # phase two may have finished since (here or elsewhere)
+            doc.progress = progress
             if doc.progress.complete:
                 doc.memories = rt.library.get_memories(doc_id, rt.fingerprint)
         out[doc_id] = doc
@@ -82,7 +92,7 @@ def candidate_index(rt: Runtime, docs: dict[int, StoredDocument],
     """The candidate index of these documents: kept per runtime, else read from the library,
     else built and stored there (the evidence fingerprint is part of its key, so changed
     evidence gets a new index)."""
-    parts = [f"{d}:{rt.library.get_document(d).sha256}" for d in sorted(docs)]
+    parts = [f"{d}:{doc.sha256}" for d, doc in sorted(docs.items())]
     key = hashlib.sha256("|".join([*parts, evidence_fingerprint(rt.encoder),
                                    CANDIDATES_VERSION]).encode()).hexdigest()
     cache = rt.cache.setdefault("candidates", {})

@@ -37,6 +37,7 @@ from engine.runtime import Runtime
 from engine.settings import Settings
 from engine.document.tree import DocumentError, Tree
 from engine.document.build import build_tree
+from engine.memory.worker import MemoryWorker
 from engine.memory.writer import ProgressFn, WriteStats, write_memories
 from engine.routing.evidence import (compute_evidence, evidence_fingerprint, evidence_text,
                                      has_evidence)
@@ -317,10 +318,16 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
 
 
 def write_document_memories(doc_id: int, rt: Runtime, progress: IngestProgress | None = None, *,
-                            tree: Tree | None = None) -> float:
+                            tree: Tree | None = None,
+                            store: Callable[[dict], None] | None = None) -> float:
     """Phase two: write the document's missing node memories under the runtime's fingerprint,
-    storing each tree height as it finishes; resumes an interrupted write. Milliseconds spent."""
+    storing each tree height as it finishes; resumes an interrupted write. Milliseconds spent.
+    ``store``: how a finished height is stored (a worker's store checks it still holds the
+    document's job, engine/memory/worker.py); by default straight into the library."""
     lib = rt.library
+    if store is None:
+        def store(new: dict) -> None:
+            lib.add_memories(doc_id, new, rt.fingerprint)
     tree = tree if tree is not None else lib.get_tree(doc_id)
     known = lib.get_memories(doc_id, rt.fingerprint, partial=True)
     if len(known) == len(tree):
@@ -329,7 +336,7 @@ def write_document_memories(doc_id: int, rt: Runtime, progress: IngestProgress |
     write_memories(tree, rt.backbone, rt.parts, max_batch_nodes=rt.settings.write_batch_nodes,
                    max_batch_tokens=rt.settings.write_batch_tokens,
                    progress=_stage(progress, "memories"), known=known,
-                   on_level=lambda new: lib.add_memories(doc_id, new, rt.fingerprint))
+                   on_level=store)
     memory_ms = (time.perf_counter() - t0) * 1e3
     lib.set_memory_ms(doc_id, memory_ms)
     return memory_ms
@@ -359,3 +366,14 @@ def _reuse(existing: int, rt: Runtime, progress: IngestProgress | None,
         memory_ms = write_document_memories(existing, rt, progress, tree=tree)
         return _result(existing, tree, info.file_name, info.tree_ms, memory_ms, True, evidence_ms)
     return _result(existing, tree, info.file_name, info.tree_ms, info.memory_ms, True, evidence_ms)
+
+
+def memory_worker(rt: Runtime, write=None, holder: str | None = None) -> MemoryWorker:
+    """A memory worker (engine/memory/worker.py) over the runtime: it writes with ``write``
+    (``write_document_memories`` by default, called as it is) under the runtime's fingerprint
+    and the settings' lease and poll interval."""
+    write = write_document_memories if write is None else write
+    return MemoryWorker(rt.library, rt.fingerprint,
+                        lambda doc_id, progress, store: write(doc_id, rt, progress, store=store),
+                        lease_s=rt.settings.job_lease_s, poll_s=rt.settings.worker_poll_s,
+                        holder=holder)

@@ -171,10 +171,23 @@ class Settings:
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0
+    # The most asks answered at once (the app's answer queue, and the sequences one model's
+    # generation worker decodes together, engine.serving.worker). Past it an ask waits in the
+    # app's queue, which shows its position; nothing is dropped or times out for waiting.
+    max_asks_in_flight: int = 8
     # The app's example manual (app/examples.py): indexed in the background on the first start
     # when the library lacks it, with example questions on the Ask tab. H2MT_EXAMPLES=0 turns
     # both off (the engine itself never reads this).
     examples: bool = True
+    # Memory writing as shared work (engine/memory/worker.py, storage/jobs.py): a worker's lease
+    # on a document's job, renewed at every write batch; a holder silent this long (killed or
+    # hung) has its job taken over by another worker. Several times one batch's time.
+    job_lease_s: float = 120.0
+    # How often an idle worker looks for a job (an upload in this process wakes its own at once).
+    worker_poll_s: float = 2.0
+    # The app runs a memory worker in a thread (a lone laptop process as before); 0 leaves the
+    # writing to ``manual-explorer-engine worker`` processes elsewhere (app replicas).
+    app_worker: bool = True
 
     @property
     def checkpoint_path(self) -> Path | None:
@@ -273,15 +286,17 @@ class Settings:
 
 
 _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
-               "max_nodes", "max_question_chars", "reader_context_tokens")
-_FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "reader_connect_s", "reader_stall_s")
+               "max_nodes", "max_question_chars", "max_asks_in_flight",
+               "reader_context_tokens")
+_FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s",
+                 "reader_connect_s", "reader_stall_s")
+_BOOL_FIELDS = ("examples", "app_worker")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def is_url(spec: str | None) -> bool:
     """``spec`` is an http(s) URL (a served reader), not a model name, folder or file."""
     return bool(spec) and urlsplit(spec.strip()).scheme.lower() in ("http", "https")
-_BOOL_FIELDS = ("examples",)
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _parse(name: str, raw: str, kind: type):

@@ -1,10 +1,12 @@
 """Persistent storage of documents, their trees, node memories and the query log."""
 from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument, MissingMemories, StaleMemories,
                             StorageError)
+from storage.jobs import LeaseLost, MemoryJob, MemoryJobs
 from storage.library import Library
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
                              QueryRecord, SourceFile)
 
-__all__ = ["DatabaseUnavailable", "DocumentInfo", "DocumentMeta", "DocumentNotFound", "DuplicateDocument", "Library",
+__all__ = ["DatabaseUnavailable", "DocumentInfo", "DocumentMeta", "DocumentNotFound", "DuplicateDocument", "LeaseLost", "Library",
+           "MemoryJob", "MemoryJobs",
            "MemoryProgress", "MissingMemories", "NodeEvidence", "QueryRecord", "SourceFile", "StaleMemories",
            "StorageError"]

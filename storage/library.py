@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import networkx as nx
 import numpy as np
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import (Engine, create_engine, delete, event, func, insert, select, text,
+                        update)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (ArgumentError, IntegrityError, InterfaceError, NoSuchModuleError,
                             OperationalError)
@@ -32,8 +33,8 @@ from sqlalchemy.pool import StaticPool
 from storage.blobs import decode_array, decode_vector, encode_array, encode_vector
 from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument,
                             MissingMemories, StaleMemories)
-from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryRow,
-                            NodeRow, QueryRow, SourceFileRow)
+from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryJobRow,
+                            MemoryRow, NodeRow, QueryRow, SourceFileRow)
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
                              QueryRecord, SourceFile)
 from storage.tree import Node, Tree
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MEMORY_INSERT_BATCH = 256  # memory rows per INSERT (bounds the bytes held at once)
+SCHEMA_LOCK_KEY = 0x48324D54  # PostgreSQL advisory lock held while the tables are created
 
 
 class Library:
@@ -60,8 +62,12 @@ class Library:
         # One writer path per process on SQLite (it has one writer slot per database file).
         self._write_lock = threading.RLock() if self._sqlite else None
         try:
-            with self._writing():
-                Base.metadata.create_all(self.engine)
+            with self._writing(), self.engine.begin() as con:
+                if self.engine.dialect.name == "postgresql":
+                    # replicas starting at once on a new database: one creates the tables
+                    con.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                {"key": SCHEMA_LOCK_KEY})
+                Base.metadata.create_all(con)
         except (OperationalError, InterfaceError) as e:
             self.engine.dispose()
             raise DatabaseUnavailable(_safe_url(url), _first_line(e.orig or e)) from e
@@ -202,11 +208,15 @@ class Library:
         """Store a candidate index of the documents ``doc_ids`` under ``key``, in place of any
         other index of exactly these documents (built from older evidence); one transaction."""
         docs = sorted(int(d) for d in doc_ids)
-        with self._writing(), self._sessions() as s, s.begin():
-            for row in s.execute(select(CandidateIndexRow.key, CandidateIndexRow.documents)):
-                if row.key == key or sorted(row.documents) == docs:
-                    s.execute(delete(CandidateIndexRow).where(CandidateIndexRow.key == row.key))
-            s.add(CandidateIndexRow(key=key, documents=docs, n_nodes=n_nodes, blob=blob))
+        try:
+            with self._writing(), self._sessions() as s, s.begin():
+                for row in s.execute(select(CandidateIndexRow.key, CandidateIndexRow.documents)):
+                    if row.key == key or sorted(row.documents) == docs:
+                        s.execute(delete(CandidateIndexRow).where(CandidateIndexRow.key == row.key))
+                s.add(CandidateIndexRow(key=key, documents=docs, n_nodes=n_nodes, blob=blob))
+        except IntegrityError:  # another process stored the same index first (same key: equal)
+            if self.get_candidate_index(key) is None:
+                raise
 
     def candidate_index_keys(self) -> list[str]:
         """Keys of the stored candidate indexes."""
@@ -236,11 +246,30 @@ class Library:
                 by_doc.setdefault(doc_id, []).append(fp)
             return [_document_info(r, tuple(sorted(by_doc.get(r.id, ())))) for r in rows]
 
+    def document_states(self, doc_ids: list[int] | None,
+                        fingerprint: str) -> dict[int, tuple[str, MemoryProgress]]:
+        """doc id -> (sha256, memories stored under ``fingerprint`` of its nodes) of the given
+        documents (None: all), in one query: what a process caching documents reads per
+        request to see what another process changed (a new or deleted document, memories
+        finished). Documents not in the library are absent."""
+        counts = (select(MemoryRow.doc_id, func.count().label("n")).where(
+            MemoryRow.fingerprint == fingerprint).group_by(MemoryRow.doc_id).subquery())
+        stmt = (select(DocumentRow.id, DocumentRow.sha256, DocumentRow.n_nodes, counts.c.n)
+                .outerjoin(counts, counts.c.doc_id == DocumentRow.id).order_by(DocumentRow.id))
+        if doc_ids is not None:
+            stmt = stmt.where(DocumentRow.id.in_(list(doc_ids)))
+        with self._sessions() as s:
+            return {i: (sha, MemoryProgress(done=int(n or 0), total=total))
+                    for i, sha, total, n in s.execute(stmt)}
+
     def delete_document(self, doc_id: int) -> None:
         """Remove a document with its nodes and memories (its logged queries keep no doc_id)."""
         with self._writing(), self._sessions() as s, s.begin():
             # Explicit child deletes: the schema cascades too, but a database opened without
-            # foreign-key enforcement must not keep orphans.
+            # foreign-key enforcement must not keep orphans. The memory job first: its row lock
+            # waits for a worker storing a height of this document, and that worker's next
+            # store finds no job and stops (storage/jobs.py).
+            s.execute(delete(MemoryJobRow).where(MemoryJobRow.doc_id == doc_id))
             s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id))
             s.execute(delete(SourceFileRow).where(SourceFileRow.doc_id == doc_id))
             self._drop_candidate_indexes(s, doc_id)
@@ -288,6 +317,8 @@ class Library:
                 raise DocumentNotFound(doc_id)
             rows = s.scalars(
                 select(NodeRow).where(NodeRow.doc_id == doc_id).order_by(NodeRow.node_id)).all()
+            if not rows:  # deleted (by another process) between the two reads
+                raise DocumentNotFound(doc_id)
             graph = nx.DiGraph()
             for r in rows:
                 graph.add_node(r.node_id, node=Node(
@@ -368,6 +399,8 @@ class Library:
             rows = s.execute(
                 select(MemoryRow.node_id, MemoryRow.dtype, MemoryRow.dim, MemoryRow.blob)
                 .where(MemoryRow.doc_id == doc_id, MemoryRow.fingerprint == fingerprint)).all()
+            if not partial and len(rows) != doc.n_nodes and not self._exists(s, doc_id):
+                raise DocumentNotFound(doc_id)  # deleted (by another process) meanwhile
             if not partial and not rows:
                 stored = self._fingerprints(s, doc_id)
                 if stored:
@@ -396,10 +429,23 @@ class Library:
     def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
                   settings: dict[str, Any] | None = None, route: Any = None,
                   metrics: dict[str, Any] | None = None) -> int:
-        """Record one question (settings, route and metrics must be JSON-serialisable); its id."""
+        """Record one question (settings, route and metrics must be JSON-serialisable); its id.
+        A document deleted meanwhile (by another process) is logged as none, as a deletion
+        leaves its logged questions."""
+        row = dict(question=question, mode=mode, answer=answer, settings_json=settings,
+                   route_json=route, metrics_json=metrics)
+        try:
+            return self._log_query(doc_id, row)
+        except IntegrityError:
+            if doc_id is None:
+                raise
+            return self._log_query(None, row)
+
+    def _log_query(self, doc_id: int | None, values: dict[str, Any]) -> int:
         with self._writing(), self._sessions() as s, s.begin():
-            row = QueryRow(doc_id=doc_id, question=question, mode=mode, answer=answer,
-                           settings_json=settings, route_json=route, metrics_json=metrics)
+            if doc_id is not None and s.get(DocumentRow, doc_id) is None:
+                doc_id = None
+            row = QueryRow(doc_id=doc_id, **values)
             s.add(row)
             s.flush()
             return row.id
@@ -424,6 +470,11 @@ class Library:
             return None if row is None else _query_record(row)
 
     # -- helpers ------------------------------------------------------------------------------
+    @staticmethod
+    def _exists(s: Session, doc_id: int) -> bool:
+        """Whether the document is there now (not the session's possibly older copy)."""
+        return s.scalar(select(DocumentRow.id).where(DocumentRow.id == doc_id)) is not None
+
     @staticmethod
     def _fingerprints(s: Session, doc_id: int) -> tuple[str, ...]:
         stmt = select(MemoryRow.fingerprint).where(MemoryRow.doc_id == doc_id).distinct()

@@ -1,5 +1,9 @@
 """The database schema: documents, their tree nodes, node memories, the uploaded source files,
-the candidate indexes of big libraries and the query log.
+the candidate indexes of big libraries, the memory-writing jobs and the query log.
+
+Tables are created when missing (``Base.metadata.create_all`` when a library is opened); a new
+version adds tables, never columns to existing ones, so a library made by an older version
+opens as it is and gets the new tables (``memory_jobs``) on its first open.
 
 Portable SQLAlchemy types only, so any SQLAlchemy URL works (SQLite by default, PostgreSQL too).
 A node's sibling position is the column ``position`` (``order`` is a reserved word).
@@ -132,6 +136,30 @@ class CandidateIndexRow(Base):
     n_nodes: Mapped[int] = mapped_column(Integer)
     blob: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class MemoryJobRow(Base):
+    """Writing one document's node memories under one fingerprint (phase two of ingest), as
+    work shared by every process on the library (storage/jobs.py): ``pending`` until a worker
+    claims it; ``running`` while ``holder`` renews its lease (``lease_until``, seconds since the
+    epoch) as it writes, taken over by another worker once the lease has run out; ``done`` or
+    ``failed`` (``error``) at the end. ``done``/``total`` are the holder's last reported
+    progress (every replica's library view reads them)."""
+
+    __tablename__ = "memory_jobs"
+    __table_args__ = (Index("ix_memory_jobs_fingerprint_state", "fingerprint", "state"),)
+
+    doc_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(128), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    holder: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[float | None] = mapped_column(Float)
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # claims so far (take-overs too)
+    error: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[float] = mapped_column(Float)  # seconds since the epoch
 
 
 class QueryRow(Base):

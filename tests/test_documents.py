@@ -46,3 +46,33 @@ def test_memories_pending_until_phase_two_writes_them(tiny_backbone, tmp_path):
     write_document_memories(doc, rt)
     docs = load_documents(rt, [doc])
     assert memories_pending(docs) is None and docs[doc].memories is not None
+
+
+def test_what_another_process_changed_is_seen_on_the_next_load(tiny_backbone, tmp_path):
+    """Two runtimes on one library file, each with its own connections and caches (two
+    replicas): memories written and a document deleted through one are seen by the other on
+    its next load, which checks the library in one query when nothing needs loading."""
+    import pytest
+    from sqlalchemy import event
+
+    from engine.ingest import write_document_memories
+    from storage import DocumentNotFound
+
+    a = make_runtime(tiny_backbone, tmp_path)
+    b = make_runtime(tiny_backbone, tmp_path)  # its own Library: engine, pool, caches
+    md = tmp_path / "manual.md"
+    md.write_text(MANUAL)
+    doc = ingest_file(md, a, memories=False).doc_id
+    assert memories_pending(load_documents(b, [doc])) is not None  # uploaded through a
+    statements = []
+    event.listen(b.library.engine, "before_cursor_execute",
+                 lambda *args: statements.append(args[2]))
+    load_documents(b, [doc])
+    assert len(statements) == 1, statements  # nothing changed: one query
+    write_document_memories(doc, a)  # through a
+    docs = load_documents(b, [doc])
+    assert memories_pending(docs) is None and docs[doc].memories is not None
+    a.library.delete_document(doc)
+    with pytest.raises(DocumentNotFound):
+        load_documents(b, [doc])
+    b.library.close()

@@ -1,7 +1,11 @@
 """Decoding a plan: greedy generation from input embeddings (text and memory slots), streamed.
 
 Decoding stops on a looping 4-gram (``engine.answer.guard``); ``GenerationResult.stop`` says why
-generation ended (eos, length, time, repeat)."""
+generation ended (eos, length, time, repeat). ``generate`` is one call of ``model.generate``;
+``Streamed`` with a worker hands the plan to the model's generation worker
+(``engine.serving.worker``), which decodes the asks arriving together as one batch with the
+same tokens, stop rules and processors (a request built by ``worker_request``), and cancels the
+ask when its stream is closed (the client went away)."""
 from __future__ import annotations
 
 import threading
@@ -9,11 +13,14 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import torch
-from transformers import LogitsProcessorList, StoppingCriteriaList
+from transformers import (LogitsProcessorList, NoRepeatNGramLogitsProcessor,
+                          RepetitionPenaltyLogitsProcessor, StoppingCriteriaList)
 
 from engine.answer.guard import DECODE, GuardedStreamer, RepeatStop
 from engine.answer.measure import FirstToken
 from engine.memory.backbone import Backbone
+from engine.serving.request import GenerationOutcome, GenerationRequest
+from engine.serving.worker import GenerationWorker
 
 
 @dataclass(frozen=True)
@@ -26,10 +33,10 @@ class Plan:
     slot_mask: torch.Tensor | None = None
     aligner: object | None = None
 
-    def streamed(self, decoding: "Decoding") -> "Streamed":
-        """This plan decoded as ``decoding`` says, streamed (a served reader's plan,
-        ``remote_decoding.ChatPlan``, answers the same call)."""
-        return Streamed(self, decoding)
+    def streamed(self, decoding: "Decoding", worker=None) -> "Streamed":
+        """This plan decoded as ``decoding`` says, streamed, by ``worker`` when given (a served
+        reader's plan, ``remote_decoding.ChatPlan``, answers the same call)."""
+        return Streamed(self, decoding, worker)
 
 
 @dataclass(frozen=True)
@@ -105,19 +112,55 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
         loops = aligner.last_loops[0] if aligner.last_loops is not None else None
     else:
         out = backbone.model.generate(**kwargs)
-    new = out[0]  # with inputs_embeds only, generate returns just the new tokens
+    new = out[0].tolist()  # with inputs_embeds only, generate returns just the new tokens
+    return _result(backbone, new, stop, max_new_tokens, embeds.shape[1], first.at, loops)
+
+
+def _result(backbone: Backbone, new: list[int], stop: RepeatStop, max_new_tokens: int,
+            prefill_tokens: int, first_token_at: float | None,
+            loops: torch.Tensor | None) -> GenerationResult:
+    """The result of a generation that gave the token ids ``new``, and why it ended."""
     text = backbone.tokenizer.decode(new[: len(new) - stop.trim], **DECODE).strip()
     if stop.fired:
         why = stop.fired
-    elif new.numel() and int(new[-1]) in _eos_ids(backbone):
+    elif new and new[-1] in _eos_ids(backbone):
         why = "eos"
-    elif new.numel() >= max_new_tokens:
+    elif len(new) >= max_new_tokens:
         why = "length"
     else:
         why = "time"
-    return GenerationResult(text=text, prefill_tokens=embeds.shape[1],
-                            generated_tokens=int(new.numel()), first_token_at=first.at, loops=loops,
-                            stop=why)
+    return GenerationResult(text=text, prefill_tokens=prefill_tokens, generated_tokens=len(new),
+                            first_token_at=first_token_at, loops=loops, stop=why)
+
+
+def worker_request(plan: Plan, decoding: Decoding,
+                   streamer=None) -> tuple[GenerationRequest, RepeatStop]:
+    """What ``generate`` hands ``model.generate``, as a generation worker's request: the same
+    prompt, processors (in ``generate``'s order), loop stop, eos ids and limits; and its loop
+    stop (which says what was cut off)."""
+    stop = RepeatStop()
+    processors = LogitsProcessorList()
+    if decoding.repetition_penalty != 1.0:
+        processors.append(RepetitionPenaltyLogitsProcessor(decoding.repetition_penalty))
+    if decoding.no_repeat_ngram:
+        processors.append(NoRepeatNGramLogitsProcessor(decoding.no_repeat_ngram))
+    if streamer is not None and hasattr(streamer, "guard"):
+        streamer.guard = stop if decoding.guard else None
+    eos = plan.model.model.generation_config.eos_token_id
+    eos = [eos] if isinstance(eos, int) else list(eos or [])
+    gated = plan.aligner is not None and plan.slot_mask is not None
+    request = GenerationRequest(
+        inputs_embeds=torch.cat(plan.pieces), max_new_tokens=decoding.max_new_tokens,
+        max_time=decoding.max_time, eos_token_ids=frozenset(eos), logits_processor=processors,
+        stopping_criteria=[stop] if decoding.guard else [], streamer=streamer,
+        slot_mask=plan.slot_mask if gated else None, aligner=plan.aligner if gated else None)
+    return request, stop
+
+
+def worker_result(plan: Plan, decoding: Decoding, outcome: GenerationOutcome,
+                  stop: RepeatStop) -> GenerationResult:
+    return _result(plan.model, outcome.tokens, stop, decoding.max_new_tokens,
+                   outcome.prefill_tokens, outcome.first_token_at, outcome.loops)
 
 
 def run_plan(plan: Plan, decoding: Decoding, streamer=None) -> GenerationResult:
@@ -148,15 +191,20 @@ def stripped(chunks: Iterator[str]) -> Iterator[str]:
 
 class Streamed:
     """One generation from a plan, streamed: iterating yields the answer's text chunks as they
-    are generated (in a worker thread; an error there is raised in the iterating thread), after
-    which ``result`` holds the ``GenerationResult``."""
+    are generated (by ``worker``, the model's generation worker, with the other asks of the
+    moment; without one, by ``generate`` in a thread of its own; an error there is raised in the
+    iterating thread), after which ``result`` holds the ``GenerationResult``. Closing the
+    iteration early (the client went away) takes the ask out of the worker's batch."""
 
-    def __init__(self, plan: Plan, decoding: Decoding):
-        self.plan, self.decoding = plan, decoding
+    def __init__(self, plan: Plan, decoding: Decoding, worker: GenerationWorker | None = None):
+        self.plan, self.decoding, self.worker = plan, decoding, worker
         self.result: GenerationResult | None = None
 
     def __iter__(self) -> Iterator[str]:
         streamer = GuardedStreamer(self.plan.model.tokenizer)
+        if self.worker is not None:
+            yield from self._batched(streamer)
+            return
         box: dict = {}
 
         def work() -> None:
@@ -173,3 +221,13 @@ class Streamed:
         if "error" in box:
             raise box["error"]
         self.result = box["result"]
+
+    def _batched(self, streamer: GuardedStreamer) -> Iterator[str]:
+        request, stop = worker_request(self.plan, self.decoding, streamer)
+        ticket = self.worker.submit(request)
+        try:
+            yield from stripped(streamer)
+        except BaseException:  # closed early (GeneratorExit) or failed: leave the batch
+            ticket.cancel()
+            raise
+        self.result = worker_result(self.plan, self.decoding, ticket.result(), stop)

@@ -57,7 +57,8 @@ class ChatPlan:
     reader: RemoteReader
     messages: list[dict]
 
-    def streamed(self, decoding) -> "RemoteStreamed":
+    def streamed(self, decoding, worker=None) -> "RemoteStreamed":
+        """Streamed from the server (which batches its own asks: no local worker)."""
         return RemoteStreamed(self.reader, self.messages, max_new_tokens=decoding.max_new_tokens,
                               max_time=decoding.max_time, guard=decoding.guard)
 

@@ -1,12 +1,24 @@
 """The memory router's query vector (H2MT 3.3): q = h_L([e_write; E_q[1:n_q]; e_read])[last],
-n_q = floor(T * fraction), fraction 1/2 as in the paper (a setting)."""
+n_q = floor(T * fraction), fraction 1/2 as in the paper (a setting).
+
+``gathered_query_vector`` is ``query_vector`` for concurrent asks: the questions gathered within
+a few milliseconds (``engine.serving.gather``) go through the backbone as one right-padded batch
+(``query_vectors``; equal to the question alone to rounding). One gatherer per (backbone,
+fraction), kept beside the parts object and dropped with it.
+"""
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 
 import torch
 
 from engine.memory.writer import _Item, read_out
+from engine.serving.gather import Gatherer
+
+_GATHERERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # parts -> {key: Gatherer}
+_GATHERERS_LOCK = threading.Lock()
 
 
 def query_ids(backbone, question: str, fraction: float = 0.5) -> list[int]:
@@ -47,3 +59,22 @@ def query_vector(question: str, backbone, parts, fraction: float = 0.5) -> torch
             else backbone.model.model)
     hidden = body(inputs_embeds=embeds, use_cache=False).last_hidden_state
     return hidden[0, -1].float().cpu().clone()
+
+
+def _gathered(questions: list[str], backbone, parts, fraction: float) -> list[torch.Tensor]:
+    if len(questions) == 1:  # alone: the unpadded single pass
+        return [query_vector(questions[0], backbone, parts, fraction)]
+    return list(query_vectors(questions, backbone, parts, fraction))
+
+
+def gathered_query_vector(question: str, backbone, parts, fraction: float = 0.5) -> torch.Tensor:
+    """``query_vector(question, backbone, parts, fraction)``, computed in one pass with the
+    questions of other asks that arrive at the same moment: [d] float32 on the CPU."""
+    with _GATHERERS_LOCK:
+        per_parts = _GATHERERS.setdefault(parts, {})
+        key = (id(backbone), fraction)
+        gatherer = per_parts.get(key)
+        if gatherer is None:
+            gatherer = per_parts[key] = Gatherer(
+                lambda qs: _gathered(qs, backbone, parts, fraction))
+    return gatherer(question).clone()  # equal questions share a row: each caller its own

@@ -14,9 +14,9 @@ def hold_memory_writer(rt, monkeypatch, timeout_s: float):
     gate = threading.Event()
     write = writer._write
 
-    def held(doc_id, rt_, progress):
+    def held(doc_id, rt_, progress, **kw):
         gate.wait(timeout_s)
-        return write(doc_id, rt_, progress)
+        return write(doc_id, rt_, progress, **kw)
 
     monkeypatch.setattr(writer, "_write", held)
     return writer, gate

@@ -6,7 +6,6 @@ Runs the real backbone on CPU; the app and its library are shared with the brows
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter
 
 import pytest
@@ -270,49 +269,6 @@ def test_api_memory_mode_waits_for_memories_with_a_notice(client, explorer_serve
     assert out[6]["mode"] == "memory" and out[6]["warning"] is None
     assert out[6]["agreement"] is not None
     client.predict(str(doc.id), api_name="/delete_manual")
-
-
-def test_memory_writer_one_document_at_a_time_resumes_and_cancels():
-    """The background writer with a stand-in write function: queued once, one at a time, a
-    failure kept for the library, a cancelled document skipped."""
-    from types import SimpleNamespace
-
-    from app.ui import MemoryWriter
-    from storage.records import MemoryProgress
-
-    running, seen, lock = [], [], threading.Lock()
-    release = threading.Event()
-
-    def write(doc_id, rt, progress):
-        with lock:
-            running.append(doc_id)
-            assert len(running) == 1, "two documents written at once"
-        try:
-            release.wait(10)
-            progress(1, 2, stage="memories")
-            if doc_id == 3:
-                raise RuntimeError("disk full")
-            seen.append(doc_id)
-        finally:
-            with lock:
-                running.remove(doc_id)
-
-    stored = {1: MemoryProgress(0, 2), 2: MemoryProgress(2, 2), 3: MemoryProgress(1, 2),
-              4: MemoryProgress(0, 2)}
-    library = SimpleNamespace(
-        list_documents=lambda: [SimpleNamespace(id=i) for i in stored],
-        memory_progress=lambda doc_id, fp: stored[doc_id])
-    w = MemoryWriter(SimpleNamespace(library=library, fingerprint="fp"), write=write)
-    assert w.resume_incomplete() == [1, 3, 4]  # 2 is complete
-    assert not w.submit(1) and not w.submit(3)  # already queued or being written
-    w.cancel(4)  # deleted while it waited: never written
-    assert w.state(4) == ("", None)
-    release.set()
-    assert w.wait_idle(10)
-    assert seen == [1]
-    assert w.state(3)[0] == "failed" and "disk full" in w.failure(3)
-    assert w.submit(3)  # an upload of the same file queues it again
-    assert w.wait_idle(10) and w.state(3)[0] == "failed"
 
 
 def test_a_crashed_request_fails_alone_and_the_next_one_works(client, explorer_server,

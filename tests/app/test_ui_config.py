@@ -107,3 +107,26 @@ def test_text_mode_instead_asks_through_the_ask_buttons_click(config):
     assert len(on_text) == 1 and on_text[0]["outputs"] == [ids["ask-mode"]]
     follow = [d for d in config["dependencies"] if d.get("trigger_after") == on_text[0]["id"]]
     assert len(follow) == 1 and "#ask-button" in (follow[0].get("js") or "")
+
+
+def test_asks_in_flight_is_the_answer_queues_limit(tiny_backbone, tiny_parts, tmp_path):
+    """H2MT_MAX_ASKS_IN_FLIGHT sets the concurrency limit of every answer event (past it an ask
+    waits in Gradio's queue, with its position shown)."""
+    from app.ui import build_app
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+    from storage import Library
+
+    settings = Settings.from_env({"H2MT_DATA_DIR": str(tmp_path), "H2MT_MAX_ASKS_IN_FLIGHT": "3"})
+    assert settings.max_asks_in_flight == 3
+    with pytest.raises(ValueError, match="positive"):
+        Settings(max_asks_in_flight=0)
+    rt = Runtime(settings, tiny_backbone, tiny_parts, Library(settings.database_url))
+    try:
+        demo = build_app(rt)
+    finally:
+        rt.library.close()
+    answer = [fn for fn in demo.fns.values() if fn.concurrency_id == "answer"]
+    assert len(answer) >= 2  # the ask chain (button and enter, one gr.on), the compare tab
+    assert {fn.concurrency_limit for fn in answer} == {3}
+    assert any(fn.api_name == "ask" for fn in answer)

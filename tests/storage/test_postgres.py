@@ -69,3 +69,31 @@ def test_recover_on_postgresql(pg_runtime):
     from storage import Library
 
     assert Library(PG_URL).recovered == {"memories": 0, "evidence": 0, "nodes": 0, "documents": 0}
+
+
+def test_replicas_opening_a_new_database_at_once_all_open():
+    """Several processes (here threads, each on its own connection) opening one empty
+    PostgreSQL database at the same moment: one creates the tables, the others wait for it."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storage import Library
+    from storage.models import Base
+
+    lib = Library(PG_URL)
+    Base.metadata.drop_all(lib.engine)
+    lib.close()
+    barrier = threading.Barrier(6)
+
+    def open_library():
+        barrier.wait()
+        Library(PG_URL).close()
+
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            for f in [pool.submit(open_library) for _ in range(6)]:
+                f.result()
+    finally:
+        lib = Library(PG_URL)
+        Base.metadata.drop_all(lib.engine)
+        lib.close()

@@ -462,3 +462,24 @@ def test_candidate_indexes_are_replaced_and_dropped_with_their_documents(library
     assert library.candidate_index_keys() == ["k2", "solo"]
     library.delete_document(b)
     assert library.candidate_index_keys() == ["solo"]
+
+
+def test_document_states_in_one_query(library):
+    """What a replica reads per request to see what another changed: ids, content hashes and
+    memory progress of the asked documents, in one SELECT."""
+    from sqlalchemy import event
+
+    tree = sample_tree()
+    a, b = (library.add_document(DocumentMeta(title=t, file_name=f"{t}.pdf", sha256=t * 8), tree)
+            for t in "ab")
+    library.add_memories(a, {i: torch.ones(DIM) for i in tree.graph.nodes}, "fp")
+    statements = []
+    event.listen(library.engine, "before_cursor_execute",
+                 lambda *args: statements.append(args[2]))
+    states = library.document_states([a, b, 999], "fp")
+    assert len(statements) == 1
+    assert states[a][0] == "a" * 8 and states[a][1].complete
+    assert states[b][1].done == 0 and not states[b][1].complete
+    assert 999 not in states and set(library.document_states(None, "fp")) == {a, b}
+    library.delete_document(b)
+    assert set(library.document_states(None, "fp")) == {a}

@@ -1,0 +1,148 @@
+"""The memory worker: phase two of ingest (``ingest.write_document_memories``) as shared work.
+
+Every process that writes memories is a worker of this kind: ``python -m engine worker`` on its
+own (a GPU box), or the app's background thread (app/memory_writer.py). A worker claims one
+document's job at a time from the library (storage/jobs.py: row locks that skip claimed rows,
+a lease renewed at every write batch), writes the missing memories height by height, each
+height stored only while it still holds the job, and marks the job done. A worker killed or
+hung stops renewing its lease; once the lease runs out another worker takes the job over and
+resumes from the stored heights, so no node is written twice and the result is the one an
+uninterrupted run gives.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Callable, Protocol
+
+from storage import DocumentNotFound, Library, LeaseLost, MemoryJob, MemoryJobs
+
+log = logging.getLogger(__name__)
+
+BEAT_EVERY_S = 1.0  # progress reports renew the lease at most this often (each stored height too)
+
+
+class Stopped(Exception):
+    """Raised inside the write's progress callback when the worker is asked to stop."""
+
+
+def holder_name() -> str:
+    """This worker's name in the jobs it holds: host, process and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class WriteFn(Protocol):
+    """Writes one document's missing memories (``engine.ingest.write_document_memories`` over a
+    runtime), reporting ``progress(done, total)`` and storing each finished height with
+    ``store(memories)``; milliseconds spent."""
+
+    def __call__(self, doc_id: int, progress: Callable[..., None],
+                 store: Callable[[dict], None]) -> float: ...
+
+
+class MemoryWorker:
+    """Claims and writes the library's memory jobs under ``fingerprint`` until stopped.
+
+    ``write`` writes one document (``WriteFn``; ``engine.ingest.memory_worker`` builds a worker
+    over a runtime); ``lease_s``: the lease renewed at every batch; ``poll_s``: the pause of an
+    idle worker between looks for work."""
+
+    def __init__(self, library: Library, fingerprint: str, write: WriteFn, *, lease_s: float,
+                 poll_s: float, holder: str | None = None):
+        self.library = library
+        self.fingerprint = fingerprint
+        self.jobs = MemoryJobs(library)
+        self.holder = holder or holder_name()
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self.write = write
+        self.current: MemoryJob | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+
+    # -- queueing -------------------------------------------------------------------------------
+    def enqueue(self, doc_id: int) -> bool:
+        """Queue the document's memories (a job in the library); wakes this worker."""
+        queued = self.jobs.enqueue(doc_id, self.fingerprint)
+        self._wake.set()
+        return queued
+
+    def enqueue_incomplete(self) -> list[int]:
+        """Queue every document whose memories are incomplete under the runtime's fingerprint
+        and that has no open job (uploads interrupted before they queued, older libraries,
+        ``ingest --text-only``)."""
+        lib, fp = self.library, self.fingerprint
+        docs = lib.list_documents()
+        jobs = self.jobs.of_documents([d.id for d in docs], fp)
+        queued = []
+        for d in docs:
+            job = jobs.get(d.id)
+            if job is not None and job.state in ("pending", "running", "failed"):
+                continue  # a failed job waits for the file to be uploaded again
+            try:
+                if not lib.memory_progress(d.id, fp).complete and self.enqueue(d.id):
+                    queued.append(d.id)
+            except DocumentNotFound:
+                continue
+        if queued:
+            log.info("memories to write: %d document(s) queued: %s", len(queued), queued)
+        return queued
+
+    # -- working --------------------------------------------------------------------------------
+    def run_one(self) -> int | None:
+        """Claim one free job and write it; its document id, or None when none was free."""
+        job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s)
+        if job is None:
+            return None
+        self.current = job
+        if job.attempts > 1:
+            log.info("memories #%d: taken over (claim %d)", job.doc_id, job.attempts)
+        last = [0.0]
+
+        def progress(done: int, total: int, *, stage: str = "memories") -> None:
+            if self._stop.is_set():
+                raise Stopped()
+            now = time.monotonic()
+            if now - last[0] >= BEAT_EVERY_S or done >= total:
+                last[0] = now
+                self.jobs.beat(job, self.holder, self.lease_s, done, total)
+                log.info("memories #%d %d/%d", job.doc_id, done, total)
+
+        def store(new: dict) -> None:
+            self.jobs.add_memories(job, self.holder, self.lease_s, new)
+
+        try:
+            self.write(job.doc_id, progress, store)
+        except (LeaseLost, DocumentNotFound):
+            log.info("memories #%d: no longer this worker's (taken over or deleted)", job.doc_id)
+        except Stopped:
+            self.jobs.release(job, self.holder)
+        except Exception as e:  # noqa: BLE001 - one document failing must not stop the worker
+            log.exception("writing the memories of document %d failed", job.doc_id)
+            self.jobs.fail(job, self.holder, f"{type(e).__name__}: {e}")
+        else:
+            if self.jobs.finish(job, self.holder):
+                log.info("memories #%d done", job.doc_id)
+        finally:
+            self.current = None
+        return job.doc_id
+
+    def run(self, *, until_idle: bool = False) -> None:
+        """Work until ``stop``; ``until_idle``: return once no job under the fingerprint is
+        pending or running anywhere (a running one held elsewhere may still be abandoned)."""
+        while not self._stop.is_set():
+            if self.run_one() is not None:
+                continue
+            if until_idle and self.jobs.open_count(self.fingerprint) == 0:
+                return
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+
+    def stop(self) -> None:
+        """Stop after the current batch; the job being written goes back to pending."""
+        self._stop.set()
+        self._wake.set()

@@ -1,0 +1,246 @@
+"""The generation worker of one loaded model: continuous batching of the asks' greedy decoding.
+
+Asks submit a ``GenerationRequest`` and get a ``Ticket``. One thread per model runs the loop:
+take the requests waiting (up to ``max_batch`` sequences in all), prefill each alone and add it
+to a running batch of sequences of about its length (``engine.serving.batch``), run one
+decoding step for each batch, give every sequence its token (streamed to its own streamer),
+and let the sequences that ended go; a cancelled ticket leaves before the next step. Decoding
+a small model on a CPU is bound by reading its weights for every step, so a step for eight
+sequences costs little more than a step for one.
+
+Memory mode. The ArcAligner's selective LoRA and slot gates act only in the armed forward (the
+prefill, whose length equals the slot mask's); decoding steps pass through its wrappers
+unchanged (engine.memory.aligner and gated_layer, "KV cache"). So a memory-mode sequence is
+prefilled alone, with its slots armed in the worker's thread (the slot context is
+thread-local), exactly as an unbatched ``generate`` prefills it, and its gate loops and loop
+counts stay its own; from its first decoding step on it is an ordinary cached sequence and
+shares the batch with text and full-mode sequences. Prefills are not batched, in any mode: the
+gate's updates are per slot and its loop counts per row, so a batched memory prefill would be
+the same arithmetic, but a left-padded prefill differs from the prompt alone in the last digits
+(the masked attention and matrix kernels change with the shape), and greedy answers must stay
+those of the unbatched path; and a batch's gate loops would all wait for its slowest slot.
+
+Why not transformers' continuous batching (``generate_batch`` / ``init_continuous_batching``,
+transformers 5.23): it runs on this CPU and its greedy tokens matched ``generate`` on two
+prompts, but (1) a request is a list of token ids only: memory mode's prompt is input
+embeddings (slots) and its prefill needs the aligner armed in the thread that runs it; (2) a
+request has no stopping criteria of its own (only max new tokens and eos): the loop stop
+(engine.answer.guard) and the time limit cannot be expressed; (3) its paged cache was slow on
+this CPU (31.5 s for two 24-token answers, against seconds for ``generate``). Transformers'
+``DynamicCache``, logits processors, stopping criteria and streamers are used as they are.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+
+import torch
+from transformers import DynamicCache
+
+from engine.serving.batch import DecodeBatch, Row
+from engine.serving.request import GenerationOutcome, GenerationRequest, Ticket
+
+log = logging.getLogger(__name__)
+
+# A sequence joins a running batch whose cache is at most this many times longer or shorter
+# than its own, else it starts a batch of its own (each batch is one step per round): a
+# full-mode prompt of thousands of tokens would otherwise pad every short text answer of the
+# batch to its length, in memory and in every step's attention.
+LENGTH_RATIO = 2
+
+
+class GenerationWorker:
+    """Decodes the requests for ``model`` in one batch of at most ``max_batch`` sequences;
+    more wait (first come, first served) until a sequence ends."""
+
+    def __init__(self, model: torch.nn.Module, max_batch: int = 8) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        self.model = model
+        self.max_batch = max_batch
+        self._waiting: deque[Ticket] = deque()
+        self._wakeup = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.active = 0  # sequences in the running batch (read by tests and benches)
+
+    # -- the asks' side --------------------------------------------------------------------------
+    def submit(self, request: GenerationRequest) -> Ticket:
+        """Queue ``request``; the worker thread starts with the first one."""
+        ticket = Ticket(request, self._wake)
+        with self._wakeup:
+            if self._closed:
+                raise RuntimeError("this generation worker is closed")
+            self._waiting.append(ticket)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="generation-worker",
+                                                daemon=True)
+                self._thread.start()
+            self._wakeup.notify()
+        return ticket
+
+    def generate(self, request: GenerationRequest) -> GenerationOutcome:
+        """Submit and wait; an interrupted wait (the caller's generator closed, an exception
+        in its thread) cancels the request."""
+        ticket = self.submit(request)
+        try:
+            return ticket.result()
+        except BaseException:
+            ticket.cancel()
+            raise
+
+    def close(self) -> None:
+        """Stop the thread after its current step; waiting and running requests get an error."""
+        with self._wakeup:
+            self._closed = True
+            self._wakeup.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _wake(self) -> None:
+        with self._wakeup:
+            self._wakeup.notify()
+
+    # -- the worker's side -----------------------------------------------------------------------
+    def _take(self, room: int, block: bool) -> list[Ticket]:
+        with self._wakeup:
+            while block and not self._waiting and not self._closed:
+                self._wakeup.wait()
+            taken = []
+            while self._waiting and len(taken) < room:
+                taken.append(self._waiting.popleft())
+            return taken
+
+    def _run(self) -> None:
+        batches: list[DecodeBatch] = []
+        try:
+            with torch.no_grad():
+                while not self._closed:
+                    room = self.max_batch - self.active
+                    for ticket in self._take(room, block=not batches):
+                        self._admit(ticket, batches)
+                    batches = [b for b in batches if self._step(b)]
+                    self.active = sum(len(b) for b in batches)
+        finally:
+            error = RuntimeError("the generation worker stopped")
+            for row in [r for b in batches for r in b.rows]:
+                self._end(row, None, error)
+            with self._wakeup:
+                while self._waiting:
+                    self._waiting.popleft().fail(error)
+
+    def _admit(self, ticket: Ticket, batches: list[DecodeBatch]) -> None:
+        """Prefill the request alone, choose its first token and add it to the batch of
+        sequences of about its length (``LENGTH_RATIO``), or start one."""
+        if ticket.cancelled:
+            ticket.finish(GenerationOutcome([], ticket.request.prompt_length, None, "cancelled"))
+            return
+        row = None
+        try:
+            row, cache, logits = self._prefill(ticket)
+            stop = self._advance(row, logits)
+        except Exception as e:  # this request's failure, not the batch's
+            if row is not None:
+                self._end(row, None, e)
+            else:
+                ticket.fail(e)
+            return
+        if stop is not None:
+            self._end(row, stop)
+            return
+        self.active += 1
+        for batch in batches:
+            if max(batch.length, row.cached) <= LENGTH_RATIO * min(batch.length, row.cached):
+                batch.join(row, cache)
+                return
+        batches.append(DecodeBatch(row, cache))
+
+    def _prefill(self, ticket: Ticket) -> tuple[Row, DynamicCache, torch.Tensor]:
+        """The prompt's forward pass alone, as ``generate`` runs it (all-ones mask, fresh cache,
+        logits of the last position only); memory slots armed in this thread."""
+        req = ticket.request
+        device = self.model.device
+        if req.streamer is not None:  # ``generate`` first hands the streamer the prompt's ids
+            req.streamer.put(torch.zeros((1, 0), dtype=torch.long))
+        row = Row(ticket, cached=req.prompt_length, started=time.monotonic())
+        cache = DynamicCache(config=self.model.config)
+        if req.inputs_embeds is not None:
+            prompt = dict(inputs_embeds=req.inputs_embeds.unsqueeze(0).to(device, self.model.dtype))
+        else:
+            prompt = dict(input_ids=torch.tensor([req.input_ids], dtype=torch.long, device=device))
+        kwargs = dict(prompt, attention_mask=torch.ones(1, req.prompt_length, dtype=torch.long,
+                                                        device=device),
+                      past_key_values=cache, use_cache=True, logits_to_keep=1)
+        aligner, mask = req.aligner, req.slot_mask
+        if aligner is not None and mask is not None and bool(mask.any()):
+            with aligner.attached(self.model), aligner.slots(mask.unsqueeze(0).to(device)):
+                out = self.model(**kwargs)
+                loops = aligner.last_loops
+            row.loops = loops[0] if loops is not None else None
+        else:
+            out = self.model(**kwargs)
+        row.first_token_at = time.perf_counter()
+        return row, cache, out.logits[:, -1].to(dtype=torch.float32)
+
+    def _advance(self, row: Row, logits: torch.Tensor) -> str | None:
+        """Give ``row`` its next token from its logits [1, V]; why it ends, or None."""
+        if row.ticket.cancelled:
+            return "cancelled"
+        return row.push(row.choose(logits[0]), logits[0])
+
+    def _step(self, batch: DecodeBatch) -> bool:
+        """One decoding step of the batch; the rows that end (or fail) leave it. False when
+        none is left."""
+        keep = []
+        live = []
+        for i, row in enumerate(batch.rows):  # a client that went away leaves before the step
+            if row.ticket.cancelled:
+                self._end(row, "cancelled")
+            else:
+                live.append(i)
+        batch.keep(live)
+        if not live:
+            return False
+        try:
+            logits = batch.step(self.model)
+        except Exception as e:  # a failed step fails every sequence in it
+            log.exception("generation step failed")
+            for row in batch.rows:
+                self._end(row, None, e)
+            return False
+        for i, row in enumerate(batch.rows):
+            try:
+                stop = self._advance(row, logits[i:i + 1])
+            except Exception as e:  # e.g. its streamer or stopping criterion raised
+                self._end(row, None, e)
+                continue
+            if stop is None:
+                keep.append(i)
+            else:
+                self._end(row, stop)
+        batch.keep(keep)
+        return bool(keep)
+
+    @staticmethod
+    def _end(row: Row, stop: str | None, error: BaseException | None = None) -> None:
+        """Close the row's stream and hand its outcome (or error) to its ticket."""
+        streamer = row.ticket.request.streamer
+        try:
+            if streamer is not None:
+                streamer.end()
+        finally:
+            if error is not None:
+                row.ticket.fail(error)
+            else:
+                row.ticket.finish(row.outcome(stop))
+
+
+def worker_for(cache: dict, model: torch.nn.Module, max_batch: int) -> GenerationWorker:
+    """The one worker of ``model`` kept in ``cache`` (a runtime's cache dict)."""
+    workers = cache.setdefault("generation_workers", {})
+    worker = workers.get(id(model))
+    if worker is None or worker.model is not model:
+        worker = workers[id(model)] = GenerationWorker(model, max_batch)
+    return worker

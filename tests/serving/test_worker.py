@@ -1,0 +1,173 @@
+"""The generation worker against the unbatched path (engine.answer.decoding.generate): greedy
+tokens, stop reasons and gate loops identical for asks decoded together, joining and leaving
+between steps; cancellation; the time limit."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from engine.answer.guard import GuardedStreamer, RepeatStop
+from engine.answer.decoding import generate
+from engine.answer.prompts import SYSTEM_PROMPT, chat_parts
+from engine.memory.aligner import ArcAligner
+from engine.serving.request import GenerationRequest
+from engine.serving.worker import GenerationWorker
+
+QUESTIONS = [  # different lengths
+    "How do I patch a command?",
+    "What does \\ifdef do in etoolbox, and when should I use it instead of \\ifdefined? Explain "
+    "the difference with an example of each.",
+    "List the options of the beamer document class.",
+    "Why?",
+]
+
+
+def prompt_embeds(backbone, question: str) -> torch.Tensor:
+    (text,) = chat_parts(backbone, question, SYSTEM_PROMPT)
+    return backbone.embed(torch.tensor(backbone.encode(text))).float()
+
+
+def eos_ids(backbone) -> frozenset[int]:
+    ids = backbone.model.generation_config.eos_token_id
+    return frozenset([ids] if isinstance(ids, int) else list(ids or []))
+
+
+def request(backbone, embeds, max_new, *, guard=True, slot_mask=None, aligner=None,
+            max_time=None):
+    """What the unbatched ``generate`` hands ``model.generate``, as a worker request."""
+    streamer = GuardedStreamer(backbone.tokenizer)
+    stop = RepeatStop()
+    streamer.guard = stop if guard else None
+    return GenerationRequest(inputs_embeds=embeds, max_new_tokens=max_new, max_time=max_time,
+                             eos_token_ids=eos_ids(backbone),
+                             stopping_criteria=[stop] if guard else [], streamer=streamer,
+                             slot_mask=slot_mask, aligner=aligner), streamer, stop
+
+
+def unbatched(backbone, embeds, max_new, **kw):
+    streamer = GuardedStreamer(backbone.tokenizer)
+    result = generate(backbone, [embeds], max_new_tokens=max_new, streamer=streamer, **kw)
+    return streamer.ids, result
+
+
+def reason(outcome, stop: RepeatStop) -> str:
+    """The worker's stop in the words of GenerationResult.stop."""
+    return stop.fired if outcome.stop == "criteria" else outcome.stop
+
+
+def test_real_model_answers_decoded_together_equal_the_unbatched_ones(real_backbone):
+    """Four questions of different lengths, float32 on the CPU: two start together, two join
+    while they decode; every answer's tokens and stop reason are those of ``generate``."""
+    bb = real_backbone
+    max_new = 32
+    embeds = [prompt_embeds(bb, q) for q in QUESTIONS]
+    expected = [unbatched(bb, e, max_new) for e in embeds]
+    worker = GenerationWorker(bb.model, max_batch=8)
+    try:
+        made = [request(bb, e, max_new) for e in embeds]
+        tickets = [worker.submit(made[0][0]), worker.submit(made[1][0])]
+        deadline = time.monotonic() + 120
+        while len(made[0][1].ids) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the first two are decoding: the next two join a running batch
+        assert worker.active >= 1
+        tickets += [worker.submit(made[2][0]), worker.submit(made[3][0])]
+        outcomes = [t.result(timeout=300) for t in tickets]
+    finally:
+        worker.close()
+    for (ids, result), outcome, (_, streamer, stop) in zip(expected, outcomes, made):
+        assert outcome.tokens == ids
+        assert streamer.ids == ids
+        assert reason(outcome, stop) == result.stop
+        assert outcome.prefill_tokens == result.prefill_tokens
+    assert len({len(o.tokens) for o in outcomes}) > 1  # they left at different steps
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_backbone):
+    tiny_backbone.model.generation_config.eos_token_id = None  # decode to the limit
+    return tiny_backbone
+
+
+def test_loop_stop_and_memory_slots_in_one_batch(tiny):
+    """A random tiny model loops: the loop stop ends it where ``generate`` does. A memory-mode
+    prompt (slots, LoRA, gate loops that fire) prefilled alone and then decoded beside text
+    prompts gives ``generate``'s tokens and loop counts; so does a prompt too long to share
+    their batch."""
+    torch.manual_seed(5)
+    aligner = ArcAligner.for_model(tiny.model, gated_layers=(0,), max_loops=3)
+    with torch.no_grad():
+        for ad in aligner.lora.values():
+            ad.lora_B.normal_(0, 0.5)
+        for gate in aligner.gates.values():
+            gate.mlp[-1].bias.fill_(4.0)  # the gate says loop
+    d = tiny.hidden_size
+    texts = [prompt_embeds(tiny, q) for q in QUESTIONS]
+    slots = torch.randn(3, d)
+    memory = torch.cat([texts[0][:5], slots, texts[0][5:]])
+    slot_mask = torch.zeros(len(memory), dtype=torch.bool)
+    slot_mask[5:8] = True
+    long = torch.cat([texts[1]] * 3)  # over twice as long: decoded in a batch of its own
+    cases = [(e, {}) for e in [*texts, long]] + [(memory, dict(slot_mask=slot_mask,
+                                                               aligner=aligner))]
+    expected = [unbatched(tiny, e, 60, **kw) for e, kw in cases]
+    assert expected[-1][1].loops is not None and expected[-1][1].loops.sum() > 0
+    worker = GenerationWorker(tiny.model, max_batch=8)
+    try:
+        made = [request(tiny, e, 60, **kw) for e, kw in cases]
+        outcomes = [t.result(timeout=120) for t in [worker.submit(m[0]) for m in made]]
+    finally:
+        worker.close()
+    for (ids, result), outcome, (_, streamer, stop) in zip(expected, outcomes, made):
+        assert outcome.tokens == ids
+        assert reason(outcome, stop) == result.stop
+        assert streamer.shown == result.text or streamer.shown.strip() == result.text
+    assert {r.stop for _, r in expected} & {"loop", "repeat"}  # the loop stop was exercised
+    assert torch.equal(outcomes[-1].loops, expected[-1][1].loops)
+
+
+def test_a_cancelled_ask_leaves_and_the_others_go_on(tiny):
+    embeds = [prompt_embeds(tiny, q) for q in QUESTIONS[:2]]
+    expected, _ = unbatched(tiny, embeds[1], 50, guard=False)
+    worker = GenerationWorker(tiny.model, max_batch=4)
+    try:
+        long_req, long_streamer, _ = request(tiny, embeds[0], 4000, guard=False)
+        other_req, _, _ = request(tiny, embeds[1], 50, guard=False)
+        long_t = worker.submit(long_req)
+        other_t = worker.submit(other_req)
+        texts = []
+        reader = threading.Thread(target=lambda: texts.extend(long_streamer))  # ends at end()
+        reader.start()
+        while len(long_streamer.ids) < 5:
+            time.sleep(0.005)
+        long_t.cancel()
+        out = long_t.result(timeout=60)
+        reader.join(timeout=60)
+        assert out.stop == "cancelled" and 5 <= len(out.tokens) < 4000
+        assert not reader.is_alive()  # the stream was closed
+        assert other_t.result(timeout=60).tokens == expected
+        deadline = time.monotonic() + 10
+        while worker.active and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.active == 0
+    finally:
+        worker.close()
+
+
+def test_time_limit_and_a_failing_request(tiny):
+    worker = GenerationWorker(tiny.model, max_batch=4)
+    try:
+        req, _, _ = request(tiny, prompt_embeds(tiny, "Why?"), 100, guard=False, max_time=0.0)
+        out = worker.generate(req)
+        assert out.stop == "time" and len(out.tokens) == 1
+        bad = GenerationRequest(inputs_embeds=torch.zeros(4, tiny.hidden_size + 1))
+        with pytest.raises(RuntimeError):
+            worker.generate(bad)  # its own error, in its own thread
+        good, _, _ = request(tiny, prompt_embeds(tiny, "Why?"), 5, guard=False)
+        assert len(worker.generate(good).tokens) == 5  # the worker lives on
+    finally:
+        worker.close()
+    with pytest.raises(ValueError):
+        GenerationRequest(max_new_tokens=3)
