@@ -98,7 +98,11 @@ def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
     rv = figures(s, a, doc)
     degenerate = getattr(a, "degenerate", None)
     evidence = [asdict(e) for e in getattr(a, "evidence", None) or []]
-    if degenerate:  # not presented as an answer: a notice, and the text mode offered
+    reader_error = getattr(a, "reader_error", None)
+    if reader_error:  # the served reader failed: its one line; the quote and route stay
+        shown = "(no answer: the reader failed; see the note)"
+        notice, offer_text = f"No answer: {reader_error}", False
+    elif degenerate:  # not presented as an answer: a notice, and the text mode offered
         why = DEGENERATE_REASONS.get(degenerate, str(degenerate))
         shown = f"(no answer: the {a.mode}-mode output is not usable, {why}; see the note)"
         raw = " ".join((a.text or "").split())
@@ -117,7 +121,8 @@ def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
     rv.summary.update(degenerate=degenerate, cut=getattr(a, "cut", False),
                       cut_at=getattr(a, "cut_at", None), evidence=evidence,
                       answer=a.text, quote=quote.as_json() if quote is not None else None,
-                      not_covered=getattr(a, "not_covered", False))
+                      not_covered=getattr(a, "not_covered", False),
+                      reader=getattr(a, "reader", None), reader_error=reader_error)
     return {**answer_updates(t, a, shown), t.metrics: metrics_md(a), t.cited: cited_rows(a),
             **route_updates(t, rv), t.history: history_rows(s, doc), t.view: view}
 

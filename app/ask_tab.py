@@ -37,6 +37,7 @@ from app.ask_handlers import (CITED_COLUMNS, EVIDENCE_COLUMNS, agreement_select,
                               route_select, show_view, validate_ask)
 from app.ask_history import HISTORY_COLUMNS, HISTORY_ROWS, history_rows, history_select
 from app.ask_request import APP_MAX_NEW_TOKENS, AskRequest
+from app.reader_view import reader_line, reader_markdown
 from app.route_tables import AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.state import AppState, bind, doc_choices, doc_memory_line
 from app.view_state import ViewState
@@ -79,6 +80,7 @@ class AskTab:
     inputs: AskInputs
     ask_btn: gr.Button
     mem_line: gr.Markdown
+    reader_line: gr.Markdown  # which model reads, reachable when last checked (app/reader_view)
     notice: gr.Markdown
     text_btn: gr.Button
     view: gr.State
@@ -136,6 +138,7 @@ def build(s: AppState) -> AskTab:
                                 elem_id="ask-button")
         examples.build(s, ask_doc, question)  # example questions (app/examples.py), if any
         ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
+        reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
         # The settings a person changes in one row; the rest folded under "Advanced".
         with gr.Row():
             mode = gr.Radio(list(MODE_HELP), value="text", label="Answer from", scale=1,
@@ -255,8 +258,9 @@ def build(s: AppState) -> AskTab:
         inputs=AskInputs(doc=ask_doc, question=question, mode=mode, k=k, max_depth=max_depth,
                          budget=budget, gate=gate, hier_pos=hier_pos, max_new_tokens=max_new,
                          router=router),
-        ask_btn=ask_btn, mem_line=ask_mem_line, notice=notice, text_btn=text_btn, view=view,
-        quote_md=quote_md, answer_fold=answer_fold, answer=answer, metrics=metrics, cited=cited,
+        ask_btn=ask_btn, mem_line=ask_mem_line, reader_line=reader_line, notice=notice,
+        text_btn=text_btn, view=view, quote_md=quote_md, answer_fold=answer_fold, answer=answer,
+        metrics=metrics, cited=cited,
         evidence_note=evidence_note, evidence_table=evidence_table, page_head=page_head,
         page_image=page_image, page_text=page_text, route_plot=route_plot, agree_md=agree_md,
         agree_table=agree_table, route_table=route_table, node_head=ask_node_head,
@@ -279,7 +283,8 @@ def wire(s: AppState, t: AskTab) -> None:
           concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
           api_name="ask",
           validator=bind(s, validate_ask, t, request=AskRequest), preprocess=False).then(
-        bind(s, show_view, t), t.view, t.view_outputs(), **private)
+        bind(s, show_view, t), t.view, t.view_outputs(), **private).then(
+        bind(s, reader_line), None, t.reader_line, **private)
     # a degenerate memory answer: one click asks the same question in text mode
     t.text_btn.click(lambda: "text", None, t.inputs.mode, queue=False,
                      api_visibility="private").then(

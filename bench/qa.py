@@ -72,7 +72,7 @@ import resource
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.baselines import BM25Index, DenseIndex, node_corpus
@@ -80,6 +80,7 @@ from bench.metrics import (HELD, answer_terms, check_rates, clean_reference, evi
                            gold_regions, manual_gold, mean, median, ordqa_gold, rouge_l,
                            routing_hit, token_f1)
 from bench.routers import FLAT, flat_rows, parse_router, router_row
+from bench.readers import IN_PROCESS, SERVED, comparison_table, differences
 from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
 from engine.answer.guard import clean_answer, degeneracy
 from engine.answer.context import pack_blocks, readable
@@ -89,7 +90,7 @@ from engine.routing.router import RoutingTree
 from engine.ask import AskOptions, MemoriesPending, ask
 from engine.ingest import file_sha256, ingest_file
 from engine.runtime import Runtime
-from engine.settings import Settings
+from engine.settings import DEFAULT_BACKBONE, Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -265,6 +266,7 @@ class Runner:
                        generated_tokens=m.generated_tokens, degenerate=ans.degenerate,
                        repetition_cut=ans.repetition_cut,
                        cut=ans.cut, warning=ans.warning, stop=ans.stop,
+                       reader=ans.reader, reader_error=ans.reader_error,
                        evidence=[[e.node_id, e.page, e.score, e.text] for e in ans.evidence])
             if ans.check is not None:  # the answer check (engine.answer.check)
                 row.update(flagged=ans.check.flagged, folded=ans.folded,
@@ -681,6 +683,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--checkpoints", default=None,
                     help="compare trained parts in one run: comma-separated 'untrained', 'shipped' "
                          "or safetensors paths; each gets its own rows (mode [label])")
+    ap.add_argument("--reader", default=None,
+                    help="the model that reads text (H2MT_READER): a model folder, a GGUF file, or "
+                         "an OpenAI-compatible server's base URL (http://host:8000/v1)")
+    ap.add_argument("--reader-model", default=None,
+                    help="the served model's name with an http(s) --reader (H2MT_READER_MODEL)")
+    ap.add_argument("--compare-in-process", action="store_true",
+                    help="with a served --reader: ask every question with the in-process reader "
+                         "too, one after the other (rows 'MODE [in-process]', 'MODE [served]'), "
+                         "and compare their answers and time to first token (bench/readers.py)")
     args = ap.parse_args(argv)
     args.routers = [r for r in (args.routers or "").split(",") if r]
     for r in args.routers:
@@ -713,7 +724,11 @@ def main(argv: list[str] | None = None) -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     db = args.db or f"sqlite:///{(args.out / 'lib.sqlite3').resolve()}"
-    settings = Settings.from_env().with_(db_url=db, aggregation=args.aggregation)
+    try:
+        settings = Settings.from_env(db_url=db, aggregation=args.aggregation,
+                                     reader=args.reader, reader_model=args.reader_model)
+    except SettingsError as e:
+        raise SystemExit(f"error: {e}") from None
     modes = [m for m in args.modes.split(",") if m]
     known = ALL_MODES + ("route", "text-sections")
     bad = [m for m in modes if m not in known]
@@ -724,6 +739,13 @@ def main(argv: list[str] | None = None) -> None:
     t_start = time.perf_counter()
     questions = load_questions(args.questions, args.docs, args.limit)
     runtimes = load_runtimes(settings, args.checkpoints)
+    if args.compare_in_process:
+        if not settings.reader_is_remote or args.checkpoints:
+            raise SystemExit("--compare-in-process needs a served --reader (and no --checkpoints)")
+        served = runtimes[0][1]
+        local = Runtime(replace(settings, reader=DEFAULT_BACKBONE, reader_model=None),
+                        served.backbone, served.parts, served.library)
+        runtimes = [(IN_PROCESS, local), (SERVED, served)]
     rt = runtimes[0][1]
     for label, r in runtimes:
         print(f"{label}: backbone {r.backbone.name} on {r.backbone.device}; aggregation "
@@ -811,6 +833,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.routers:
             md += [routers_table(summ, s), "", "Where the routes lost their gold:", "",
                    loss_table(rows, s), ""]
+    if args.compare_in_process:
+        diff = differences(rows)
+        (args.out / "reader_differences.json").write_text(json.dumps(diff, indent=1))
+        md += ["## in-process and served reader", "", comparison_table(rows), "",
+               f"{len(diff)} answers differ (reader_differences.json)", ""]
     if sweep_md:
         md += ["## k sweep", "", sweep_md, "", "![ROUGE-L vs k](rouge_vs_k.png) ![TTFT vs k](ttft_vs_k.png)", ""]
     (args.out / "summary.md").write_text("\n".join(md))

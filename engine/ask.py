@@ -15,11 +15,12 @@ from typing import Iterator
 import torch
 
 from engine.answer.check import check_answer
-from engine.answer.decoding import Decoding, GenerationResult, Plan, Streamed
+from engine.answer.decoding import Decoding, GenerationResult, Plan
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.grounding import answer_evidence, find_quote
 from engine.answer.guard import clean_answer, degeneracy, degenerate_warning
 from engine.answer.measure import PeakMemory
+from engine.answer.remote_reader import ReaderError
 from engine.answer.modes import MODES, NOT_COVERED, Mode, ModeInputs, Step
 from engine.answer.response import Answer, Citation, Metrics, citation
 from engine.answer.options import (MAX_NEW_TOKENS, AskError, AskOptions, MemoriesPending,
@@ -224,20 +225,26 @@ def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
                                     routed.route, routed.query_vector, req.reader), ranked, quote)
         citations = [citation(req.routing, i) for i in step.cited]
         yield RouteReady(shown, citations, quote, not_covered=mode.quote_first and quote is None)
-        result = None
+        result, reader_error = None, None
         if step.plan is not None:
-            streamed, parts = Streamed(step.plan, Decoding(
+            streamed, parts = step.plan.streamed(Decoding(
                 max_new_tokens=opts.max_new_tokens, max_time=rt.settings.request_timeout_s,
                 repetition_penalty=opts.repetition_penalty,
-                no_repeat_ngram=opts.no_repeat_ngram), generation_worker(rt, step.plan)), []
-            for piece in streamed:
-                parts.append(piece)
-                yield TokenChunk(piece)
-            result, text = streamed.result, "".join(parts)
-            metrics.prefill_tokens = result.prefill_tokens
-            metrics.generated_tokens = result.generated_tokens
-            if result.first_token_at is not None:
-                metrics.ttft_ms = (result.first_token_at - t0) * 1e3
+                no_repeat_ngram=opts.no_repeat_ngram),
+                # a served reader's plan (ChatPlan) is batched by its server
+                generation_worker(rt, step.plan) if isinstance(step.plan, Plan) else None), []
+            try:
+                for piece in streamed:
+                    parts.append(piece)
+                    yield TokenChunk(piece)
+            except ReaderError as e:  # a served reader failed: one line, no answer
+                reader_error, text = str(e), ""
+            else:
+                result, text = streamed.result, "".join(parts)
+                metrics.prefill_tokens = result.prefill_tokens
+                metrics.generated_tokens = result.generated_tokens
+                if result.first_token_at is not None:
+                    metrics.ttft_ms = (result.first_token_at - t0) * 1e3
         else:
             text = mode.text_without_generation(quote)
             metrics.ttft_ms = metrics.route_ms + metrics.quote_ms
@@ -246,7 +253,9 @@ def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
             _, quote = quote_for(rt, req, routed, metrics)
     metrics.peak_mem_mb = max(0.0, peak.mb)
     answer = finish(rt, req, shown, step, citations, text, result, quote, metrics)
-    if log:
+    if req.reader is not None:
+        answer.reader, answer.reader_error = rt.reader_label, reader_error
+    if log and reader_error is None:  # a failed served reader's empty answer is no answer
         rt.library.log_query(req.question, mode.name, answer.text,
                              doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None,
                              settings=asdict(opts), route=answer.as_json()["route"],

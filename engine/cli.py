@@ -19,10 +19,12 @@ from engine.document.tree import DocumentError
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    s = Settings.from_env()
-    return s.with_(db_url=getattr(args, "db", None),
-                   aggregation=getattr(args, "aggregation", None),
-                   node_token_limit=getattr(args, "node_tokens", None))
+    # a flag given here wins over the environment; nothing else does
+    return Settings.from_env(db_url=getattr(args, "db", None),
+                             aggregation=getattr(args, "aggregation", None),
+                             node_token_limit=getattr(args, "node_tokens", None),
+                             reader=getattr(args, "reader", None),
+                             reader_model=getattr(args, "reader_model", None))
 
 
 def _expand(paths: list[str]) -> list[Path]:
@@ -92,9 +94,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     except AskError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    failed = 1 if answer.reader_error else 0  # a served reader's failure: the quote still shown
     if args.json:
         print(json.dumps(answer.as_json()))
-        return 0
+        return failed
     if answer.warning:
         print(f"note: {answer.warning}", file=sys.stderr)
     if answer.quote is not None and answer.mode != "quote":
@@ -103,7 +106,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"the manual ({q.heading}{page}):\n  \"{q.text}\"\n\nthe model's answer:")
     elif answer.not_covered:
         print("the manual does not seem to cover this (no quote)\n")
-    print(answer.text or "(routing only)")
+    if answer.reader_error:
+        print(f"error: {answer.reader_error}", file=sys.stderr)
+    else:
+        print(answer.text or "(routing only)")
     if answer.evidence:
         print("\nevidence:")
         for e in answer.evidence:
@@ -118,7 +124,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     print(f"\nTTFT {m.ttft_ms:.0f} ms, total {m.total_ms:.0f} ms, routing {m.route_ms:.0f} ms, "
           f"prefill {m.prefill_tokens} tokens, generated {m.generated_tokens}, "
           f"peak +{m.peak_mem_mb:.0f} MB", file=sys.stderr)
-    return 0
+    if answer.reader:
+        print(f"reader: {answer.reader}", file=sys.stderr)
+    return failed
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
@@ -219,6 +227,13 @@ def main(argv: list[str] | None = None) -> int:
                         "(the earlier packing)")
     p.add_argument("--router", choices=["fused", "memory", "lexical", "dense"],
                    help="how nodes are scored: every evidence channel fused (default), or one")
+    p.add_argument("--reader",
+                   help="the model that reads text in text and full modes (H2MT_READER): "
+                        "'smollm2', a model folder, a GGUF file, or the base URL of an "
+                        "OpenAI-compatible server (http://host:8000/v1)")
+    p.add_argument("--reader-model",
+                   help="the served model's name with an http(s) --reader "
+                        "(H2MT_READER_MODEL); its key comes from H2MT_READER_API_KEY only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     common(p)
     p.set_defaults(func=cmd_ask)
@@ -246,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request to a reader
     from engine.settings import SettingsError
     from storage import DatabaseUnavailable
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from engine.answer.remote_decoding import ServedReader
+from engine.answer.remote_reader import RemoteReader
 from engine.memory.backbone import Backbone, load_backbone
 from engine.memory.parts import H2MTParts, load_or_init_parts
 from engine.routing.fusion import FusionWeights
@@ -27,7 +29,7 @@ class Runtime:
 
     fusion: FusionWeights = field(init=False)
     _encoder: object = field(default=None, init=False, repr=False)
-    _reader: Backbone | None = field(default=None, init=False, repr=False)
+    _reader: Backbone | ServedReader | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.fingerprint = self.parts.fingerprint(self.backbone.name)
@@ -46,10 +48,16 @@ class Runtime:
         return self._encoder
 
     @property
-    def reader(self) -> Backbone:
+    def reader(self) -> Backbone | ServedReader:
         """The model that reads text (``Settings.reader``): the backbone itself when the setting
-        names it, else loaded on first use like a backbone (``load_backbone``)."""
+        names it; a served model's client when it is a URL (nothing loaded: the backbone's
+        tokenizer counts for it); else loaded on first use like a backbone (``load_backbone``)."""
         spec = getattr(self.settings, "reader", self.settings.backbone)
+        if self.settings.reader_is_remote:
+            if self._reader is None:
+                self._reader = ServedReader(RemoteReader.from_settings(self.settings),
+                                            self.backbone)
+            return self._reader
         if spec == self.settings.backbone:
             return self.backbone
         if self._reader is None:
@@ -59,6 +67,14 @@ class Runtime:
                 raise SettingsError(f"H2MT_READER={spec!r} cannot be loaded: "
                                     f"{str(e).splitlines()[0]}") from None
         return self._reader
+
+    @property
+    def reader_label(self) -> str:
+        """Who reads text, as the app, the CLI and the JSON show it: the served model and its
+        URL, or the local model's name (loading it if it is not the backbone)."""
+        if self.settings.reader_is_remote:
+            return self.reader.label
+        return f"{self.reader.name} (in this process)"
 
     @classmethod
     def load(cls, settings: Settings) -> "Runtime":

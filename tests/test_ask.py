@@ -52,7 +52,7 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
                         "repetition_cut", "stop", "quote", "not_covered", "unsupported",
-                        "folded", "check"}
+                        "folded", "check", "reader", "reader_error"}
     assert set(out["metrics"]) == {"ttft_ms", "total_ms", "route_ms", "prefill_tokens",
                                    "generated_tokens", "peak_mem_mb", "evidence_ms", "quote_ms",
                                    "query_vector_ms"}

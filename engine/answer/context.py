@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
+from engine.answer.remote_decoding import ServedReader
 from engine.memory.backbone import Backbone
 
 # Node kinds never put into an answer's context (document.hygiene marks them at build time).
@@ -101,5 +102,9 @@ def pack_context(routing, trees: dict, route, encode, budget: int,
     return text, [order[j] for j in kept]
 
 
-def context_window(model: Backbone) -> int:
+def context_window(model: Backbone | ServedReader) -> int:
+    """The reader's context window in tokens: a served reader's from its server, else the
+    model's config."""
+    if isinstance(model, ServedReader):
+        return model.context_window()
     return int(getattr(model.model.config, "max_position_embeddings", 2048))

@@ -33,6 +33,11 @@ class Plan:
     slot_mask: torch.Tensor | None = None
     aligner: object | None = None
 
+    def streamed(self, decoding: "Decoding", worker=None) -> "Streamed":
+        """This plan decoded as ``decoding`` says, streamed, by ``worker`` when given (a served
+        reader's plan, ``remote_decoding.ChatPlan``, answers the same call)."""
+        return Streamed(self, decoding, worker)
+
 
 @dataclass(frozen=True)
 class Decoding:

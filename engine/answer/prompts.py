@@ -15,6 +15,7 @@ import math
 import torch
 
 from engine.answer.decoding import Plan
+from engine.answer.remote_decoding import ChatPlan, ServedReader
 from engine.memory.backbone import Backbone
 
 SLOT_MARKER = "\u2063MEMORY\u2063"  # invisible separators: never in user text, split on it
@@ -30,12 +31,16 @@ TEXT_SYSTEM_PROMPT = ("You answer questions about a technical manual from the nu
 TEXT_PROMPTS = {"generic": SYSTEM_PROMPT, "manual": TEXT_SYSTEM_PROMPT}
 
 
+def chat_messages(user_text: str, system: str = SYSTEM_PROMPT) -> list[dict]:
+    """The system and user turns of a prompt: the local model's chat template renders them
+    (``chat_parts``); a served reader gets them as they are and applies its own."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": user_text}]
+
+
 def chat_parts(backbone: Backbone, user_text: str, system: str = SYSTEM_PROMPT) -> list[str]:
     """The chat-templated prompt split at SLOT_MARKER (text before, [between...], after)."""
-    messages = [{"role": "system", "content": system},
-                {"role": "user", "content": user_text}]
-    rendered = backbone.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                      add_generation_prompt=True)
+    rendered = backbone.tokenizer.apply_chat_template(chat_messages(user_text, system),
+                                                      tokenize=False, add_generation_prompt=True)
     return rendered.split(SLOT_MARKER)
 
 
@@ -106,13 +111,15 @@ def slots_plan(backbone: Backbone, parts, question: str, memories: torch.Tensor,
     return Plan(backbone, [head, slots, tail], slot_mask, aligner if gate else None)
 
 
-def text_plan(model: Backbone, question: str, context_text: str,
-              system: str = SYSTEM_PROMPT) -> Plan:
+def text_plan(model: Backbone | ServedReader, question: str, context_text: str,
+              system: str = SYSTEM_PROMPT) -> Plan | ChatPlan:
     """With context: the manual sections under ``system``; without: the question alone under
-    the generic prompt."""
+    the generic prompt. A served reader gets the same two turns as chat messages."""
     if context_text:
         user = f"Manual sections:\n{context_text}\n\nQuestion: {question.strip()}"
-        (prompt,) = chat_parts(model, user, system)
     else:
-        (prompt,) = chat_parts(model, question.strip())
+        user, system = question.strip(), SYSTEM_PROMPT
+    if isinstance(model, ServedReader):
+        return ChatPlan(model.remote, chat_messages(user, system))
+    (prompt,) = chat_parts(model, user, system)
     return Plan(model, [embed_text(model, prompt)])

@@ -205,6 +205,7 @@ def ensure_gguf_cache(gguf: Path, cache_root: Path) -> Path:
     clean_partial_caches(folder)
     done = folder / "complete.json"
     if done.is_file():
+        name_architecture(folder)  # a cache written before the config named it
         return folder
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -220,6 +221,9 @@ def ensure_gguf_cache(gguf: Path, cache_root: Path) -> Path:
     if getattr(model.config, "tie_word_embeddings", False):
         state.pop("lm_head.weight", None)  # tied to the input embeddings; safetensors refuses aliases
     save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    # config.json names the class (an inference server such as ``transformers serve`` loads
+    # the folder by it); transformers leaves it out of a GGUF-loaded model's config
+    model.config.architectures = [type(model).__name__]
     model.config.save_pretrained(tmp)
     if model.generation_config is not None:
         model.generation_config.save_pretrained(tmp)
@@ -230,6 +234,33 @@ def ensure_gguf_cache(gguf: Path, cache_root: Path) -> Path:
     else:
         tmp.rename(folder)
     return folder
+
+
+def name_architecture(folder: Path) -> bool:
+    """Add ``architectures`` to the config.json of a cache written before it was named there
+    (from the config's ``model_type``: llama -> LlamaForCausalLM), so that an inference server
+    can load the folder too; the weights, and so the memory fingerprints, are unchanged. The
+    file is replaced atomically. True when it was changed."""
+    path = Path(folder) / "config.json"
+    config = json.loads(path.read_text())
+    if config.get("architectures"):
+        return False
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type"))
+    if arch is None:
+        return False
+    config["architectures"] = [arch]
+    tmp = path.with_name(f"config.json.partial-{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only cache still loads in process; only a server needs this
+        tmp.unlink(missing_ok=True)
+        log.warning("could not name the architecture in %s: %s", path, e)
+        return False
+    log.info("named the architecture (%s) in %s", arch, path)
+    return True
 
 
 def clean_partial_caches(folder: Path) -> list[Path]:

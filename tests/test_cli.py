@@ -1,0 +1,35 @@
+"""The command line's reader flags: checked with the environment, one line and exit status 2
+before anything is loaded; a flag wins over the environment."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from engine.cli import _settings, main
+
+
+@pytest.fixture
+def no_reader_env(monkeypatch):
+    for name in ("H2MT_READER", "H2MT_READER_MODEL", "H2MT_READER_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--reader", "http://127.0.0.1:9/v1"], "set H2MT_READER_MODEL"),
+    (["--reader", "http://127.0.0.1:9", "--reader-model", "m"], "ends in /v1"),
+    (["--reader-model", "m"], "is not an http(s) URL"),
+])
+def test_bad_reader_flags_are_one_line(argv, says, no_reader_env, capsys):
+    assert main(["ask", "1", "question?", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_reader_flag_wins_over_the_environment(no_reader_env):
+    no_reader_env.setenv("H2MT_READER", "http://gpu-box:8000/v1")
+    no_reader_env.setenv("H2MT_READER_MODEL", "served")
+    args = argparse.Namespace(reader="http://other:8000/v1", reader_model=None)
+    s = _settings(args)
+    assert (s.reader, s.reader_model) == ("http://other:8000/v1", "served")

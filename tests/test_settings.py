@@ -1,0 +1,55 @@
+"""Settings of a served reader: read from the environment, checked in one line each, the API key
+never shown; nothing later overrides what the environment says."""
+from __future__ import annotations
+
+import pytest
+
+from engine.settings import Settings, SettingsError, is_url
+
+URL = "http://gpu-box:8000/v1"
+
+
+def test_a_served_reader_from_the_environment():
+    s = Settings.from_env({"H2MT_READER": URL, "H2MT_READER_MODEL": "Qwen/Qwen2.5-7B-Instruct",
+                           "H2MT_READER_API_KEY": "sk-abc", "H2MT_READER_STALL_S": "5",
+                           "H2MT_READER_CONTEXT_TOKENS": "32768"})
+    assert s.reader_is_remote and s.reader_model == "Qwen/Qwen2.5-7B-Instruct"
+    assert s.reader_api_key == "sk-abc" and s.reader_stall_s == 5.0
+    assert s.reader_context_tokens == 32768
+    assert "sk-abc" not in repr(s)
+    # nothing given later without a value (a CLI flag left out, the app's own changes) wins
+    assert s.with_(reader=None, reader_model=None, db_url="sqlite://").reader == URL
+    assert s.with_(reader=None).reader_api_key == "sk-abc"
+
+
+def test_empty_values_are_none():
+    s = Settings.from_env({"H2MT_READER_API_KEY": "", "H2MT_READER_MODEL": " "})
+    assert s.reader_api_key is None and s.reader_model is None and not s.reader_is_remote
+
+
+@pytest.mark.parametrize("env, says", [
+    ({"H2MT_READER": URL}, "set H2MT_READER_MODEL"),
+    ({"H2MT_READER": "http://gpu-box:8000", "H2MT_READER_MODEL": "m"}, "ends in /v1"),
+    ({"H2MT_READER": "http:///v1", "H2MT_READER_MODEL": "m"}, "has no host"),
+    ({"H2MT_READER_MODEL": "m"}, "is not an http(s) URL"),
+    ({"H2MT_READER": URL, "H2MT_READER_MODEL": "m", "H2MT_READER_STALL_S": "0"}, "positive"),
+    ({"H2MT_READER": URL, "H2MT_READER_MODEL": "m", "H2MT_READER_API_KEY": "sk-x",
+      "H2MT_READER_CONTEXT_TOKENS": "lots"}, "not a number"),
+])
+def test_bad_reader_settings_are_one_line(env, says):
+    with pytest.raises(SettingsError) as e:
+        Settings.from_env(env)
+    assert says in str(e.value) and "\n" not in str(e.value) and "sk-x" not in str(e.value)
+
+
+def test_what_is_a_url():
+    assert is_url("https://api.example.com/v1") and is_url("HTTP://localhost:11434/v1")
+    assert not is_url("smollm2") and not is_url("/models/qwen") and not is_url("Qwen/Qwen2.5")
+    assert not is_url("C:/models/x.gguf") and not is_url(None)
+
+
+def test_a_commands_flags_win_over_the_environment():
+    env = {"H2MT_READER": URL}  # no model in the environment: the flag completes it
+    s = Settings.from_env(env, reader_model="m", db_url=None)
+    assert (s.reader, s.reader_model, s.db_url) == (URL, "m", None)
+    assert Settings.from_env(env, reader="smollm2").reader == "smollm2"
