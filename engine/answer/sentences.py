@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.answer.evidence import split_sentences
+from engine.answer.passages import split_units
 from engine.routing import lexical
 
 LEXICAL_WEIGHT = 0.5  # docs/results.md, "The quote's weights, measured"
@@ -46,14 +46,16 @@ class Sentence:
     doc_id: int | None
     node_id: int
     heading: str  # heading path (" > "-joined)
-    index: int  # position among its section's sentences (0 = the section's opening)
-    text: str
+    index: int  # position among its section's units (0 = the section's opening)
+    text: str  # a sentence, a line, or a sentence and the lines it introduces ("\n" between)
     page_start: int | None  # the section's pages (the sentence's own page is located later)
     page_end: int | None
     order: int = 0  # document order across sections (routed id, then index)
     score: float = 0.0
     cosine: float = 0.0
     lexical: float = 0.0
+    kind: str = "sentence"  # engine.answer.passages.Unit.kind: sentence | line | intro
+    leans: bool = False  # refers to the unit before it (the quote brings that one along)
 
 
 @dataclass
@@ -70,16 +72,18 @@ class SectionText:
 
 
 def candidates(sections: list[SectionText]) -> list[Sentence]:
-    """Every sentence of the sections (``split_sentences``), each once, in document order."""
+    """Every unit of the sections (``passages.split_units``: sentences, lines, a sentence with
+    the lines it introduces), each once, in document order."""
     out, seen = [], set()
     for s in sorted(sections, key=lambda s: (s.doc_id or 0, s.rid)):
-        for i, sent in enumerate(split_sentences(s.body)):
-            if sent in seen:
+        title = s.heading.split(" > ")[-1] if s.heading else ""
+        for i, u in enumerate(split_units(s.body, title)):
+            if u.text in seen:
                 continue
-            seen.add(sent)
+            seen.add(u.text)
             out.append(Sentence(rid=s.rid, doc_id=s.doc_id, node_id=s.node_id, heading=s.heading,
-                                index=i, text=sent, page_start=s.page_start, page_end=s.page_end,
-                                order=len(out)))
+                                index=i, text=u.text, page_start=s.page_start, page_end=s.page_end,
+                                order=len(out), kind=u.kind, leans=u.leans))
     return out
 
 
@@ -137,5 +141,15 @@ def context_text(kept: list[Sentence], page_of=None) -> str:
             page = page_of(s) if page_of is not None else s.page_start
             head = f"[{len(blocks) + 1}] {s.heading or 'Section'}" + (f" (p. {page})" if page else "")
             blocks.append((key, [], head))
-        blocks[-1][1].append(s.text)
-    return "\n\n".join(f"{head}:\n" + " ".join(body) for _, body, head in blocks)
+        blocks[-1][1].append(s)
+    return "\n\n".join(f"{head}:\n" + join_units(body) for _, body, head in blocks)
+
+
+def join_units(units: list[Sentence]) -> str:
+    """Units as one text: sentences run on with a space, a line starts on a line of its own
+    (and so does whatever follows a line or an introduced block)."""
+    out = ""
+    for i, u in enumerate(units):
+        apart = i and (u.kind == "line" or units[i - 1].kind != "sentence")
+        out += ("\n" if apart else " " if i else "") + u.text
+    return out
