@@ -1,9 +1,11 @@
 """The quote: the manual's best passage for a question, verbatim, shown before any answer.
 
-The passage is chosen by a sentence-level rerank across all routed nodes (``sentences.score``),
-not by routing order: the best sentence and the ones after it in the same section while the quote
-stays within ``MAX_SENTENCES`` sentences and ``MAX_WORDS`` words, so a definition keeps the
-sentence that completes it. Chosen where the issue is silent: the continuation runs forward only
+The passage is chosen by a rerank of the routed nodes' units (``sentences.score``; units are
+sentences, lines, and sentences with the lines they introduce: ``engine.answer.passages``), not
+by routing order: the best unit and the ones after it in the same section while the quote stays
+within ``MAX_SENTENCES`` units and ``MAX_WORDS`` words, so a definition keeps the sentence that
+completes it. A best unit that leans on the one before ("It is as simple as ...") starts the
+quote one unit earlier. Lines keep their line breaks. Chosen where the issue is silent: the continuation runs forward only
 (a manual states the subject first, then its details), and the 80-word cap follows the issue's
 measurement (the opening 80 words of the gold chunk scored best against the reference answers).
 
