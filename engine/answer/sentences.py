@@ -15,8 +15,11 @@ it plus the word match. Chosen (the issue is silent on the form): a linear sum, 
 router sums its channels; the weight and the threshold are set on the dev sets
 (docs/results.md, "Quotes and sentence-level evidence").
 
-``select`` keeps the best sentences above the threshold within a token budget and returns them
-in document order (the reader's context); ``engine.answer.quote`` picks the quote.
+The candidates are the sections' units (``engine.answer.passages``): sentences, lines (however
+short), and a sentence with the command or code line(s) it introduces, whose text keeps its line
+breaks. ``select`` keeps the best units above the threshold within a token budget and returns
+them in document order (the reader's context, lines kept: ``join_units``);
+``engine.answer.quote`` picks the quote.
 """
 from __future__ import annotations
 
@@ -117,18 +120,28 @@ def score(encoder, question: str, sents: list[Sentence],
 
 def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
            threshold: float = THRESHOLD) -> list[Sentence]:
-    """The best sentences at or above ``threshold`` whose tokens fit ``budget`` (a sentence that
-    would pass it is skipped, a shorter one may still fit), returned in document order."""
-    kept, used = [], 0
+    """The best units at or above ``threshold`` whose tokens fit ``budget`` (a unit that would
+    pass it is skipped, a shorter one may still fit), returned in document order. A kept unit
+    that leans on the one before brings it along when both fit (the quote's rule)."""
+    by_place = {(s.doc_id, s.node_id, s.index): s for s in ranked}
+    kept, used = {}, 0
     for s in ranked:
         if s.score < threshold:
             break
-        n = count_tokens(s.text) + 4
-        if used + n > budget:
+        if id(s) in kept:
             continue
+        group = [s]
+        before = by_place.get((s.doc_id, s.node_id, s.index - 1)) if s.leans else None
+        if before is not None and id(before) not in kept:
+            group.insert(0, before)
+        n = sum(count_tokens(x.text) + 4 for x in group)
+        if used + n > budget:
+            group, n = [s], count_tokens(s.text) + 4
+            if used + n > budget:
+                continue
         used += n
-        kept.append(s)
-    return sorted(kept, key=lambda s: s.order)
+        kept.update((id(x), x) for x in group)
+    return sorted(kept.values(), key=lambda s: s.order)
 
 
 def context_text(kept: list[Sentence], page_of=None) -> str:
