@@ -9,7 +9,10 @@ nothing when none does), with the routing channels' ideas applied per sentence:
 - meaning: cosine of the question to the sentence under its heading path ("path: sentence"),
   all-MiniLM-L6-v2 (the dense channel's encoder).
 
-``score = cosine + LEXICAL_WEIGHT * bm25 / max bm25``. The cosine carries the absolute
+``score = cosine + LEXICAL_WEIGHT * bm25 / max bm25 + HEADING_WEIGHT * heading match +
+TYPE_WEIGHT * answer-type fit``: the heading match is the share of the question's words in the
+unit's heading path; the fit is 1 when the unit is the kind of passage the question asks for
+(``engine.answer.answer_type``: a how-to question and a command line, ...). The cosine carries the absolute
 confidence (the BM25 part is relative to the question's candidates), so ``THRESHOLD`` is a bar on
 it plus the word match. Chosen (the issue is silent on the form): a linear sum, as the fused
 router sums its channels; the weight and the threshold are set on the dev sets
@@ -27,11 +30,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.answer.answer_type import fits, question_type
 from engine.answer.passages import split_units
 from engine.routing import lexical
 
 LEXICAL_WEIGHT = 0.5  # docs/results.md, "The quote's weights, measured"
 THRESHOLD = 0.70  # docs/results.md, "The quote's weights, measured"
+# heading-path match and answer-type cue (docs/results.md, "Quotes that hold the fact")
+HEADING_WEIGHT = 0.2
+TYPE_WEIGHT = 0.1
 BUDGET = 150  # reader context tokens (150, 300, 500 measured on both dev sets: docs/results.md)
 # Only the best ENCODED sentences by BM25 go through the encoder (the rest keep cosine 0, so they
 # rank below and never pass the threshold, yet stay in the list for the quote's continuation).
@@ -90,9 +97,15 @@ def candidates(sections: list[SectionText]) -> list[Sentence]:
     return out
 
 
+def heading_match(question_tokens: set[str], heading: str) -> float:
+    """Share of the question's words (the lexical channel's tokens) in a heading path."""
+    return len(question_tokens & set(lexical.tokenize(heading))) / max(1, len(question_tokens))
+
+
 def score(encoder, question: str, sents: list[Sentence],
           lexical_weight: float = LEXICAL_WEIGHT, encoded: int = ENCODED,
-          query_vec: np.ndarray | None = None) -> list[Sentence]:
+          query_vec: np.ndarray | None = None, heading_weight: float = HEADING_WEIGHT,
+          type_weight: float = TYPE_WEIGHT) -> list[Sentence]:
     """Sets each sentence's ``cosine``, ``lexical`` and ``score`` (module docstring); returns
     them best first. Only the ``encoded`` best by BM25 are encoded (``ENCODED``); the others, and
     every sentence without an encoder, have cosine 0 (word match alone). ``query_vec``: the
@@ -112,9 +125,12 @@ def score(encoder, question: str, sents: list[Sentence],
                               else sents[i].text for i in chosen])
         qv = query_vec if query_vec is not None else encoder.encode_query(question)
         cos[chosen] = vec @ qv
+    qtype, qtok = question_type(question), set(lexical.tokenize(question))
+    heads = {h: heading_match(qtok, h) for h in {s.heading for s in sents}}
     for s, c, x in zip(sents, cos, lex):
         s.cosine, s.lexical = round(float(c), 4), round(float(x), 4)
-        s.score = round(float(c) + lexical_weight * float(x), 4)
+        s.score = round(float(c) + lexical_weight * float(x) + heading_weight * heads[s.heading]
+                        + type_weight * fits(qtype, s.kind, s.text), 4)
     return sorted(sents, key=lambda s: (-s.score, s.order))
 
 
