@@ -37,6 +37,7 @@ INTRO_WORDS = 40
 
 _PARA = re.compile(r"\n\s*\n")
 _SENT_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[`\\A-Z0-9])")
+_FENCE = re.compile(r"^\s*(```|~~~)\s*[\w+-]*\s*$")  # a Markdown code fence line (not a unit)
 _LEADER = re.compile(r"(?:\.\s){3,}")  # contents lines and change logs
 _PROMPT = re.compile(r"^(?:[>$%#]\s|>>>|\\|--?\w|\*\s*$|[{}])")
 _CODE = re.compile(r"[(){}\[\]=_;<>`|]|::|\w/\w|\w\.\w+\(")
@@ -90,7 +91,8 @@ def split_units(body: str, title: str = "") -> list[Unit]:
     the section's ``title`` (its heading, which the node text opens with) is left out."""
     items: list[tuple[int, str, str]] = []  # (paragraph, kind "sentence" | "line", text)
     for para in _PARA.split(body or ""):
-        lines = [" ".join(ln.split()) for ln in para.splitlines() if ln.strip()]
+        lines = [" ".join(ln.split()) for ln in para.splitlines()
+                 if ln.strip() and not _FENCE.match(ln)]
         if not lines:
             continue
         p = len({i[0] for i in items})

@@ -43,3 +43,13 @@ def test_line_and_sentence_cues():
     assert introduces("Type the following:") and not introduces("It works.")
     assert leans("It provides OCaml bindings.") and leans("For example, use -v.")
     assert leans("which will launch a Web browser.") and not leans("Why3 provides a GUI.")
+
+
+def test_markdown_fences_are_not_units_and_their_code_is_introduced():
+    body = ("The first step is to download the repository:\n\n``` shell\n"
+            "git clone --recursive https://github.com/The-OpenROAD-Project/OpenROAD.git\n"
+            "cd OpenROAD\n```\n\nSubmodules are located in `src/`.")
+    texts = [u.text for u in split_units(body)]
+    assert texts[0] == ("The first step is to download the repository:\ngit clone --recursive "
+                        "https://github.com/The-OpenROAD-Project/OpenROAD.git\ncd OpenROAD")
+    assert not any("```" in t for t in texts)
