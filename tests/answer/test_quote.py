@@ -110,3 +110,18 @@ def test_r_help_quote_holds_the_command(encoder, corpus_tree):
     question = "How do I get help about a function such as solve?"
     q = quoting.choose(question, S.score(encoder, question, S.candidates(secs)))
     assert q is not None and "> help(solve)" in q.text.split("\n")
+
+
+def test_the_reader_gets_the_same_passage_with_its_lines(encoder, corpus_tree):
+    """Text mode's selection: the introduced command keeps its line, and the unit it leans on
+    comes along, in document order under the heading."""
+    tree = corpus_tree("why3-manual.pdf")
+    secs = [_real_section(tree, "Installation via Opam", 1)]
+    question = "How do I install Why3 with opam?"
+    ranked = S.score(encoder, question, S.candidates(secs))
+    assert ranked[0].text == "It is as simple as\nopam install why3" and ranked[0].kind == "intro"
+    kept = S.select(ranked, lambda t: len(t.split()), budget=40)
+    assert [s.text.split("\n")[0][:24] for s in kept[:2]] == [
+        "The simplest way to inst", "It is as simple as"]
+    ctx = S.context_text(kept)
+    assert "package manager. It is as simple as\nopam install why3" in ctx
