@@ -17,8 +17,8 @@ from engine.answer.passages import is_code_line
 
 HOWTO, OPTION, SYNTAX, DEFINITION = "howto", "option", "syntax", "definition"
 
-_SYNTAX_Q = re.compile(r"\b(syntax|signature|usage|arguments? (does|do|of)|parameters? (does|do|of))\b",
-                       re.I)
+_SYNTAX_Q = re.compile(r"\b(syntax|signature|usage|arguments? (does|do|of)"
+                       r"|parameters? (does|do|of))\b", re.I)
 _OPTION_Q = re.compile(r"\b(which|what)\s+(command[- ]line\s+)?(option|flag|switch|setting|"
                        r"parameter|argument)s?\b|\boption\b", re.I)
 _HOWTO_Q = re.compile(r"\bhow\s+(do|can|should|would|could|to|does one)\b|\bwhat\s+command\b"
