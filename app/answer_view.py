@@ -1,4 +1,4 @@
-"""An answer (engine/answer/modes.Answer) or a route as the page's component values: metrics in
+"""An answer (engine/answer/response.Answer) or a route as the page's component values: metrics in
 plain words, cited rows, the routing tree and icicle (app/figures.py), the disagreement view of
 the two routers, the evidence lines and the page view of a section (app/pages.py). Shared by the
 Ask and Compare tabs; no events here.
@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import io
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import gradio as gr
+import plotly.graph_objects as go
 
-from app.figures import figure_summary, manual_figure, pages_label, route_figure
+from app.figures import figure_summary, route_figure
+from app.hover import pages_label
+from app.icicle import manual_figure
 from app.folds import route_folds
 from app.pages import Line, page_view
 from app.quote_view import quote_markdown
 from app.route_tables import (agreement_rows, agreement_summary, route_rows, router_agreement,
                               single_channel, single_channel_reason)
 from app.state import AppState, empty_figure, md_text, pending_unavailable, section_title
+from app.view_state import ViewState
 from engine.answer.modes import MODES
 from engine.ask import AskOptions
 from engine.routing.channels import LABELS
@@ -27,18 +31,10 @@ from storage.errors import DocumentNotFound
 
 log = logging.getLogger(__name__)
 
-DEGENERATE_REASONS = {"repeat": "it repeats itself", "markup": "it is markup debris",
-                      "empty": "it is empty"}
-MODE_HELP = {
-    "text": "answers from the selected sections' text, with pages (the default)",
-    "memory": "fast: answers from the sections' memory vectors (H2MT), less reliable",
-    "full": "reads the manual from the start, as much as fits (no routing)",
-    "flat": "baseline: fixed-length pieces, one memory each, no tree",
-    "route": "only finds the sections, no answer",
-    "quote": "only the manual's best passage, in its own words (no answer written)",
-}
-assert set(MODE_HELP) == set(MODES), "every answer mode needs its help line"
-# An answer's metrics as the page shows them (key of engine.answer.modes.Metrics, label, unit).
+# Each mode's help line (engine.answer.modes), the default mode first.
+MODE_HELP = {name: mode.help for name, mode in
+             sorted(MODES.items(), key=lambda item: item[0] != AskOptions.mode)}
+# An answer's metrics as the page shows them (key of engine.answer.response.Metrics, label, unit).
 METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "total", "ms"),
                  ("route_ms", "routing", "ms"), ("quote_ms", "finding the quote", "ms"),
                  ("evidence_ms", "evidence lines", "ms"),
@@ -91,20 +87,32 @@ def cited_rows(cited) -> list[list]:
              c.node_id] for i, c in enumerate(cited)]
 
 
-def figures(s: AppState, a, doc=None):
-    """Routing tree, icicle, route rows, summary JSON and the disagreement view of ``a``."""
+@dataclass
+class RouteViews:
+    """What the page shows of a route: the routing tree, the icicle, the scored nodes' rows,
+    the figure data (JSON) and the disagreement view (in the ``view`` State)."""
+    tree: go.Figure
+    icicle: go.Figure
+    rows: list[list]
+    summary: dict
+    view: ViewState
+
+
+def figures(s: AppState, a, doc=None) -> RouteViews:
+    """The views of answer ``a``'s route."""
     return route_views(s, a.route, a, doc, a.mode, [c.id for c in a.cited], a.warning)
 
 
-def route_views(s: AppState, route, a, doc, mode: str, cited: list[int], warning: str | None):
+def route_views(s: AppState, route, a, doc, mode: str, cited: list[int],
+                warning: str | None) -> RouteViews:
     """The views of a route: of a finished answer ``a``, or (``a`` None) of a route whose
     answer is still being generated (no gate loops yet)."""
     if route is None:
         msg = f"The {mode} mode does not route: no tree to show."
-        view = {"agreement": f"The {mode} mode does not route: nothing to compare.",
-                "agreement_rows": []}
-        return (empty_figure(msg), empty_figure(msg), [],
-                {"mode": mode, "route": None, "warning": warning}, view)
+        return RouteViews(empty_figure(msg), empty_figure(msg), [],
+                          {"mode": mode, "route": None, "warning": warning},
+                          ViewState(agreement=f"The {mode} mode does not route: nothing to "
+                                              "compare.", agreement_rows=[]))
     fig = route_figure(route, a, folds=folds_of(s, route))
     agreement = router_agreement(route)
     summary = figure_summary(fig)
@@ -114,9 +122,9 @@ def route_views(s: AppState, route, a, doc, mode: str, cited: list[int], warning
                    agreement=agreement.counts() if agreement else None)
     why = ("" if agreement else single_channel_reason(route) if single_channel(route)
            else pending_unavailable(s, doc))
-    view = {"agreement": agreement_summary(agreement, why),
-            "agreement_rows": agreement_rows(route, agreement)}
-    return fig, manual_figure(route), route_rows(route, a), summary, view
+    view = ViewState(agreement=agreement_summary(agreement, why),
+                     agreement_rows=agreement_rows(route, agreement))
+    return RouteViews(fig, manual_figure(route), route_rows(route, a), summary, view)
 
 
 def folds_of(s: AppState, route) -> list:
@@ -165,63 +173,45 @@ def evidence_rows(s: AppState, evidence: list[dict]) -> list[list]:
             for i, e in enumerate(evidence)]
 
 
-def clear_view():
-    return "", "", [], [], "", gr.update(visible=False)
+@dataclass(frozen=True)
+class PageUpdate:
+    """The page view's three parts as component updates: the caption (Markdown), the rendered
+    page(s) of a PDF source, the section's text with the lines marked of any other source."""
+    head: str
+    image: dict
+    text: dict
 
 
-def clear_page():
-    return ("Select a cited node or an evidence line to see its page here.",
-            gr.update(value=None, visible=False), gr.update(value="", visible=False))
-
-
-def show_view(s: AppState, view):
-    """The notice line, the disagreement view, the evidence lines and the text-mode offer of
-    the last answer (a State, so that the /ask API keeps its outputs)."""
-    view = view or {}
-    notice = view.get("notice")
-    return (gr.skip() if notice is None else (f"**Note:** {md_text(notice)}" if notice else ""),
-            gr.skip() if "agreement" not in view else view["agreement"],
-            gr.skip() if "agreement_rows" not in view else view["agreement_rows"],
-            gr.skip() if "evidence" not in view else evidence_rows(s, view["evidence"]),
-            gr.skip() if "evidence_note" not in view else view["evidence_note"],
-            gr.skip() if "offer_text" not in view else gr.update(visible=view["offer_text"]))
-
-
-def page_outputs(s: AppState, doc_id, node_id, lines: list[Line]):
-    """The page view (caption, page image, section text) of a stored node with ``lines``
-    highlighted."""
+def page_outputs(s: AppState, doc_id, node_id, lines: list[Line]) -> PageUpdate:
+    """The page view of a stored node with ``lines`` highlighted."""
     hidden = gr.update(value=None, visible=False)
     try:
         doc_id, node_id = int(doc_id), int(node_id)
         node = s.tree_of(doc_id).node(node_id)
         source = s.source_of(doc_id)
     except (DocumentNotFound, KeyError, TypeError, ValueError):
-        return "That section is not in the library any more.", hidden, hidden
+        return PageUpdate("That section is not in the library any more.", hidden, hidden)
     try:
         pv = page_view(source, node, lines, title=section_title(s, doc_id, node_id, node.title))
     except Exception as e:  # a damaged file must not take the answer view down
         log.exception("page view of document %s node %s failed", doc_id, node_id)
-        return (f"The page could not be rendered ({md_text(type(e).__name__)}).", hidden,
-                hidden)
+        return PageUpdate(f"The page could not be rendered ({md_text(type(e).__name__)}).",
+                          hidden, hidden)
     if pv.png is not None:
         from PIL import Image  # noqa: PLC0415
 
         image = Image.open(io.BytesIO(pv.png))
-        return pv.caption, gr.update(value=image, visible=True), hidden
-    return pv.caption, hidden, gr.update(value=pv.markdown, visible=True)
+        return PageUpdate(pv.caption, gr.update(value=image, visible=True), hidden)
+    return PageUpdate(pv.caption, hidden, gr.update(value=pv.markdown, visible=True))
 
 
-def quote_outputs(s: AppState, quote, not_covered: bool, mode: str):
-    """The quote block and its page with the quote highlighted (app/quote_view.py)."""
+def quote_outputs(s: AppState, quote, not_covered: bool, mode: str
+                  ) -> tuple[dict, PageUpdate | None]:
+    """The quote block, and its page with the quote highlighted (None: no page to show; the
+    page view stays as it is) (app/quote_view.py)."""
     md = quote_markdown(quote, not_covered, mode)
     if quote is None or quote.doc_id is None:
-        return (gr.update(value=md, visible=bool(md)), gr.skip(), gr.skip(), gr.skip())
-    page = page_outputs(s, quote.doc_id, quote.node_id,
-                        [Line(quote.text, quote.page, quote.score)])
-    return (gr.update(value=md, visible=True), *page)
-
-
-def node_lines(view, doc_id, node_id) -> list[Line]:
-    """The last answer's evidence lines in node (doc_id, node_id)."""
-    return [Line(e["text"], e["page"], e["score"]) for e in (view or {}).get("evidence", [])
-            if str(e["doc_id"]) == str(doc_id) and str(e["node_id"]) == str(node_id)]
+        return gr.update(value=md, visible=bool(md)), None
+    return (gr.update(value=md, visible=True),
+            page_outputs(s, quote.doc_id, quote.node_id,
+                         [Line(quote.text, quote.page, quote.score)]))

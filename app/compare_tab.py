@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import gradio as gr
 
 from app.answer_view import figures, metrics_md
+from app.ask_request import AskRequest
 from app.state import (ANSWER_CONCURRENCY, AppState, MemoriesPending, bind, doc_choices,
-                       empty_figure, options)
+                       empty_figure)
 from engine.answer.modes import MODES
 
 
@@ -19,15 +20,15 @@ def do_compare(s: AppState, doc, question, mode_a, mode_b, k, max_depth, budget,
     table = []
     for mode in (mode_a, mode_b):
         try:
-            a = s.run_ask(doc, question, options(s, mode, k, max_depth, budget, gate, False,
-                                                 max_new_tokens))
+            a = s.run_ask(doc, question, AskRequest(doc, question, mode, k, max_depth, budget,
+                                                    gate, False, max_new_tokens,
+                                                    router=None).options(s.settings))
         except MemoriesPending as e:  # this side waits for memories; the other still runs
             gr.Warning(str(e))
             out += [f"({e})", "", empty_figure(f"{mode} mode waits for the memories")]
             table.append([mode, None, None, None, None, None, 0, 0])
             continue
-        fig, _, _, summary, _ = figures(s, a, doc)
-        out += [a.text or "(nothing generated)", metrics_md(a), fig]
+        out += [a.text or "(nothing generated)", metrics_md(a), figures(s, a, doc).tree]
         m = a.metrics
         table.append([mode, round(m.ttft_ms), round(m.total_ms), m.prefill_tokens,
                       m.generated_tokens, round(m.peak_mem_mb, 1),
@@ -91,4 +92,4 @@ def wire(s: AppState, t: CompareTab) -> None:
     """The tab's events."""
     t.button.click(bind(s, do_compare), [t.doc, t.question, *t.inputs], t.outputs,
                    concurrency_limit=ANSWER_CONCURRENCY, concurrency_id="answer",
-                   api_name="compare", preprocess=False)  # bad values: options()' one line
+                   api_name="compare", preprocess=False)  # bad values: AskRequest.options' one line

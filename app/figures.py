@@ -1,7 +1,10 @@
-"""Plotly figures of a routing trace: the routing tree and a whole-manual icicle.
+"""The routing tree as a Plotly figure, and what it draws in plain counts (``figure_summary``).
 
-Only plain data goes in (an ``engine.routing.router.Route`` and, optionally, an ``engine.answer.modes.Answer``
-for the gate loop counts); nothing here touches the model or the database.
+Only plain data goes in (an ``engine.routing.router.Route`` and, optionally, an
+``engine.answer.response.Answer`` for the gate loop counts); nothing here touches the model or
+the database. The whole manual as an icicle is in ``app/icicle.py``, the hover text and the
+escaping of titles in ``app/hover.py``, the same route as tables (scored nodes, and where the
+fused and the memory router disagree) in ``app/route_tables.py``.
 
 The routing tree shows what the router looked at: the root, every scored node (selected ones
 bold on the selected path, pruned ones greyed with dashed edges) and, for every scored node
@@ -10,31 +13,19 @@ below it. A pruned node whose branch held one of the best nodes by own evidence 
 retrieval would have kept) is ringed in red (``strong_pruned``). A manual of 800+ nodes
 therefore draws only the nodes the router actually scored. A run of a printed table of contents
 or index (app/folds.py) that the router scored and pruned is drawn as ONE grey square saying
-what it holds ("Contents (pp. 1–8, 46 parts)" in its hover).
-
-Hover text: every scored node lists its evidence channels in plain words ("words matched",
-"meaning", "memory"), each with the node's own score and its subtree's best ("best in branch",
-what the router compares), then the score the router ranked by (the fused score, unless one
-channel routed alone). It is built once per figure, one string per drawn node.
-
-The same route as tables (scored nodes, and where the fused and the memory router disagree)
-is in ``app/route_tables.py``.
-
-Every title is HTML-escaped before it reaches Plotly: its hover and label text is HTML-like
-(``<b>``, ``<br>``, links), so a heading such as ``<script>`` must arrive as ``&lt;script&gt;``.
+what it holds ("Contents (pp. 1–8, 46 parts)" in its hover). Hover text is built once per
+figure, one string per drawn node.
 """
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
 import plotly.graph_objects as go
-from plotly.colors import sample_colorscale
 
+from app.hover import esc, node_hover, score_label
 from app.layout import tidy_layout
-from engine.routing.channels import CHANNELS, LABELS
 
 COLORSCALE = "Viridis"
 SELECTED_EDGE = "#111827"
@@ -47,7 +38,6 @@ LABELS_PER_LEVEL = 6  # label the selected nodes of a depth only while it has at
 STATUSES = ("root", "selected", "pruned", "collapsed")
 # Parents guessed by clustering (H2MT 4.3: a document without headings) are drawn as diamonds.
 INDUCED_SYMBOL = "diamond"
-INDUCED_NOTE = "induced: grouped by similarity, the title is guessed (no heading in the file)"
 # A pruned branch that held one of this many best nodes by own evidence (the nodes a flat
 # retriever over the same evidence would rank first) is ringed: routing lost a strong hit there.
 STRONG_HITS = 10
@@ -56,20 +46,6 @@ STRONG_RING = "#dc2626"
 
 def _symbols(nodes, ids: list[int]) -> list[str]:
     return [INDUCED_SYMBOL if getattr(nodes[i], "induced", False) else "circle" for i in ids]
-
-
-def esc(text: str | None, limit: int | None = None) -> str:
-    """Plain text -> text safe inside Plotly's HTML-like labels (cut to ``limit`` chars first)."""
-    t = " ".join((text or "").split())
-    if limit is not None and len(t) > limit:
-        t = t[: limit - 1] + "…"
-    return html.escape(t, quote=True)
-
-
-def pages_label(start: int | None, end: int | None) -> str:
-    if start is None:
-        return "—"
-    return f"p. {start}" if end in (None, start) else f"pp. {start}–{end}"
 
 
 # -- the visible part of a route -----------------------------------------------------------------
@@ -206,59 +182,6 @@ def gate_loops(answer, rid: int) -> list[int]:
     return list(answer.gate.get(rid, []))
 
 
-def score_label(router: str | None) -> str:
-    """What a route's node score is, in plain words (the colour bar's and the hover's name)."""
-    if router in (None, "fused"):
-        return "fused score"
-    return f"score ({LABELS.get(router, router)} alone)"
-
-
-def _num(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3f}"
-
-
-def channel_lines(channels: dict | None) -> list[str]:
-    """One hover line per evidence channel: own score and best in branch (subtree) score."""
-    if not channels:
-        return []
-    out = []
-    for name in CHANNELS:
-        ch = channels.get(name)
-        if ch is None:
-            continue
-        own, sub = ch.get("own"), ch.get("subtree")
-        label = LABELS[name]
-        if own is None and sub is None:
-            out.append(f"{label}: no evidence")
-        else:
-            out.append(f"{label}: own {_num(own)}, best in branch {_num(sub)}")
-    return out
-
-
-def _hover(n, loops: list[int], score_name: str = "score") -> str:
-    lines = [f"<b>{esc(n.title, 90) or '(untitled)'}</b>",
-             f"status: {n.status}",
-             f"pages: {pages_label(n.page_start, n.page_end)}",
-             f"depth: {n.depth}"]
-    if getattr(n, "induced", False):
-        lines.append(INDUCED_NOTE)
-    if n.score is None:
-        lines.append("the root: not scored" if n.status == "root"
-                     else "not scored (the router never reached it)")
-    else:
-        lines.append(f"{score_name}: {n.score:.3f}")
-        lines.extend(channel_lines(getattr(n, "channels", None)))
-    if n.prob is not None:
-        lines.append(f"probability in parent: {n.prob:.3f}")
-    if n.visit is not None:
-        lines.append(f"visit order: {n.visit}")
-    if loops:
-        per_layer = ", ".join(f"L{j}: {v}" for j, v in enumerate(loops))
-        lines.append(f"gate loops: {sum(loops)} ({per_layer})")
-    lines.append(f"node id: {n.id}")
-    return "<br>".join(lines)
-
-
 def _edges(segments: Iterable[tuple[tuple[float, float], tuple[float, float]]]):
     xs, ys = [], []
     for (x0, y0), (x1, y1) in segments:
@@ -315,7 +238,8 @@ def route_figure(route, answer=None, title: str | None = None, folds=()) -> go.F
         x=[pos[i][0] for i in root_ids], y=[pos[i][1] for i in root_ids], mode="markers+text",
         marker=dict(symbol="square", size=16, color=ROOT_FILL),
         text=[esc(nodes[i].title, 40) for i in root_ids], textposition="top center",
-        hovertext=[_hover(nodes[i], [], sname) for i in root_ids], hoverinfo="text", name="root",
+        hovertext=[node_hover(nodes[i], [], sname) for i in root_ids], hoverinfo="text",
+        name="root",
         customdata=[[i, "root", nodes[i].doc_id, nodes[i].node_id] for i in root_ids],
         meta={"status": "root"}, showlegend=False))
 
@@ -325,7 +249,7 @@ def route_figure(route, answer=None, title: str | None = None, folds=()) -> go.F
         marker=dict(size=9, color=[nodes[i].score for i in pr], coloraxis="coloraxis",
                     symbol=_symbols(nodes, pr),
                     opacity=0.45, line=dict(color=PRUNED_EDGE, width=1)),
-        hovertext=[_hover(nodes[i], [], sname) for i in pr], hoverinfo="text",
+        hovertext=[node_hover(nodes[i], [], sname) for i in pr], hoverinfo="text",
         customdata=[[i, "pruned", nodes[i].doc_id, nodes[i].node_id] for i in pr],
         meta={"status": "pruned"}))
 
@@ -347,7 +271,7 @@ def route_figure(route, answer=None, title: str | None = None, folds=()) -> go.F
                     color=[nodes[i].score for i in sel], coloraxis="coloraxis",
                     symbol=_symbols(nodes, sel), line=dict(color=SELECTED_EDGE, width=2.5)),
         text=labels, textposition="bottom center", textfont=dict(size=10),
-        hovertext=[_hover(nodes[i], loops[i], sname) for i in sel], hoverinfo="text",
+        hovertext=[node_hover(nodes[i], loops[i], sname) for i in sel], hoverinfo="text",
         customdata=[[i, "selected", nodes[i].doc_id, nodes[i].node_id, sum(loops[i])]
                     for i in sel],
         meta={"status": "selected"}))
@@ -443,47 +367,3 @@ def figure_summary(fig: go.Figure | dict) -> dict:
             "colorbar": bool(cax.get("colorbar")) and cax.get("showscale", True) is not False}
 
 
-# -- the whole manual -----------------------------------------------------------------------------
-
-def manual_figure(route, max_depth: int = 4) -> go.Figure:
-    """Icicle of every node of the routed tree, coloured by routing score (grey: never scored)."""
-    nodes = route.nodes
-    lo, hi = score_range(route)
-    sname = score_label(getattr(route, "router", None))
-    scores = [n.score for n in nodes]
-    norm = [(s - lo) / (hi - lo) if s is not None else None for s in scores]
-    sampled = sample_colorscale(COLORSCALE, [v for v in norm if v is not None]) if any(
-        v is not None for v in norm) else []
-    it = iter(sampled)
-    colors = []
-    for n, v in zip(nodes, norm):
-        if n.status == "root":
-            colors.append(ROOT_FILL)
-        elif v is None:
-            colors.append(UNVISITED_FILL)
-        else:
-            colors.append(next(it))
-    line_w = [3 if n.status == "selected" else 0.5 for n in nodes]
-    # One entry per node of the manual (thousands): the arrays are built here, so plotly's
-    # per-element validation (most of the time of a large icicle) is skipped.
-    fig = go.Figure([dict(
-        type="icicle", ids=[str(n.id) for n in nodes],
-        parents=["" if n.parent is None else str(n.parent) for n in nodes],
-        labels=[esc(n.title, 40) or f"#{n.id}" for n in nodes],
-        marker=dict(colors=colors, line=dict(color=["#111827" if n.status == "selected"
-                                                   else "white" for n in nodes], width=line_w)),
-        hovertext=[_hover(n, [], sname) for n in nodes], hoverinfo="text", maxdepth=max_depth,
-        tiling=dict(orientation="v"), root=dict(color=ROOT_FILL), sort=False,
-        meta={"kind": "manual"})], _validate=False)
-    # an empty scatter carries the colour bar (icicle colours are given per node)
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
-                             showlegend=False, marker=dict(
-                                 colorscale=COLORSCALE, cmin=lo, cmax=hi, color=[lo],
-                                 showscale=True, colorbar=dict(title=dict(text=sname),
-                                                               thickness=12))))
-    fig.update_layout(title=dict(text="The whole manual (click a box to zoom; grey: not scored, "
-                                      "outlined: selected)", x=0.01, font=dict(size=13)),
-                      height=520, margin=dict(l=10, r=10, t=40, b=10),
-                      xaxis=dict(visible=False), yaxis=dict(visible=False),
-                      plot_bgcolor="white", paper_bgcolor="white")
-    return fig

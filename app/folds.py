@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from app.figures import pages_label
+from app.hover import pages_label
 from engine.document.tree import Tree
 from engine.routing.evidence import NO_EVIDENCE_KINDS
 

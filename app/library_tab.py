@@ -20,7 +20,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from app.figures import pages_label
+from app.hover import pages_label
 from app.folds import FOLD_MARK, contents_folds, fold_text
 from app.state import (ALL, AppState, bind, doc_arg, doc_choices, doc_memory_line,
                        node_view, pending_list)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.figures import gate_loops, pages_label
+from app.figures import gate_loops
+from app.hover import pages_label
 from engine.routing.channels import CHANNELS, LABELS
 
 # -- tables ---------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 ``AppState`` holds what one built app works over: the runtime, the effective settings, the
 background memory writer and the caches of trees, source files and finished memories. The tab
 modules (library_tab, ask_tab, compare_tab) define their handlers at module level as
-``handler(s: AppState, *inputs)``; ``bind`` turns one into the Gradio handler of its inputs.
+``handler(s: AppState, *inputs)`` (the Ask tab's as ``handler(s, tab, request)``, returning
+updates keyed by the tab's components); ``bind`` turns one into the Gradio handler of its inputs.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Callable
 import gradio as gr
 import plotly.graph_objects as go
 
-from app.figures import pages_label
+from app.hover import pages_label
 from app.memory_writer import MemoryWriter
 from engine.ask import AskError, AskOptions, ask, ask_stream
 from engine.ask import MemoriesPending as MemoriesNotWritten
@@ -44,26 +45,44 @@ def gpu(fn):
     return spaces.GPU(fn)
 
 
-def bind(s: AppState, fn: Callable, *, on_gpu: bool = False) -> Callable:
-    """``fn(s, *inputs)`` as a Gradio handler of ``*inputs`` (``on_gpu``: wrapped by ``gpu``).
+def bind(s: AppState, fn: Callable, *bound, request: type | None = None,
+         on_gpu: bool = False) -> Callable:
+    """``fn(s, *bound, *inputs)`` as a Gradio handler of ``*inputs`` (``bound``: the tab's
+    components, for handlers that return updates keyed by component; ``on_gpu``: wrapped by
+    ``gpu``). ``request``: a dataclass whose fields are the inputs (app/ask_request.py): the
+    handler's parameters are its fields and ``fn`` receives one instance of it.
 
     Written by hand because ``functools.partial`` does not fit: Gradio reads a handler's type
-    hints (``gr.SelectData``) and defaults (``gr.Progress``) from the function itself, which a
-    partial hides, and it streams only from a generator function. The handler keeps ``fn``'s
-    name, signature (less ``s``), annotations and generator-ness. ``s`` is closed over, never
-    passed as an argument, so a ZeroGPU worker receives only the request's plain inputs.
+    hints (``gr.SelectData``) and defaults (``gr.Progress``, a parameter a client may leave out)
+    from the function itself, which a partial hides, and it streams only from a generator
+    function. The handler keeps ``fn``'s name, signature (less ``s`` and ``bound``, or
+    ``request``'s), annotations and generator-ness. ``s`` is closed over, never passed as an
+    argument, so a ZeroGPU worker receives only the request's plain inputs.
     """
-    params = list(inspect.signature(fn).parameters.values())
-    first = params[0].name
+    skip = 1 + len(bound)
+    if request is None:
+        sig = inspect.signature(fn)
+        sig = sig.replace(parameters=list(sig.parameters.values())[skip:])
+
+        def inputs(*args, **kwargs):
+            return args, kwargs
+    else:
+        sig = inspect.signature(request).replace(return_annotation=inspect.Signature.empty)
+
+        def inputs(*args, **kwargs):
+            return (request(*args, **kwargs),), {}
     if inspect.isgeneratorfunction(fn):
         def handler(*args, **kwargs):
-            yield from fn(s, *args, **kwargs)
+            args, kwargs = inputs(*args, **kwargs)
+            yield from fn(s, *bound, *args, **kwargs)
     else:
         def handler(*args, **kwargs):
-            return fn(s, *args, **kwargs)
+            args, kwargs = inputs(*args, **kwargs)
+            return fn(s, *bound, *args, **kwargs)
     functools.update_wrapper(handler, fn)
-    handler.__signature__ = inspect.signature(fn).replace(parameters=params[1:])
-    handler.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != first}
+    handler.__signature__ = sig
+    handler.__annotations__ = {k: v for k, v in fn.__annotations__.items()
+                               if k in sig.parameters or k == "return"}
     return gpu(handler) if on_gpu else handler
 
 
@@ -85,15 +104,6 @@ def empty_figure(message: str) -> go.Figure:
                       plot_bgcolor="white", paper_bgcolor="white",
                       margin=dict(l=10, r=10, t=10, b=10))
     return fig
-
-
-def opt_int(x) -> int | None:
-    """Number inputs: blank or 0 mean "no limit" (a negative or fractional value is refused by
-    ``option_problems`` before it gets here)."""
-    if x is None or x == "":
-        return None
-    v = int(float(x))
-    return v if v > 0 else None
 
 
 def doc_arg(doc) -> int | str:
@@ -215,75 +225,6 @@ class AppState:
         elif state != "writing":
             label += " (not being written)"
         return label
-
-
-# The page's longest answer (the engine allows more, engine.ask.MAX_NEW_TOKENS; on a CPU an
-# answer of 512 tokens already takes minutes).
-APP_MAX_NEW_TOKENS = 512
-
-
-def _whole(x, name: str) -> int | None:
-    """A number input as an int (None when blank); ValueError with one line otherwise."""
-    if x is None or x == "":
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, not {x!r}") from None
-    if not v.is_integer():
-        raise ValueError(f"{name} must be a whole number, not {x!r}")
-    return int(v)
-
-
-def option_problems(s: AppState, mode, k, max_depth, budget, max_new_tokens,
-                    router) -> dict[str, str]:
-    """{option: one line} for each ask option the engine would refuse (each checked alone by
-    ``AskOptions.validate``, so the engine's rules are the only ones), in every mode: an
-    option the mode does not use is checked too. The depth cap and the node budget take 0 for
-    "no limit" here; the longest answer is 1 to ``APP_MAX_NEW_TOKENS``."""
-    problems: dict[str, str] = {}
-
-    def check(name: str, **field) -> None:
-        try:
-            AskOptions(**field).validate()
-        except AskError as e:
-            problems[name] = str(e)
-
-    check("mode", mode=mode)
-    check("router", router=router or s.settings.router)
-    labels = {"k": "k", "max_depth": "the depth cap", "budget": "the node budget",
-              "max_new_tokens": "max new tokens"}
-    values = {"k": k, "max_depth": max_depth, "budget": budget,
-              "max_new_tokens": max_new_tokens}
-    for name, raw in values.items():
-        try:
-            v = _whole(raw, labels[name])
-        except ValueError as e:
-            problems[name] = str(e)
-            continue
-        if name in ("max_depth", "budget"):
-            if v is not None and v < 0:
-                problems[name] = f"{labels[name]} must be 0 (no limit) or more, not {v}"
-        elif v is None:
-            problems[name] = f"{labels[name]} is missing"
-        elif name == "max_new_tokens" and not 1 <= v <= APP_MAX_NEW_TOKENS:
-            problems[name] = f"max new tokens must be 1 to {APP_MAX_NEW_TOKENS} here, not {v}"
-        else:
-            check(name, **{name: v})
-    return problems
-
-
-def options(s: AppState, mode, k, max_depth, budget, gate, hier_pos, max_new_tokens,
-            router=None) -> AskOptions:
-    """The AskOptions of the page's (or an API call's) values; a bad value is one line
-    (gr.Error, ``option_problems``) and nothing is asked or stored."""
-    problems = option_problems(s, mode, k, max_depth, budget, max_new_tokens, router)
-    if problems:
-        raise gr.Error(next(iter(problems.values())))
-    return AskOptions(mode=mode, k=int(float(k)), max_depth=opt_int(max_depth),
-                      budget=opt_int(budget), gate=bool(gate), hier_pos=bool(hier_pos),
-                      max_new_tokens=int(float(max_new_tokens)),
-                      router=router or s.settings.router)
 
 
 # -- memories still being written ------------------------------------------------------------------

@@ -2,10 +2,12 @@
 
 This module is the layout: the page, its tabs and the events that span tabs. Each tab is one
 module with its components, its handlers (module level, over the app's state object) and its
-events: app/library_tab.py, app/ask_tab.py, app/compare_tab.py; the state and the helpers they
-share are in app/state.py, an answer's views in app/answer_view.py, the background memory writer
-in app/memory_writer.py, the example manual and its questions in app/examples.py, figures in
-app/figures.py, the tree layout in app/layout.py and the page view in app/pages.py. Every handler
+events: app/library_tab.py, app/ask_tab.py (its request, handlers, history and view state in
+app/ask_*.py and app/view_state.py), app/compare_tab.py; the state and the helpers they share
+are in app/state.py, an answer's views in app/answer_view.py, the background memory writer in
+app/memory_writer.py, the example manual and its questions in app/examples.py, the routing tree
+in app/figures.py (its layout in app/layout.py, its hover text in app/hover.py), the icicle in
+app/icicle.py and the page view in app/pages.py. Every handler
 calls the engine (ingest, ask) or the library and turns the result into component values; the
 engine never imports anything from here.
 
@@ -32,7 +34,7 @@ import gradio as gr
 from app import ask_tab, compare_tab, library_tab
 from app import examples as example_questions
 from app.answer_view import route_from_log
-from app.ask_tab import HISTORY_ROWS
+from app.ask_history import HISTORY_ROWS
 from app.library_tab import LIBRARY_COLUMNS, node_api, poll, refresh
 from app.memory_writer import MemoryWriter, memory_writer
 from app.state import AppState, bind, md_text
@@ -72,8 +74,8 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         # -- events ----------------------------------------------------------------------------
         timer = gr.Timer(MEMORY_POLL_S)
         poll_key = gr.State("")
-        pickers_out = [lib.doc, ask.doc, cmp.doc]
-        poll_in = [poll_key, ask.doc]
+        pickers_out = [lib.doc, ask.inputs.doc, cmp.doc]
+        poll_in = [poll_key, ask.inputs.doc]
         poll_out = [lib.table, lib.mem_line, ask.mem_line, poll_key]
         library_tab.wire(s, lib, pickers_out, poll_in, poll_out)
         demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library")
@@ -85,7 +87,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         gr.api(bind(s, node_api), api_name="node")
         compare_tab.wire(s, cmp)
         if s.examples:
-            example_questions.wire(s, demo, hint, pickers_out, ask.doc)
+            example_questions.wire(s, demo, hint, pickers_out, ask.inputs.doc)
     s.writer.resume_incomplete()  # memories interrupted by a crash or a restart
     if s.examples:
         s.examples.start()  # the example manual, indexed in the background if missing

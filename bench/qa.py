@@ -77,8 +77,9 @@ from bench.metrics import (clean_reference, evidence_precision, gold_regions, ma
 from bench.routers import FLAT, flat_rows, parse_router, router_row
 from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
 from engine.answer.guard import clean_answer, degeneracy
-from engine.answer.modes import (CONTEXT_EXCLUDED_KINDS, TEXT_PROMPTS, Context, generate_with_text,
-                                 pack_blocks)
+from engine.answer.context import pack_blocks, readable
+from engine.answer.decoding import Decoding, run_plan
+from engine.answer.prompts import TEXT_PROMPTS, text_plan
 from engine.routing.router import RoutingTree
 from engine.ask import AskOptions, MemoriesPending, ask
 from engine.ingest import file_sha256, ingest_file
@@ -282,7 +283,7 @@ class Runner:
         tree = self.tree(q.doc_id)
         gold = set().union(*q.regions) if q.regions else set()
         secs = [Section(q.doc_id, i, tree.node(i).title, tree.node(i).text, None, None)
-                for i in node_ids if tree.node(i).kind not in CONTEXT_EXCLUDED_KINDS]
+                for i in node_ids if readable(tree.node(i))]
         lines = evidence_lines(self.rt.encoder, answer, secs, keep_all=True)
         return [[e.node_id, e.score, e.node_id in gold] for e in lines]
 
@@ -293,18 +294,20 @@ class Runner:
             return self.args.max_new_tokens
         return max(1, len(self.rt.backbone.encode(q.answer)))
 
-    def _ctx(self, q: Question) -> Context:
+    def _generate(self, q: Question, context: str):
+        """The backbone's answer to ``q`` from ``context`` (none: the question alone) under the
+        text mode's prompt and decoding."""
         a = self.args
-        return Context(backbone=self.rt.backbone, parts=self.rt.parts, routing=None, trees={},
-                       max_new_tokens=self.max_new_tokens(q), text_budget=a.text_budget,
-                       text_system=TEXT_PROMPTS[a.text_prompt],
-                       repetition_penalty=a.repetition_penalty, no_repeat_ngram=a.no_repeat_ngram)
+        return run_plan(text_plan(self.rt.backbone, q.question, context, TEXT_PROMPTS[a.text_prompt]),
+                        Decoding(max_new_tokens=self.max_new_tokens(q),
+                                 repetition_penalty=a.repetition_penalty,
+                                 no_repeat_ngram=a.no_repeat_ngram))
 
     def none_mode(self, q: Question) -> dict:
         row = self._base(q, "none", 0)
         base = _peak_rss_mb()
         t0 = time.perf_counter()
-        res = generate_with_text(self._ctx(q), q.question, "")
+        res = self._generate(q, "")
         total = (time.perf_counter() - t0) * 1e3
         row.update(answer=res.text, prefill_tokens=res.prefill_tokens, cut=res.cut, stop=res.stop,
                    generated_tokens=res.generated_tokens, total_ms=total,
@@ -332,7 +335,7 @@ class Runner:
             ctx_text, kept = pack_blocks(self.rt.backbone.encode, self.args.text_budget,
                                          [(tree, i) for i in got])
             used = [got[j] for j in kept]
-            res = generate_with_text(self._ctx(q), q.question, ctx_text)
+            res = self._generate(q, ctx_text)
             row.update(answer=res.text, prefill_tokens=res.prefill_tokens, cut=res.cut, stop=res.stop,
                        generated_tokens=res.generated_tokens, used=used,
                        total_ms=(time.perf_counter() - t0) * 1e3,
@@ -631,7 +634,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resume", action="store_true",
                     help="keep the questions already in --out's results.jsonl, run the others")
     ap.add_argument("--text-prompt", choices=tuple(TEXT_PROMPTS), default=AskOptions.text_prompt,
-                    help="text-mode system prompt (engine.answer.modes.TEXT_PROMPTS); the "
+                    help="text-mode system prompt (engine.answer.prompts.TEXT_PROMPTS); the "
                          "product's default unless given")
     ap.add_argument("--repetition-penalty", type=float, default=AskOptions.repetition_penalty,
                     help="decoding: transformers' repetition penalty for every generating mode")

@@ -1,7 +1,7 @@
 """Routers side by side (``python -m bench.qa --routers fused,memory,lexical,dense``).
 
 Per question and router: the engine's route (mode ``route``, the router chosen), then the text
-mode's context packed from it (``engine.answer.modes.pack_context``, the same budget as text
+mode's context packed from it (``engine.answer.context.pack_context``, the same budget as text
 mode). Beside them, three flat retrievers over the SAME nodes and evidence (the stored lexical
 tokens and sentence-encoder vectors; tables of contents and indexes left out as the routers
 leave them out), with the same node budget (n = the number of nodes the fused route selected)
@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from bench.metrics import routing_hit
-from engine.answer.modes import Context, pack_blocks, pack_context
+from engine.answer.context import pack_blocks, pack_context
 from engine.ask import AskError, AskOptions, ask, load_documents
 from engine.routing import lexical
 from engine.routing.fused import ROUTERS, WALKS
@@ -98,9 +98,8 @@ def router_row(runner, q, spec: str, k: int) -> dict:
         row["skipped"] = str(e)
         return row
     route = ans.route
-    ctx = Context(backbone=rt.backbone, parts=rt.parts, routing=route.tree,
-                  trees={q.doc_id: runner.tree(q.doc_id)}, text_budget=runner.args.text_budget)
-    _, cited = pack_context(ctx, route)
+    _, cited = pack_context(route.tree, {q.doc_id: runner.tree(q.doc_id)}, route,
+                            rt.backbone.encode, runner.args.text_budget)
     row = runner._base(q, f"route[{spec}]", k)
     row.update(route_ms=ans.metrics.route_ms, walk_ms=route.route_ms, scored=route.scored,
                walk=route.walk)

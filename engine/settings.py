@@ -102,8 +102,9 @@ def default_cache_dir(environ=None, *, persistent: Path = SPACE_PERSISTENT_DIR) 
 SHIPPED_CHECKPOINT = _assets_dir() / "smollm2-135m-instruct.h2mt.safetensors"
 # Learned fusion of the routing channels (trained on Debian documentation, assets/MODEL_CARD.md).
 SHIPPED_FUSION = _assets_dir() / "fusion.json"
+# The routers and walks ``engine.routing.fused`` offers; defined here only (it imports them).
 ROUTERS = ("fused", "memory", "lexical", "dense")
-WALKS = ("leaf-rescue", "rescue", "leaf", "topk")  # engine.routing.fused.WALKS
+WALKS = ("leaf-rescue", "rescue", "leaf", "topk")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from sqlalchemy.exc import (ArgumentError, IntegrityError, InterfaceError, NoSuc
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from engine.document.tree import Node, Tree
 from storage.blobs import decode_array, decode_vector, encode_array, encode_vector
 from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument,
                             MissingMemories, StaleMemories)
@@ -37,11 +36,10 @@ from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, M
                             NodeRow, QueryRow, SourceFileRow)
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
                              QueryRecord, SourceFile)
+from storage.tree import Node, Tree
 
 if TYPE_CHECKING:
     import torch
-
-    from engine.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +96,6 @@ class Library:
             log.warning("library %s: removed leftovers of interrupted ingests: %s",
                         make_url(self.url).render_as_string(hide_password=True), counts)
         return counts
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> "Library":
-        """The library at ``settings.database_url``."""
-        return cls(settings.database_url)
 
     def close(self) -> None:
         self.engine.dispose()

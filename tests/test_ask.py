@@ -4,9 +4,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
-from engine.answer.modes import MODES, hierarchical_position_encoding
+from engine.answer.modes import MODES
 from engine.ask import AskError, AskOptions, ask
 from engine.ingest import ingest_file
 from engine.memory.parts import H2MTParts
@@ -111,13 +110,6 @@ def test_user_errors_are_clear(tiny_rt):
         ask(rt, doc, "hello?", AskOptions(mode="telepathy"))
 
 
-def test_hierarchical_position_encoding_distinguishes_paths():
-    hpe = hierarchical_position_encoding([[1], [2], [1, 1], [1, 2]], 64)
-    assert hpe.shape == (4, 64)
-    assert torch.allclose(hpe.pow(2).mean(-1), torch.ones(4))
-    assert not torch.allclose(hpe[2], hpe[3])
-
-
 def test_hier_pos_changes_memory_answer_inputs(tiny_rt):
     rt, doc = tiny_rt
     a = ask(rt, doc, "Small widgets?", AskOptions(mode="memory", max_new_tokens=2, hier_pos=True), log=False)
@@ -163,34 +155,6 @@ def test_fused_router_beats_the_memory_router_on_a_real_question(real_backbone, 
     assert reaches("fused")
     assert not reaches("memory")
     assert reaches("lexical")
-
-
-def test_loaded_documents_are_bounded_and_routing_follows_reloads(tiny_backbone, tmp_path,
-                                                                 monkeypatch):
-    """The runtime keeps the most recently asked-about documents only (never evicting those of
-    the request at hand), and a document loaded again gets a new routing tree, not a stale one
-    found by a reused object id."""
-    import engine.ask as ask_module
-    from engine.ask import load_documents, routing_tree
-
-    monkeypatch.setattr(ask_module, "DOCUMENTS_CACHED", 2)
-    rt = make_runtime(tiny_backbone, tmp_path)
-    ids = []
-    for i in range(3):
-        md = tmp_path / f"manual-{i}.md"
-        md.write_text(MANUAL.replace("Widgets", f"Widgets of series {i}"))
-        ids.append(ingest_file(md, rt, memories=False).doc_id)
-    first = load_documents(rt, [ids[0]])
-    tree_before = routing_tree(rt, first)
-    load_documents(rt, [ids[1]])
-    load_documents(rt, [ids[2]])
-    cached = {key[0] for key in rt.cache["docs"]}
-    assert cached == {ids[1], ids[2]}, "the least recently asked-about document went"
-    assert len(load_documents(rt, ids)) == 3 and len(rt.cache["docs"]) == 3  # one request: all
-    again = load_documents(rt, [ids[0]])  # evicted after the first load, loaded anew since
-    assert again[ids[0]] is not first[ids[0]] and again[ids[0]].serial != first[ids[0]].serial
-    assert routing_tree(rt, again) is not tree_before
-    assert routing_tree(rt, again) is routing_tree(rt, load_documents(rt, [ids[0]]))  # cached
 
 
 @pytest.fixture(scope="session")

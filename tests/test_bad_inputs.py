@@ -206,7 +206,7 @@ def test_odd_but_valid_files_go_in_with_their_text(tmp_path, tiny_rt):
 
 def test_markup_titles_render_as_text_in_every_view():
     """The app's Markdown header and every figure hover show a hostile title as text."""
-    from app.figures import _hover
+    from app.hover import node_hover
     from app.ui import md_text
     from engine.routing.router import RouteNode
 
@@ -214,7 +214,7 @@ def test_markup_titles_render_as_text_in_every_view():
     assert "&amp;amp;" in md_text(SCRIPT_TITLE), "an entity stays visible as typed"
     node = RouteNode(id=0, parent=None, doc_id=1, node_id=3, title=SCRIPT_TITLE, depth=1,
                      page_start=1, page_end=2, score=0.5, prob=0.5, status="selected")
-    hover = _hover(node, [1])
+    hover = node_hover(node, [1])
     assert "<script>" not in hover and "&lt;script&gt;" in hover and "&amp;amp;" in hover
 
 

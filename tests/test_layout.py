@@ -1,6 +1,7 @@
 """The engine's import graph: no circles between its modules or its packages, and no imports of
-the UI (``app``) or the benches (``bench``). Read from the source with ``ast``, so a lazy import
-inside a function counts as much as one at the top of a module."""
+the UI (``app``) or the benches (``bench``); ``storage`` sits below the engine and never imports
+it. Read from the source with ``ast``, so a lazy import inside a function (or one under
+``TYPE_CHECKING``) counts as much as one at the top of a module."""
 from __future__ import annotations
 
 import ast
@@ -10,6 +11,7 @@ import networkx as nx
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = REPO / "engine"
+STORAGE = REPO / "storage"
 
 
 def module_name(path: Path) -> str:
@@ -77,6 +79,33 @@ def test_engine_never_imports_app_or_bench():
            for m, deps in outside.items()}
     bad = {m: d for m, d in bad.items() if d}
     assert not bad, f"engine imports the UI or the benches: {bad}"
+
+
+def storage_imports_of_engine(root: Path) -> dict[str, set[str]]:
+    """module of ``root`` -> the ``engine`` modules it imports (none wanted)."""
+    found = {}
+    for f in sorted(root.rglob("*.py")):
+        deps = {d for d in imported_modules(f, set()) if d.split(".")[0] == "engine"}
+        if deps:
+            found[str(f.relative_to(root.parent))] = deps
+    return found
+
+
+def test_storage_never_imports_the_engine():
+    """One direction only: the engine imports storage (its records, the library, the tree as
+    data), storage imports nothing of the engine."""
+    assert (STORAGE / "library.py").exists()
+    bad = storage_imports_of_engine(STORAGE)
+    assert not bad, f"storage imports the engine: {bad}"
+
+
+def test_the_storage_check_finds_an_engine_import(tmp_path):
+    """The direction check itself can fail, on a lazy import too."""
+    pkg = tmp_path / "storage"
+    pkg.mkdir()
+    (pkg / "ok.py").write_text("import networkx\nfrom storage.tree import Tree\n")
+    (pkg / "bad.py").write_text("def f():\n    from engine.document.tree import Tree\n")
+    assert storage_imports_of_engine(pkg) == {"storage/bad.py": {"engine.document.tree"}}
 
 
 def test_engine_top_level_is_a_handful_of_modules():

@@ -1,5 +1,7 @@
-"""Answers from a route: the modes (memory, text, full, route) and the HMT-style flat baseline.
-Public face: ``MODES``, ``Answer``, ``Context``; ``flat`` builds the baseline's segment index."""
-from engine.answer.modes import MODES, Answer, Context
+"""Answers from a route: the modes (``modes``: memory, text, quote, full, flat, route), their
+prompts, decoding and measurement, and what an answer is (``response``). Public face: ``MODES``,
+``Answer``."""
+from engine.answer.modes import MODES
+from engine.answer.response import Answer
 
-__all__ = ["MODES", "Answer", "Context"]
+__all__ = ["MODES", "Answer"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.answer.modes import Answer, Citation
+from engine.answer.response import Answer, Citation
 from engine.answer.quote import Quote
 from engine.routing.router import Route
 

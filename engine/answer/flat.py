@@ -54,3 +54,14 @@ def search(index: FlatIndex, q: torch.Tensor, proj, n: int) -> tuple[list[int], 
     weights = torch.softmax(scores, 0)
     top = weights.topk(min(n, len(weights))).indices.sort().values
     return top.tolist(), weights
+
+
+def flat_index(rt, doc_id: int, tree: Tree, segment_tokens: int) -> FlatIndex:
+    """The document's segment index, kept per runtime (engine.runtime.Runtime) by document
+    content, writer fingerprint and segment size."""
+    cache = rt.cache.setdefault("flat", {})
+    key = (doc_id, rt.library.get_document(doc_id).sha256, rt.fingerprint, segment_tokens)
+    if key not in cache:
+        cache[key] = build_flat_index(tree, rt.backbone, rt.parts, segment_tokens,
+                                      rt.settings.write_batch_nodes, rt.settings.write_batch_tokens)
+    return cache[key]

@@ -213,3 +213,22 @@ def clean_answer(text: str, stop: str | None = None) -> tuple[str, str | None, b
         if kept != text and len(_words(kept)) >= 5 and degeneracy(kept) is None:
             return kept, None, True
     return text, reason, False
+
+
+# What ``degeneracy``'s reasons mean, in the words the engine's warnings and the app use.
+DEGENERATE_REASONS = {"repeat": "it repeats itself", "markup": "it is markup debris",
+                      "empty": "it is empty"}
+
+
+def degenerate_warning(mode: str, reason: str, fast_path: bool) -> str:
+    """The user's line about a degenerate ``mode`` output; ``fast_path``: the memory path (the
+    text mode is offered)."""
+    if fast_path:
+        return (f"The {mode}-mode output is not an answer ({DEGENERATE_REASONS[reason]}): the "
+                "fast memory path failed on this question. Ask in text mode for an answer from "
+                "the sections' text.")
+    if reason == "repeat":
+        return ("The answer began repeating itself and was stopped; the repeated part adds "
+                "nothing. Check it against the cited sections.")
+    return (f"This output is not a usable answer ({DEGENERATE_REASONS[reason]}); read the cited "
+            "sections instead.")

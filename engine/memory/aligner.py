@@ -3,14 +3,15 @@
 Node memories enter the causal LM as "memory slots": input-embedding rows placed before the
 question. Three trainable parts act on them, and only on them:
 
-- ``projector`` W_psi (eq. 1-2): memory space -> input-embedding space.
-- selective LoRA (eq. 3): A(H) = F(H) + M_r * dF(H). A low-rank update on the attention
-  projections (q/k/v/o by default) of every decoder layer, added only at slot rows.
-- slot-wise gates (eq. 5-9) at the gated layers: after the layer's normal pass, up to T more
-  applications of A to the slot rows, each one only where the gate says so. Training uses the
-  straight-through gate (eq. 7), inference the hard gate. Non-slot rows keep the normal pass's
-  output (eq. 9). A slot whose gate says stop stops for good; its loop count is the number of
-  steps with g = 1 before the first 0.
+- ``projector`` W_psi (eq. 1-2): memory space -> input-embedding space (here).
+- selective LoRA (eq. 3, ``engine.memory.slot_lora``): A(H) = F(H) + M_r * dF(H). A low-rank
+  update on the attention projections (q/k/v/o by default) of every decoder layer, added only
+  at slot rows.
+- slot-wise gates (eq. 5-9, ``engine.memory.gated_layer``) at the gated layers: after the
+  layer's normal pass, up to T more applications of A to the slot rows, each one only where the
+  gate says so. Training uses the straight-through gate (eq. 7), inference the hard gate.
+  Non-slot rows keep the normal pass's output (eq. 9). A slot whose gate says stop stops for
+  good; its loop count is the number of steps with g = 1 before the first 0.
 
 How this meets the backbone (transformers' Llama layers in the pinned version):
 
@@ -73,9 +74,7 @@ All parameters are float32; inputs are cast in and results cast back to the mode
 """
 from __future__ import annotations
 
-import math
 import threading
-import weakref
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -84,123 +83,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from engine.memory.gated_layer import ArcLayer, SlotGate, default_gated_layers
+from engine.memory.slot_lora import LoRAAdapter, MaskedLoRALinear, SlotContext
+
+# The parts live in ``slot_lora`` (eq. 3) and ``gated_layer`` (eq. 5-9); named here as well.
+__all__ = ["DEFAULT_TARGETS", "ArcAligner", "ArcLayer", "LoRAAdapter", "MaskedLoRALinear",
+           "SlotContext", "SlotGate", "SlotProjector", "default_gated_layers",
+           "target_dims_from_config"]
+
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
-GATE_BIAS_INIT = -4.0
 
-
-def default_gated_layers(n_layers: int) -> tuple[int, ...]:
-    """Every other layer of the upper half, the last layer excluded: range(N // 2, N - 1, 2).
-
-    The last layer is never gated: a slot row's output there feeds no later position (it only
-    changes the slot's own next-token logits, which nothing reads), so its loops could not
-    change an answer and its gate would get no gradient. A 2-layer model gates layer 0.
-    """
-    return tuple(range(n_layers // 2, n_layers - 1, 2)) or (max(0, n_layers - 2),)
-
-
-# ----------------------------------------------------------------------------- shared context
-
-class SlotContext(threading.local):
-    """State shared by the wrappers of one attached aligner, one copy per thread.
-
-    ``slot_mask`` (bool [B, S]) is armed by ``ArcAligner.slots`` and used by the first forward of
-    length S; ``lora_mask`` ([B, S', 1] or None) is set only while a wrapped layer runs on slots.
-    Being thread-local, a mask armed in one thread never reaches a forward run by another.
-    """
-
-    def __init__(self) -> None:
-        self.slot_mask: Tensor | None = None
-        self.done = False
-        self.lora_mask: Tensor | None = None
-        self.loops: dict[int, Tensor] = {}  # gated-layer number -> int [B, S]
-        self.last_loops: Tensor | None = None
-
-    def arm(self, slot_mask: Tensor) -> None:
-        self.slot_mask, self.done, self.loops, self.last_loops = slot_mask, False, {}, None
-
-    def disarm(self) -> None:
-        self.slot_mask, self.lora_mask = None, None
-
-    def mask_for(self, hidden_states: Tensor) -> Tensor | None:
-        """The slot mask if this forward is the armed one, else None."""
-        m = self.slot_mask
-        if m is None or self.done or tuple(hidden_states.shape[:2]) != tuple(m.shape):
-            return None
-        return m.to(hidden_states.device)
-
-    @contextmanager
-    def lora(self, mask: Tensor | None) -> Iterator[None]:
-        """Make the LoRA wrappers add their update at ``mask`` rows (bool [B, S']) meanwhile."""
-        previous = self.lora_mask
-        self.lora_mask = None if mask is None else mask.unsqueeze(-1)  # [B, S', 1]
-        try:
-            yield
-        finally:
-            self.lora_mask = previous
-
-    def finish(self, n_gated: int) -> None:
-        """End of the armed forward: gather loop counts per slot into ``last_loops``."""
-        mask = self.slot_mask  # [B, S]
-        B = mask.shape[0]
-        n_max = int(mask.sum(1).max()) if mask.numel() else 0
-        out = torch.zeros(B, n_max, n_gated, dtype=torch.long)  # [B, n_slots_max, G]
-        for j, loops in self.loops.items():
-            for b in range(B):
-                row = loops[b][mask[b].to(loops.device)].cpu()  # [n_b]
-                out[b, : row.numel(), j] = row
-        self.last_loops, self.done = out, True
-
-
-# ----------------------------------------------------------------------------- LoRA
-
-class LoRAAdapter(nn.Module):
-    """The low-rank update dF = B A x * (alpha / r); B starts at 0 (Hu et al. 2022)."""
-
-    def __init__(self, d_in: int, d_out: int, rank: int = 8, alpha: float = 16.0):
-        super().__init__()
-        self.d_in, self.d_out, self.rank = d_in, d_out, rank
-        self.scaling = alpha / rank
-        self.lora_A = nn.Parameter(torch.empty(rank, d_in))
-        self.lora_B = nn.Parameter(torch.zeros(d_out, rank))
-        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
-
-    def forward(self, x: Tensor) -> Tensor:
-        """x: [.., d_in] -> [.., d_out] in float32."""
-        return F.linear(F.linear(x.float(), self.lora_A), self.lora_B) * self.scaling
-
-
-class MaskedLoRALinear(nn.Module):
-    """ArcAligner eq. (3) at one Linear: base(x) + mask * (B A x) * (alpha / r).
-
-    The mask ([B, S, 1]) is the context's current slot mask; with none active the output is
-    exactly ``base(x)``. peft's LoRA cannot do this: it adds the adapter at every position and
-    its forward has no per-token mask, whereas here prompt tokens must stay on the frozen path.
-    The base Linear is the model's own module (frozen, shared, not copied).
-    """
-
-    def __init__(self, base: nn.Linear, rank: int = 8, alpha: float = 16.0,
-                 context: SlotContext | None = None, adapter: LoRAAdapter | None = None):
-        super().__init__()
-        self.base = base
-        self.adapter = adapter if adapter is not None else LoRAAdapter(
-            base.in_features, base.out_features, rank, alpha)
-        if (self.adapter.d_in, self.adapter.d_out) != (base.in_features, base.out_features):
-            raise ValueError(f"LoRA adapter {self.adapter.d_in}->{self.adapter.d_out} does not fit "
-                             f"Linear {base.in_features}->{base.out_features}")
-        self.context = context if context is not None else SlotContext()
-
-    def forward(self, x: Tensor) -> Tensor:
-        y = self.base(x)  # [B, S, d_out]
-        mask = self.context.lora_mask  # [B, S, 1] or None
-        if mask is None:
-            return y
-        if tuple(mask.shape[:2]) != tuple(x.shape[:2]):
-            raise RuntimeError(f"slot mask {tuple(mask.shape)} does not match input {tuple(x.shape)}")
-        delta = self.adapter(x) * mask.to(device=x.device, dtype=torch.float32)  # [B, S, d_out]
-        return y + delta.to(y.dtype)
-
-
-# ----------------------------------------------------------------------------- projector, gate
 
 class SlotProjector(nn.Module):
     """W_psi of ArcAligner eq. (1): y = s * W (m / ||m||) + b (init: W = I, b = 0)."""
@@ -219,152 +111,6 @@ class SlotProjector(nn.Module):
         m = m / m.norm(dim=-1, keepdim=True).clamp_min(1e-6)
         return F.linear(m, self.linear.weight) * self.log_scale.exp() + self.linear.bias
 
-
-class SlotGate(nn.Module):
-    """g = sigmoid(MLP(rmsnorm(H_r))), ArcAligner eq. (5); untrained: g = sigmoid(-4)."""
-
-    def __init__(self, d_model: int, hidden: int = 64, bias_init: float = GATE_BIAS_INIT):
-        super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, 1))
-        with torch.no_grad():
-            self.mlp[-1].weight.zero_()
-            self.mlp[-1].bias.fill_(bias_init)
-
-    def forward(self, h: Tensor) -> Tensor:
-        """h: [B, S, d] -> probabilities [B, S, 1] in float32."""
-        x = h.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)  # scale-free input
-        return torch.sigmoid(self.mlp(x))
-
-
-# ----------------------------------------------------------------------------- layer wrapper
-
-def _hidden(out):
-    """The hidden states from a decoder layer's return value (tensor, or tuple in old versions)."""
-    return out if isinstance(out, Tensor) else out[0]
-
-
-def _with_hidden(out, h: Tensor):
-    return h if isinstance(out, Tensor) else (h, *out[1:])
-
-
-_CACHE_KWARGS = ("past_key_values", "past_key_value", "layer_past")
-
-
-def _uncached_kwargs(args: tuple, kwargs: dict, S: int, P: int) -> tuple[dict, int]:
-    """Layer kwargs for a loop without the cache, sliced to the first P rows when that is known
-    to be exact; returns (kwargs, rows). Unknown sequence-shaped arguments -> all S rows."""
-    full = dict(kwargs)
-    for k in _CACHE_KWARGS:
-        if k in full:
-            full[k] = None
-    full["use_cache"] = False
-    if P >= S or args:
-        return full, S
-    sliced = {}
-    for k, v in full.items():
-        if k == "attention_mask" and isinstance(v, Tensor):
-            if v.dim() != 4 or v.shape[-2] != S or v.shape[-1] < S:
-                return full, S
-            v = v[..., :P, :P]  # prefill from position 0: key j is token j
-        elif k == "position_embeddings" and isinstance(v, tuple):
-            if not all(isinstance(t, Tensor) and t.shape[-2] == S for t in v):
-                return full, S
-            v = tuple(t[..., :P, :] for t in v)  # (cos, sin) [.., S, head_dim]
-        elif k in ("position_ids", "cache_position") and isinstance(v, Tensor):
-            if v.shape[-1] != S:
-                return full, S
-            v = v[..., :P]
-        elif isinstance(v, Tensor) or (isinstance(v, (tuple, list)) and any(isinstance(t, Tensor) for t in v)):
-            return full, S  # some sequence-shaped argument we do not know how to slice
-        sliced[k] = v
-    return sliced, P
-
-
-def _check_fresh_cache(layer: nn.Module, kwargs: dict) -> None:
-    cache = kwargs.get("past_key_values")
-    if cache is None or not hasattr(cache, "get_seq_length"):
-        return
-    idx = getattr(getattr(layer, "self_attn", None), "layer_idx", 0)
-    try:
-        seen = cache.get_seq_length(idx)
-    except Exception:  # cache types that cannot say: trust the caller
-        return
-    if seen:
-        raise RuntimeError(f"memory slots need a fresh prefill, but the cache already holds {seen} "
-                           f"positions at layer {idx}")
-
-
-class ArcLayer(nn.Module):
-    """One decoder layer with ArcAligner's slot path (Algorithm 1, lines 2-16).
-
-    Outside the armed forward it is exactly the original layer. In it: the mandatory pass
-    A(H0) (eq. 4, the ordinary call, writes the cache) and, at gated layers, up to T gated loops
-    without the cache (eq. 5-9).
-    """
-
-    def __init__(self, layer: nn.Module, index: int, aligner: "ArcAligner", gate: SlotGate | None,
-                 gate_index: int | None):
-        super().__init__()
-        self.layer = layer
-        self.index = index
-        self.gate = gate
-        self.gate_index = gate_index
-        self._aligner = weakref.ref(aligner)  # a weak link: the aligner is not our submodule
-
-    def forward(self, hidden_states: Tensor, *args, **kwargs):
-        aligner = self._aligner()
-        ctx = aligner.context
-        slot_mask = ctx.mask_for(hidden_states)  # bool [B, S] or None
-        if slot_mask is None:
-            return self.layer(hidden_states, *args, **kwargs)
-        try:
-            _check_fresh_cache(self.layer, kwargs)
-            with ctx.lora(slot_mask if aligner.lora_enabled else None):
-                out = self.layer(hidden_states, *args, **kwargs)  # eq. (4): H^(l+1,0), cached
-            if self.gate is not None and aligner.gate_enabled and slot_mask.any():
-                h, loops = self._refine(_hidden(out), slot_mask, args, kwargs, aligner)
-                out = _with_hidden(out, h)
-                ctx.loops[self.gate_index] = loops
-        finally:
-            if self.index == aligner.n_layers - 1:
-                ctx.finish(len(aligner.gated_layers))
-        return out
-
-    def _refine(self, h1: Tensor, slot_mask: Tensor, args: tuple, kwargs: dict,
-                aligner: "ArcAligner") -> tuple[Tensor, Tensor]:
-        """Gated loops t = 1..T (eq. 5-9). h1: [B, S, d] -> (refined [B, S, d], loops int [B, S])."""
-        B, S, _ = h1.shape
-        last = int(slot_mask.any(0).nonzero().max())  # last slot position in the batch
-        P = last + 1 if aligner.prefix_rerun else S
-        loop_kwargs, P = _uncached_kwargs(args, kwargs, S, P)
-        prefix_mask = slot_mask[:, :P] if aligner.lora_enabled else None  # [B, P]
-        slots = slot_mask.unsqueeze(-1)  # [B, S, 1]
-        alive = slots.clone()  # slots that have not said stop yet
-        loops = torch.zeros(B, S, dtype=torch.long, device=h1.device)
-        h = h1
-        for _ in range(aligner.max_loops):
-            if not alive.any():
-                break
-            p = self.gate(h)  # eq. (5): [B, S, 1] float32
-            hard = (p >= 0.5) & alive  # [B, S, 1]
-            if not aligner.training and not hard.any():
-                break  # nothing would change: skip the candidate pass
-            with aligner.context.lora(prefix_mask):
-                cand = _hidden(self.layer.forward(h[:, :P], *args, **loop_kwargs))  # eq. (6), no cache
-            cand = torch.cat([cand, h[:, P:]], dim=1)  # [B, S, d]
-            if aligner.training:  # eq. (7)-(8): straight-through gate, dead slots frozen
-                g = (p + (hard.float() - p).detach()) * alive.float()
-                upd = h + g.to(h.dtype) * (cand - h)
-            else:  # hard gate: an exact conditional update
-                upd = torch.where(hard, cand, h)
-            h = torch.where(slots, upd, h1)  # eq. (9): non-slot rows stay as after the pass
-            loops += hard.squeeze(-1).long()
-            alive = hard
-        return h, loops
-
-
-# ----------------------------------------------------------------------------- the aligner
 
 def _decoder_layers(model: nn.Module) -> nn.ModuleList:
     for get in (lambda m: m.get_decoder().layers, lambda m: m.model.layers, lambda m: m.layers):

@@ -48,10 +48,11 @@ from engine.routing.candidates import ChannelOnDemand, ScoredOnly, top_scores
 from engine.routing.channels import (CHANNELS, ChannelScores, channel, dense_scores,
                                      lexical_scores)
 from engine.routing.fusion import FusionWeights, fuse
-from engine.routing.router import LazySelections, Route, RoutingTree, walk
+from engine.routing.router import walk
+from engine.routing.routing_tree import RoutingTree
+from engine.routing.trace import LazySelections, Route
+from engine.settings import ROUTERS, WALKS  # the names are the settings' (one list each)
 
-ROUTERS = ("fused", "memory", "lexical", "dense")
-WALKS = ("leaf-rescue", "rescue", "leaf", "topk")
 # How many flat-ranked best nodes the rescue walks keep reachable. Measured on the dev sets
 # (docs/results.md, issue 24): 6 left one manual question's gold at flat rank 9 pruned; 10
 # reaches gold as often as flat RRF on both sets for about 5 more selected nodes a question.

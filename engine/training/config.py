@@ -7,6 +7,7 @@ name and checks its table against this list.
 """
 from __future__ import annotations
 
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,9 +66,27 @@ class TrainConfig:
     def from_toml(cls, path: str | Path) -> "TrainConfig":
         raw = tomllib.loads(Path(path).read_text())
         stages = [StageConfig(**s) for s in raw.pop("stages", [])]
-        kw = {k: v for k, v in raw.items()}
-        for key in ("data_dir", "shared_dir", "out_dir"):
-            if key in kw:
-                p = Path(kw[key])
-                kw[key] = p if p.is_absolute() else ROOT / p
-        return cls(stages=stages, **kw)
+        return cls(stages=stages, **resolve_folders(raw))
+
+
+def resolve_folders(raw: dict) -> dict:
+    """A recipe's folders (data_dir, shared_dir, out_dir) as paths, relative ones under ROOT."""
+    kw = dict(raw)
+    for key in ("data_dir", "shared_dir", "out_dir"):
+        if key in kw:
+            p = Path(kw[key])
+            kw[key] = p if p.is_absolute() else ROOT / p
+    return kw
+
+
+def config_from_args(cls, path: str, out: str | None):
+    """The recipe at ``path`` (``cls.from_toml``) with its out_dir set to ``out`` when given; None
+    after one error line on stderr when the file is unreadable or wrong."""
+    try:
+        cfg = cls.from_toml(path)
+    except (OSError, ValueError, TypeError) as e:
+        print(f"error: bad config {path}: {e}", file=sys.stderr)
+        return None
+    if out:
+        cfg.out_dir = Path(out).resolve()
+    return cfg

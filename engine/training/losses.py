@@ -21,20 +21,32 @@ def routing_log_probs(scores: torch.Tensor, mask: torch.Tensor, tau: float = 1.0
     return torch.log_softmax((scores / tau).masked_fill(~mask, float("-inf")), dim=-1)
 
 
+def route_losses(scores: torch.Tensor, mask: torch.Tensor, gold: torch.Tensor,
+                 tau: float = 1.0) -> torch.Tensor:
+    """[P]: -log pi_p(g(p)) per routed parent (the terms of L_route, for per-query weights)."""
+    logp = routing_log_probs(scores, mask, tau)
+    assert mask.gather(1, gold[:, None]).all(), "gold child must exist"
+    return -logp.gather(1, gold[:, None])[:, 0]
+
+
 def route_loss(scores: torch.Tensor, mask: torch.Tensor, gold: torch.Tensor,
                tau: float = 1.0) -> torch.Tensor:
     """L_route = -sum_p log pi_p(g(p)) over the routed parents of the gold path."""
-    logp = routing_log_probs(scores, mask, tau)
-    assert mask.gather(1, gold[:, None]).all(), "gold child must exist"
-    return -logp.gather(1, gold[:, None]).sum()
+    return route_losses(scores, mask, gold, tau).sum()
+
+
+def selection_losses(scores: torch.Tensor, mask: torch.Tensor, gold_mask: torch.Tensor,
+                     tau: float = 1.0) -> torch.Tensor:
+    """[P]: -log sum_{u in G(p)} pi_p(u) per routed parent (the terms of L_sel)."""
+    assert (gold_mask <= mask).all() and gold_mask.any(-1).all(), "gold sets must be non-empty children"
+    logp = routing_log_probs(scores, mask, tau).masked_fill(~gold_mask, float("-inf"))
+    return -torch.logsumexp(logp, dim=-1)
 
 
 def selection_loss(scores: torch.Tensor, mask: torch.Tensor, gold_mask: torch.Tensor,
                    tau: float = 1.0) -> torch.Tensor:
     """L_sel = -sum_p log sum_{u in G(p)} pi_p(u): probability mass on the gold set."""
-    assert (gold_mask <= mask).all() and gold_mask.any(-1).all(), "gold sets must be non-empty children"
-    logp = routing_log_probs(scores, mask, tau).masked_fill(~gold_mask, float("-inf"))
-    return -torch.logsumexp(logp, dim=-1).sum()
+    return selection_losses(scores, mask, gold_mask, tau).sum()
 
 
 def conditional_lm_loss(model, prefixes: list[torch.Tensor], targets: list[torch.Tensor],

@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 from engine.memory.parts import H2MTParts
 from engine.memory.writer import write_memories
-from engine.routing.router import RoutingTree, query_vectors
+from engine.routing.query import query_vectors
+from engine.routing.routing_tree import RoutingTree
 from engine.training.config import TrainConfig
 from engine.training.corpus import RunData
 

@@ -16,12 +16,11 @@ import json
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 
 from engine.memory.parts import H2MTParts
-from engine.training.config import STAGES, TrainConfig
+from engine.training.config import STAGES, TrainConfig, config_from_args
 from engine.training.corpus import prepare_data
 from engine.training.loop import run_stage
 from engine.training.run import Run
@@ -121,13 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-stage", choices=STAGES,
                     help="keep the run's parts, train again from this stage on")
     args = ap.parse_args(argv)
-    try:
-        cfg = TrainConfig.from_toml(args.config)
-    except (OSError, ValueError, TypeError) as e:
-        print(f"error: bad config {args.config}: {e}", file=sys.stderr)
+    cfg = config_from_args(TrainConfig, args.config, args.out)
+    if cfg is None:
         return 2
-    if args.out:
-        cfg.out_dir = Path(args.out).resolve()
     if args.from_stage and args.fresh:
         print("error: --from-stage keeps the run folder; it cannot go with --fresh", file=sys.stderr)
         return 2

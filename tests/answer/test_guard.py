@@ -6,7 +6,8 @@ import torch
 
 from engine.answer.guard import (DECODE, GuardedStreamer, RepeatStop, clean_answer, degeneracy,
                                  repeats, trim_loop)
-from engine.answer.modes import chat_parts, generate
+from engine.answer.decoding import generate
+from engine.answer.prompts import chat_parts
 
 
 def test_repeats_counts_the_last_ngram():

@@ -72,8 +72,8 @@ def test_text_mode_json_on_a_real_manual(real_backbone, shared_dir, tmp_path):
     names \\patchcmd, and its evidence lines are exactly the cited sentences at or above the
     threshold, each with a page inside its section's pages."""
     from engine.answer.evidence import THRESHOLD, evidence_lines
-    from engine.ask import _sections, load_documents, routing_tree
-    from engine.answer.modes import Context
+    from engine.answer.grounding import sections
+    from engine.documents import load_documents, routing_tree
 
     rt = make_runtime(real_backbone, tmp_path)
     pdf = shared_dir / "corpus" / "etoolbox-manual.pdf"
@@ -85,10 +85,8 @@ def test_text_mode_json_on_a_real_manual(real_backbone, shared_dir, tmp_path):
     assert out["metrics"]["generated_tokens"] >= 1 and out["metrics"]["evidence_ms"] > 0
     assert out["cut"] == out["answer"].endswith("(cut at 48 tokens)")
     docs = load_documents(rt, [doc])
-    ctx = Context(backbone=rt.backbone, parts=rt.parts, routing=routing_tree(rt, docs),
-                  trees={doc: docs[doc].tree})
-    scored = evidence_lines(rt.encoder, a.text, _sections(ctx, [c.id for c in a.cited]),
-                            keep_all=True)
+    cited = sections(routing_tree(rt, docs), {doc: docs[doc].tree}, [c.id for c in a.cited])
+    scored = evidence_lines(rt.encoder, a.text, cited, keep_all=True)
     expected = [e.text for e in scored if e.score >= THRESHOLD][:3]
     assert [e["text"] for e in out["evidence"]] == expected
     tree = rt.library.get_tree(doc)

@@ -210,13 +210,13 @@ def _page_view(page) -> tuple[str, int]:
 
 
 def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_server, shared_dir, tmp_path, monkeypatch):
-    import engine.ask
+    import engine.answer.grounding as grounding
 
     url, rt = explorer_server
     # Every evidence line is kept here (no threshold), so that whatever the small model writes
     # there is a sentence to highlight; the threshold is tested in tests/app/test_pages.py.
-    monkeypatch.setattr(engine.ask, "evidence_lines",
-                        partial(engine.ask.evidence_lines, threshold=-1.0))
+    monkeypatch.setattr(grounding, "evidence_lines",
+                        partial(grounding.evidence_lines, threshold=-1.0))
     origin = urlparse(url).netloc
     outside: list[str] = []
     page = browser.new_page(viewport={"width": 1440, "height": 1000})

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import json
 
-from app.figures import figure_summary, manual_figure, marker_id, route_figure, visible_tree
+from app.figures import figure_summary, marker_id, route_figure, visible_tree
+from app.icicle import manual_figure
 from app.route_tables import route_rows
 from app.layout import tidy_layout
-from engine.answer.modes import Answer, Metrics
+from engine.answer.response import Answer, Metrics
 import torch
 
 from engine.routing.router import Route, RoutingTree
@@ -115,14 +116,6 @@ def test_gate_loops_on_selected_nodes():
     assert "⟳3" in sel.text[idx]
     assert "L0: 1, L1: 0, L2: 2" in sel.hovertext[idx]
     assert sel.marker.size[idx] > sel.marker.size[[row[0] for row in sel.customdata].index(1)]
-
-
-def test_manual_icicle_has_every_node_and_a_colorbar():
-    route = make_route(PARENTS, STATUS)
-    fig = manual_figure(route)
-    ice = fig.data[0]
-    assert len(ice.ids) == len(PARENTS)
-    assert any(t.marker.showscale for t in fig.data[1:])
 
 
 def test_route_rows_selected_first():

@@ -1,5 +1,6 @@
 """The page as built (the Blocks config a browser receives): settings in a person's words, the
-advanced ones folded away, and one progress bar for an upload."""
+advanced ones folded away, one progress bar for an upload, and the Ask tab's chain of events
+registered once (on the Ask button and the question's Enter, with /ask's inputs in order)."""
 from __future__ import annotations
 
 import re
@@ -77,3 +78,32 @@ def test_an_upload_shows_one_progress_bar_on_the_indexing_status(config):
                   if c["props"].get("elem_id") == "index-status")
     assert len(dep["outputs"]) > 1  # it updates the library and the pickers too ...
     assert dep["show_progress_on"] == [status]  # ... but shows its bar on the status alone
+
+
+def _ids(config) -> dict[str, int]:
+    return {c["props"]["elem_id"]: c["id"] for c in config["components"]
+            if c["props"].get("elem_id")}
+
+
+def test_the_ask_chain_is_registered_once_on_two_triggers(config):
+    ids = _ids(config)
+    asked = {(ids["ask-button"], "click"), (ids["ask-question"], "submit")}
+    on_ask = [d for d in config["dependencies"]
+              if {tuple(x) for x in d["targets"]} & asked]
+    # one event clears the last answer's notes, one answers (/ask); nothing else listens
+    assert len(on_ask) == 2 and all({tuple(x) for x in d["targets"]} == asked for d in on_ask)
+    (answer,) = [d for d in on_ask if d["api_name"] == "ask"]
+    assert [d["api_name"] for d in config["dependencies"]].count("ask") == 1
+    assert answer["inputs"][:10] == [ids[e] for e in (
+        "ask-doc", "ask-question", "ask-mode", "ask-k", "ask-depth", "ask-budget", "ask-gate",
+        "ask-hier-pos", "ask-max-new", "ask-router")]
+    assert answer["outputs"][:3] == [ids["answer-text"], ids["answer-metrics"], ids["cited-table"]]
+
+
+def test_text_mode_instead_asks_through_the_ask_buttons_click(config):
+    ids = _ids(config)
+    on_text = [d for d in config["dependencies"]
+               if (ids["text-instead-button"], "click") in {tuple(x) for x in d["targets"]}]
+    assert len(on_text) == 1 and on_text[0]["outputs"] == [ids["ask-mode"]]
+    follow = [d for d in config["dependencies"] if d.get("trigger_after") == on_text[0]["id"]]
+    assert len(follow) == 1 and "#ask-button" in (follow[0].get("js") or "")

@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from engine.memory.aligner import ArcAligner, ArcLayer, MaskedLoRALinear, SlotContext
+from engine.memory.aligner import ArcAligner
+from engine.memory.gated_layer import ArcLayer
+from engine.memory.slot_lora import MaskedLoRALinear, SlotContext
 
 VOCAB, D, N_LAYERS = 96, 32, 4
 

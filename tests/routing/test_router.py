@@ -1,4 +1,5 @@
-"""Routing (H2MT 3.3): per-parent top-k invariants on random trees, and the score itself."""
+"""Routing (H2MT 3.3): per-parent top-k invariants on random trees, and the score itself; the
+routed structure (``routing_tree``) and the trace (``trace``) as the walk fills them."""
 from __future__ import annotations
 
 import math
@@ -7,8 +8,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from engine.routing.router import (PRUNED, ROOT_STATUS, SELECTED, UNVISITED, Route, RoutingTree,
-                                   route)
+from engine.routing.router import route
+from engine.routing.routing_tree import RoutingTree
+from engine.routing.trace import PRUNED, ROOT_STATUS, SELECTED, UNVISITED, Route
 from engine.memory.projections import RouterProjections, normalise, centre
 from engine.document.tree import ROOT, TreeAssembler
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from engine.training.losses import (answer_loss, conditional_lm_loss, memory_lm_loss,
-                                    reconstruction_loss, route_loss, routing_log_probs,
-                                    selection_loss)
+                                    reconstruction_loss, route_loss, route_losses,
+                                    routing_log_probs, selection_loss, selection_losses)
 from engine.memory.parts import H2MTParts
 from engine.memory.writer import _Item, read_out_differentiable
 
@@ -34,6 +34,23 @@ def test_selection_loss_is_gold_mass_and_ignores_padding():
         route_loss(scores, mask, torch.tensor([1])).item())
     lp = routing_log_probs(scores, mask)
     assert lp[0, 3] == float("-inf") and torch.logsumexp(lp[0], 0).item() == pytest.approx(0, abs=1e-6)
+
+
+def test_per_parent_terms_sum_to_the_losses():
+    """route_losses / selection_losses: one term per parent (for per-query weights), whose sums
+    are L_route and L_sel."""
+    scores = torch.tensor([[1.0, 2.0, 0.0], [0.5, -1.0, 9.0]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    gold = torch.tensor([1, 0])
+    per = route_losses(scores, mask, gold, 0.5)
+    assert per.shape == (2,)
+    assert per[1].item() == pytest.approx(-math.log(math.exp(1) / (math.exp(1) + math.exp(-2))))
+    assert per.sum().item() == pytest.approx(route_loss(scores, mask, gold, 0.5).item())
+    gold_mask = torch.tensor([[True, True, False], [False, True, False]])
+    sel = selection_losses(scores, mask, gold_mask)
+    assert sel.shape == (2,)
+    assert sel.sum().item() == pytest.approx(selection_loss(scores, mask, gold_mask).item())
+    assert sel[1].item() == pytest.approx(-math.log(math.exp(-1) / (math.exp(0.5) + math.exp(-1))))
 
 
 def test_routing_losses_train_only_the_router(tiny_backbone):

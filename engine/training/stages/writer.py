@@ -31,7 +31,7 @@ import torch
 from engine.memory.parts import H2MTParts
 from engine.memory.projections import centre, normalise
 from engine.memory.writer import _Item, read_out, read_out_differentiable
-from engine.routing.router import query_ids
+from engine.routing.query import query_ids
 from engine.training.config import StageConfig
 from engine.training.losses import memory_lm_loss, reconstruction_loss, route_loss
 from engine.training.run import Run, ensure_memories, memory_path

@@ -15,7 +15,7 @@ from engine.answer.modes import MODES
 from engine.ask import MAX_NEW_TOKENS, AskError, AskOptions, ask
 from engine.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # AskOptions field values -> the one line
 BAD = [

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.routing.router import query_vector, query_vectors
+from engine.routing.query import query_vector, query_vectors
 
 
 def test_one_question_path_equals_the_batched_padded_one(tiny_backbone, tiny_parts):

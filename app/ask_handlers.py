@@ -1,0 +1,206 @@
+"""The Ask tab's handlers: one parsed request in (``app/ask_request.AskRequest``), updates keyed
+by component out (Gradio's dict returns: a component left out keeps its value).
+
+Answers stream (``do_ask`` is a generator over engine.ask.ask_stream, and so is the /ask API: a
+gradio_client ``submit`` sees every step): the routing tree, its tables and the sections to be
+read appear as soon as routing ends, then the answer token by token, then the final answer with
+its metrics, history and evidence lines. The /ask outputs keep their shape; the evidence lines,
+``degenerate`` and ``cut`` travel in the summary JSON, and to the page in the ``view`` State
+(``app/view_state.py``, shown by ``show_view``). An output the engine labels degenerate is not
+shown as an answer: a notice gives the engine's warning and the output, and a button asks the
+same question in text mode. Memory mode (and the memory router) on a document still being
+written says so in a notice and leaves the other outputs as they were.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from itertools import chain
+from typing import TYPE_CHECKING
+
+import gradio as gr
+
+from app.answer_view import (cited_rows, evidence_rows, evidence_summary, figures, generating_md,
+                             metrics_md, page_outputs, quote_outputs, route_views)
+from app.ask_history import history_rows
+from app.ask_request import AskRequest
+from app.pages import Line
+from app.route_tables import AGREEMENT_COLUMNS, ROUTE_COLUMNS
+from app.state import AppState, MemoriesPending, md_text, node_view
+from app.view_state import ViewState
+from engine.answer.events import AnswerReady, RouteReady, TokenChunk
+from engine.answer.guard import DEGENERATE_REASONS
+
+if TYPE_CHECKING:
+    from app.ask_tab import AskTab
+
+CITED_COLUMNS = ["#", "title", "pages", "doc", "node"]
+EVIDENCE_COLUMNS = ["#", "score", "page", "section", "sentence", "doc", "node"]
+PAGE_HINT = "Select a cited node or an evidence line to see its page here."
+
+
+# -- asking --------------------------------------------------------------------------------------
+
+def do_ask(s: AppState, t: AskTab, req: AskRequest):
+    """Streams: the routing tree, icicle, route table and the sections to be read as soon
+    as routing ends, then the answer as it is generated, then the final answer, metrics,
+    history and (in the view State) the evidence lines and notices."""
+    opts = req.options(s.settings)
+    events = s.run_ask_stream(req.doc, req.question, opts)
+    try:
+        first = next(events)  # the request's errors come before the first event
+    except MemoriesPending as e:  # a notice; the last answer and tree stay as they were
+        gr.Warning(str(e))
+        yield {t.view: ViewState(notice=str(e))}
+        return
+    text, quoted = "", False
+    for ev in chain([first], events):
+        if isinstance(ev, RouteReady):
+            rv = route_views(s, ev.route, None, req.doc, opts.mode,
+                             [c.id for c in ev.cited], None)
+            rv.summary["generating"] = opts.mode not in ("route", "quote")
+            rv.summary["quote"] = ev.quote.as_json() if ev.quote is not None else None
+            quoted = ev.quote is not None or ev.not_covered
+            yield {t.answer: "", t.metrics: generating_md(opts, ev.route, ""),
+                   t.cited: cited_rows(ev.cited), **route_updates(t, rv), t.view: rv.view,
+                   **quote_updates(t, *quote_outputs(s, ev.quote, ev.not_covered, opts.mode))}
+        elif isinstance(ev, TokenChunk):
+            text += ev.text
+            yield {t.answer: text, t.metrics: generating_md(opts, None, text)}
+        elif isinstance(ev, AnswerReady):
+            a = ev.answer  # a quote found after generation (memory, full, flat) comes now
+            late = ({} if quoted
+                    else quote_updates(t, *quote_outputs(s, a.quote, a.not_covered, a.mode)))
+            yield {**final_updates(s, t, a, req.doc), **late}
+
+
+def route_updates(t: AskTab, rv) -> dict:
+    """The routing tree, icicle, scored nodes and figure data of ``app/answer_view.RouteViews``."""
+    return {t.route_plot: rv.tree, t.manual_plot: rv.icicle, t.route_table: rv.rows,
+            t.summary: rv.summary}
+
+
+def page_updates(t: AskTab, page) -> dict:
+    """The page view of ``app/answer_view.PageUpdate`` (None: left as it is)."""
+    if page is None:
+        return {}
+    return {t.page_head: page.head, t.page_image: page.image, t.page_text: page.text}
+
+
+def quote_updates(t: AskTab, quote_md, page) -> dict:
+    return {t.quote_md: quote_md, **page_updates(t, page)}
+
+
+def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
+    """The outputs of a finished answer (and its view State: notice, evidence lines)."""
+    rv = figures(s, a, doc)
+    degenerate = getattr(a, "degenerate", None)
+    evidence = [asdict(e) for e in getattr(a, "evidence", None) or []]
+    if degenerate:  # not presented as an answer: a notice, and the text mode offered
+        why = DEGENERATE_REASONS.get(degenerate, str(degenerate))
+        shown = f"(no answer: the {a.mode}-mode output is not usable, {why}; see the note)"
+        raw = " ".join((a.text or "").split())
+        notice = ((a.warning or "This output is not a usable answer.")
+                  + (f" The model wrote: “{raw[:200]}{'…' if len(raw) > 200 else ''}”"
+                     if raw else ""))
+        offer_text = a.mode != "text"
+    else:
+        shown = a.text if a.text else ("(routing only: no answer generated)"
+                                        if a.mode == "route" else
+                                        "(the model generated nothing)")
+        notice, offer_text = a.warning or "", False
+    view = replace(rv.view, notice=notice, offer_text=offer_text, evidence=evidence,
+                   evidence_note=evidence_summary(a, evidence, degenerate))
+    quote = getattr(a, "quote", None)
+    rv.summary.update(degenerate=degenerate, cut=getattr(a, "cut", False),
+                      cut_at=getattr(a, "cut_at", None), evidence=evidence,
+                      answer=a.text, quote=quote.as_json() if quote is not None else None,
+                      not_covered=getattr(a, "not_covered", False))
+    return {t.answer: shown, t.metrics: metrics_md(a), t.cited: cited_rows(a),
+            **route_updates(t, rv), t.history: history_rows(s, doc), t.view: view}
+
+
+def validate_ask(s: AppState, t: AskTab, req: AskRequest) -> list:
+    """Gradio validator of /ask (the page and API clients): a bad question or option value is
+    one line under its input (``AskRequest.option_problems``: the engine's rules, in every
+    mode), and nothing is asked, stored or wiped. One ``gr.validate`` per input, in
+    ``AskRequest``'s order."""
+    problems = req.option_problems(s.settings)
+    question = req.question_problem(s.settings)
+    if question is not None:
+        problems["question"] = question
+    return [gr.validate(name not in problems, problems.get(name, ""))
+            for name in AskRequest.names()]
+
+
+def clear_before_ask(s: AppState, t: AskTab, req: AskRequest) -> dict:
+    """The last answer's notes and page view, cleared when a request is asked (no stale
+    comparison while asking); a request the validator refuses keeps them."""
+    if req.refused(s.settings):
+        return left_as_shown([*t.view_outputs(), *t.page_outputs()])
+    hidden = gr.update(value=None, visible=False)
+    return {t.notice: "", t.agree_md: "", t.agree_table: [], t.evidence_table: [],
+            t.evidence_note: "", t.text_btn: gr.update(visible=False), t.page_head: PAGE_HINT,
+            t.page_image: hidden, t.page_text: gr.update(value="", visible=False)}
+
+
+def show_view(s: AppState, t: AskTab, view: ViewState) -> dict:
+    """The notice line, the disagreement view, the evidence lines and the text-mode offer of
+    the last answer (``ViewState``: a field left None is left as shown)."""
+    view = view or ViewState()
+    shown = {t.notice: None if view.notice is None
+             else (f"**Note:** {md_text(view.notice)}" if view.notice else ""),
+             t.agree_md: view.agreement, t.agree_table: view.agreement_rows,
+             t.evidence_table: None if view.evidence is None
+             else evidence_rows(s, view.evidence),
+             t.evidence_note: view.evidence_note,
+             t.text_btn: None if view.offer_text is None
+             else gr.update(visible=view.offer_text)}
+    return {**left_as_shown(t.view_outputs()),
+            **{c: v for c, v in shown.items() if v is not None}}
+
+
+def left_as_shown(components: list) -> dict:
+    """Each of ``components`` kept as the page shows it. Gradio reads an empty dict as one
+    output value, not as "no update", so a handler that may change nothing names them."""
+    return {c: gr.skip() for c in components}
+
+
+# -- selecting a row ------------------------------------------------------------------------------
+
+def row_node(s: AppState, t: AskTab, evt: gr.SelectData, doc_col: int, node_col: int) -> dict:
+    """The section text of a selected row's node."""
+    row = evt.row_value or []
+    if len(row) <= max(doc_col, node_col) or row[doc_col] in (None, ""):
+        return {t.node_head: "The root of a library-wide route is not a stored node.",
+                t.node_text: ""}
+    head, text = node_view(s, row[doc_col], row[node_col])
+    return {t.node_head: head, t.node_text: text}
+
+
+def cited_select(s: AppState, t: AskTab, view: ViewState, evt: gr.SelectData) -> dict:
+    doc_col, node_col = CITED_COLUMNS.index("doc"), CITED_COLUMNS.index("node")
+    out = row_node(s, t, evt, doc_col, node_col)
+    row = evt.row_value or []
+    if len(row) <= node_col or row[doc_col] in (None, ""):
+        return out
+    lines = (view or ViewState()).node_lines(row[doc_col], row[node_col])
+    return {**out, **page_updates(t, page_outputs(s, row[doc_col], row[node_col], lines))}
+
+
+def evidence_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
+    row = evt.row_value or []
+    doc_col, node_col = EVIDENCE_COLUMNS.index("doc"), EVIDENCE_COLUMNS.index("node")
+    if len(row) <= node_col or row[doc_col] in (None, ""):
+        return {t.page_head: "Select an evidence line."}
+    page = row[EVIDENCE_COLUMNS.index("page")]
+    line = Line(str(row[EVIDENCE_COLUMNS.index("sentence")]),
+                int(page) if page not in (None, "") else None)
+    return page_updates(t, page_outputs(s, row[doc_col], row[node_col], [line]))
+
+
+def route_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
+    return row_node(s, t, evt, ROUTE_COLUMNS.index("doc"), ROUTE_COLUMNS.index("node"))
+
+
+def agreement_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
+    return row_node(s, t, evt, AGREEMENT_COLUMNS.index("doc"), AGREEMENT_COLUMNS.index("node"))

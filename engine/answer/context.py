@@ -1,0 +1,88 @@
+"""What of the manual goes into an answer's context: the nodes that may (``readable``), the
+routed ones in order (``routed_sections``), and numbered blocks of them within a token budget
+(``pack_blocks``, ``pack_context``)."""
+from __future__ import annotations
+
+from typing import Iterator, NamedTuple
+
+from engine.memory.backbone import Backbone
+
+# Node kinds never put into an answer's context (document.hygiene marks them at build time).
+CONTEXT_EXCLUDED_KINDS = frozenset({"toc", "index"})
+
+
+def readable(node) -> bool:
+    """Whether a node's text may go into an answer's context: not a table of contents or an
+    index, and with body text."""
+    return node.kind not in CONTEXT_EXCLUDED_KINDS and bool(node.text.strip())
+
+
+class RoutedSection(NamedTuple):
+    rid: int  # routed node id
+    doc_id: int
+    node_id: int
+    tree: object  # engine.document.tree.Tree
+    node: object  # its node
+
+
+def routed_sections(routing, trees: dict, rids) -> Iterator[RoutedSection]:
+    """The ``readable`` nodes among routed ids ``rids`` (in the given order) whose document's
+    tree is in ``trees``."""
+    for rid in rids:
+        doc_id, node_id = routing.origin[rid]
+        tree = trees.get(doc_id)
+        if tree is None:
+            continue
+        node = tree.node(node_id)
+        if readable(node):
+            yield RoutedSection(rid, doc_id, node_id, tree, node)
+
+
+def heading_path(tree, node_id: int, levels: int = 3) -> str:
+    """The node's headings below the manual's title, the last ``levels`` of them, " > "-joined."""
+    titles = [n.title.strip() for n in tree.path(node_id)[1:] if n.title.strip()]
+    return " > ".join(titles[-levels:])
+
+
+def pack_blocks(encode, budget: int, items: list[tuple[object, int]],
+                max_blocks: int | None = None) -> tuple[str, list[int]]:
+    """Numbered blocks ``[i] heading path (p. N):\\n body`` of (tree, node_id) items, in the
+    given order, skipping what would pass ``budget`` tokens and what is not ``readable``, at
+    most ``max_blocks`` of them. Returns (context, indices of the items used)."""
+    blocks, used, kept = [], 0, []
+    for j, (tree, node_id) in enumerate(items):
+        if max_blocks is not None and len(kept) >= max_blocks:
+            break
+        node = tree.node(node_id)
+        if not readable(node):
+            continue
+        pages = f" (p. {node.page_start})" if node.page_start else ""
+        block = f"[{len(kept) + 1}] {heading_path(tree, node_id) or node.title}{pages}:\n{node.text.strip()}"
+        n = len(encode(block))
+        if used + n > budget:
+            continue
+        used += n
+        kept.append(j)
+        blocks.append(block)
+    return "\n\n".join(blocks), kept
+
+
+def pack_context(routing, trees: dict, route, encode, budget: int,
+                 max_sections: int | None = None) -> tuple[str, list[int]]:
+    """Selected nodes' body text within ``budget`` tokens and ``max_sections`` blocks, numbered,
+    under their heading paths and pages (``pack_blocks``). Order: by the fused score of each
+    node's own evidence when the route has one (best first), else deepest first. Returns
+    (context text, routed ids cited in that order)."""
+    if route.pack_scores is not None:
+        order = sorted(route.selected, key=lambda i: (-float(route.pack_scores[i]),
+                                                      -routing.depth[i], i))
+    else:
+        order = sorted(route.selected, key=lambda i: (-routing.depth[i], i))
+    order = [i for i in order if routing.origin[i][0] in trees]
+    items = [(trees[routing.origin[i][0]], routing.origin[i][1]) for i in order]
+    text, kept = pack_blocks(encode, budget, items, max_sections)
+    return text, [order[j] for j in kept]
+
+
+def context_window(model: Backbone) -> int:
+    return int(getattr(model.model.config, "max_position_embeddings", 2048))

@@ -1,0 +1,65 @@
+"""Measuring one answer: when the first new token's logits exist (TTFT) and the memory a call
+adds at its peak."""
+from __future__ import annotations
+
+import resource
+import threading
+import time
+
+import torch
+from transformers import LogitsProcessor
+
+
+class FirstToken(LogitsProcessor):
+    """Records when the first new token's logits exist (the end of prefill): TTFT."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def __call__(self, input_ids, scores):
+        if self.at is None:
+            self.at = time.perf_counter()
+        return scores
+
+
+class PeakMemory:
+    """Peak memory of one call: CUDA max allocated on GPU; on CPU the highest resident set size
+    seen during the call minus the size at its start, sampled from /proc every 5 ms (a library
+    call does not expose a per-call CPU peak; ru_maxrss only tells the process's lifetime peak)."""
+
+    def __init__(self, device: torch.device, interval_s: float = 0.005):
+        self.device = device
+        self.interval_s = interval_s
+        self.mb = 0.0
+
+    @staticmethod
+    def _rss_bytes() -> int:
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * resource.getpagesize()
+        except OSError:  # not Linux: fall back to the lifetime peak (KiB on Linux, bytes on macOS)
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.peak = max(self.peak, self._rss_bytes())
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
+        else:
+            self.base = self.peak = self._rss_bytes()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            self.mb = (torch.cuda.max_memory_allocated(self.device) - self.base) / 2**20
+        else:
+            self._stop.set()
+            self._thread.join()
+            self.peak = max(self.peak, self._rss_bytes())
+            self.mb = (self.peak - self.base) / 2**20

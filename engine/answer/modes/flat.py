@@ -1,0 +1,25 @@
+"""``flat``: HMT-style: fixed-length segments of the manual, one memory each from the same
+writer, memory search by the same scaled dot-product over all segment memories, no tree
+(``engine.answer.flat``); as many segments as the route selected nodes."""
+from __future__ import annotations
+
+from engine.answer.flat import flat_index, search
+from engine.answer.modes.base import Mode, ModeInputs, Step
+from engine.answer.prompts import slots_plan
+
+
+class FlatMode(Mode):
+    name = "flat"
+    help = "baseline: fixed-length pieces, one memory each, no tree"
+    needs_memories = True
+    needs_query_vector = True
+    one_document = "the flat baseline answers about one document at a time"
+    fast_path = True
+
+    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
+        rt, doc_id = inputs.rt, inputs.doc_ids[0]
+        index = flat_index(rt, doc_id, inputs.trees[doc_id], inputs.opts.flat_segment_tokens)
+        seg, _ = search(index, inputs.query_vector, rt.parts.router,
+                        max(1, len(inputs.route.selected)))
+        return Step(slots_plan(rt.backbone, rt.parts, inputs.question, index.memories[seg], None,
+                               inputs.opts.gate), [])

@@ -1,0 +1,18 @@
+"""``quote``: the manual's best passage alone (``engine.answer.quote``), no generation."""
+from __future__ import annotations
+
+from engine.answer.modes.base import Mode, ModeInputs, Step
+
+NOT_COVERED = "The manual does not seem to cover this: no passage of the routed sections matches it."
+
+
+class QuoteMode(Mode):
+    name = "quote"
+    help = "only the manual's best passage, in its own words (no answer written)"
+    quote_first = True  # the quote is the answer
+
+    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
+        return Step(None, [quote.rid] if quote is not None else [])
+
+    def text_without_generation(self, quote):
+        return quote.text if quote is not None else NOT_COVERED

@@ -1,0 +1,12 @@
+"""``route``: routing only, no generation."""
+from __future__ import annotations
+
+from engine.answer.modes.base import Mode, ModeInputs, Step
+
+
+class RouteMode(Mode):
+    name = "route"
+    help = "only finds the sections, no answer"
+
+    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
+        return Step(None, sorted(inputs.route.selected))

@@ -1,0 +1,42 @@
+"""``text``: the reader reads the best sentences of the routed sections (``engine.answer.sentences``,
+RECOMP-style extractive compression), in document order under their heading paths and pages,
+within a small token budget; with no sentence above the threshold it answers without context.
+``AskOptions.text_packing = "sections"`` keeps the earlier packing (the selected nodes' whole
+text, best routing score first, within ``text_budget``, ``context.pack_context``)."""
+from __future__ import annotations
+
+from engine.answer import sentences as sentence_evidence
+from engine.answer.context import pack_context
+from engine.answer.grounding import sentence_pager
+from engine.answer.modes.base import Mode, ModeInputs, Step
+from engine.answer.prompts import TEXT_PROMPTS, text_plan
+
+TEXT_PACKINGS = ("sentences", "sections")
+NO_PASSAGE = ("No passage of the manual matched the question closely enough: this answer is the "
+              "model's own, without the manual.")
+
+
+class TextMode(Mode):
+    name = "text"
+    help = "answers from the selected sections' text, with pages (the default)"
+    needs_reader = True
+    quote_first = True  # the reader reads the ranked sentences
+    trims_loops = True
+
+    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
+        opts, model = inputs.opts, inputs.reader
+        system = TEXT_PROMPTS[opts.text_prompt]
+        if opts.text_packing == "sections":
+            context, cited = pack_context(inputs.routing, inputs.trees, inputs.route, model.encode,
+                                          opts.text_budget, opts.text_sections)
+            return Step(text_plan(model, inputs.question, context, system), cited)
+        kept = sentence_evidence.select(ranked, lambda t: len(model.encode(t)),
+                                        opts.sentence_budget, opts.quote_threshold)
+        context = sentence_evidence.context_text(kept, sentence_pager(inputs.rt))
+        cited = list(dict.fromkeys(s.rid for s in kept))
+        return Step(text_plan(model, inputs.question, context, system), cited,
+                    None if kept else NO_PASSAGE)
+
+    def keeps_evidence(self, reason):
+        # a text answer that began to loop may still be right up to there: it keeps its evidence
+        return reason in (None, "repeat")

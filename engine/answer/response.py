@@ -1,0 +1,84 @@
+"""What an answer is: its text, citations, metrics, route, quote and evidence (the CLI's --json,
+the app's view, the query log)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from engine.answer.evidence import EvidenceLine
+from engine.answer.quote import Quote
+from engine.routing.router import Route
+
+
+@dataclass
+class Citation:
+    id: int  # routed node id
+    doc_id: int | None
+    node_id: int
+    title: str
+    page_start: int | None
+    page_end: int | None
+
+
+def citation(r, rid: int) -> Citation:
+    """The citation of routed node ``rid`` of RoutingTree ``r``."""
+    return Citation(id=rid, doc_id=r.origin[rid][0], node_id=r.origin[rid][1], title=r.title[rid],
+                    page_start=r.pages[rid][0], page_end=r.pages[rid][1])
+
+
+@dataclass
+class Metrics:
+    """TTFT (from the call to the first generated token's logits), total time, routing time,
+    prefill tokens (sequence positions of the prompt, slots included), generated tokens, and peak
+    memory (``engine.answer.measure.PeakMemory``)."""
+
+    ttft_ms: float = 0.0
+    total_ms: float = 0.0
+    route_ms: float = 0.0
+    query_vector_ms: float = 0.0  # part of route_ms: the H2MT query vector (a backbone pass)
+    prefill_tokens: int = 0
+    generated_tokens: int = 0
+    peak_mem_mb: float = 0.0
+    evidence_ms: float = 0.0  # finding the evidence lines after generation
+    quote_ms: float = 0.0  # scoring the routed sections' sentences and choosing the quote
+
+
+@dataclass
+class Answer:
+    text: str
+    mode: str
+    cited: list[Citation]
+    gate: dict[int, list[int]]  # routed node id -> extra loops per gated layer
+    metrics: Metrics
+    route: Route | None = None
+    warning: str | None = None  # shown to the user beside the answer (e.g. a left-out channel)
+    evidence: list[EvidenceLine] = field(default_factory=list)  # supporting sentences, best first
+    cut: bool = False  # generation stopped at the token (or time) limit, mid-answer
+    cut_at: int | None = None  # generated tokens when cut
+    degenerate: str | None = None  # why the output is not an answer (engine.answer.guard)
+    stop: str | None = None  # why generation ended (GenerationResult.stop); None: no generation
+    repetition_cut: bool = False  # a loop at the end was cut off (engine.answer.guard.trim_loop)
+    quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.quote)
+    not_covered: bool = False  # no sentence of the routed sections reached the threshold
+
+    def as_json(self) -> dict:
+        """The CLI's --json object."""
+        route = None
+        if self.route is not None:
+            route = [{k: r[k] for k in ("id", "parent", "doc_id", "node_id", "title", "depth",
+                                        "page_start", "page_end", "score", "prob", "status",
+                                        "visit", "channels")}
+                     for r in self.route.as_records()]
+        return {"answer": self.text, "mode": self.mode, "route": route,
+                "router": self.route.router if self.route is not None else None,
+                "alternatives": dict(self.route.alternatives) if self.route is not None else {},
+                "warning": self.warning,
+                "degenerate": self.degenerate is not None,
+                "cut": self.cut, "cut_at": self.cut_at, "stop": self.stop,
+                "repetition_cut": self.repetition_cut,
+                "evidence": [asdict(e) for e in self.evidence],
+                "quote": self.quote.as_json() if self.quote is not None else None,
+                "not_covered": self.not_covered,
+                "cited": [asdict(c) for c in self.cited],
+                "gate": {str(k): v for k, v in self.gate.items()},
+                "metrics": {k: round(v, 2) if isinstance(v, float) else v
+                            for k, v in asdict(self.metrics).items()}}

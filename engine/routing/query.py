@@ -1,0 +1,49 @@
+"""The memory router's query vector (H2MT 3.3): q = h_L([e_write; E_q[1:n_q]; e_read])[last],
+n_q = floor(T * fraction), fraction 1/2 as in the paper (a setting)."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from engine.memory.writer import _Item, read_out
+
+
+def query_ids(backbone, question: str, fraction: float = 0.5) -> list[int]:
+    """E_q[1:n_q] of H2MT 3.3 as token ids: the first n_q = floor(T * fraction) tokens."""
+    ids = backbone.encode(question.strip())
+    return ids[:max(1, math.floor(len(ids) * fraction))] if ids else []
+
+
+@torch.no_grad()
+def query_vectors(questions: list[str], backbone, parts, fraction: float = 0.5,
+                  batch: int = 64) -> torch.Tensor:
+    """q = h_L([e_write; E_q[1:n_q]; e_read])[last] with n_q = floor(T * fraction) (H2MT 3.3),
+    for many questions in right-padded batches: [len(questions), d] float32 on the CPU."""
+    items = [_Item(i, query_ids(backbone, q, fraction), None) for i, q in enumerate(questions)]
+    out = torch.zeros(len(items), backbone.hidden_size)
+    for j in range(0, len(items), batch):
+        chunk = items[j:j + batch]
+        out[j:j + len(chunk)] = read_out(backbone, parts, chunk).cpu()
+    return out
+
+
+@torch.inference_mode()
+def query_vector(question: str, backbone, parts, fraction: float = 0.5) -> torch.Tensor:
+    """The query vector of one question (see ``query_vectors``): [d].
+
+    One unpadded sequence: no attention mask to build, no padding, under inference mode. The
+    same function as ``query_vectors`` (equal to it in tests); measured, it saves a few per cent
+    of the pass, which is the backbone's weights read once for a handful of positions (the
+    trace of issue 25 in docs/results.md)."""
+    ids = torch.tensor(query_ids(backbone, question, fraction), dtype=torch.long)
+    device, dtype = backbone.device, backbone.dtype
+    rows = [parts.e_write.to(device, dtype).view(1, -1)]
+    if len(ids):
+        rows.append(backbone.embed(ids).to(dtype))
+    rows.append(parts.e_read.to(device, dtype).view(1, -1))
+    embeds = torch.cat(rows).unsqueeze(0)
+    body = (backbone.model.get_decoder() if hasattr(backbone.model, "get_decoder")
+            else backbone.model.model)
+    hidden = body(inputs_embeds=embeds, use_cache=False).last_hidden_state
+    return hidden[0, -1].float().cpu().clone()

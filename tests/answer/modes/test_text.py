@@ -1,0 +1,33 @@
+"""engine.answer.modes.text: the reader reads the best sentences (or whole sections), the quote
+is found first, a loop at the end is trimmed and evidence kept."""
+from __future__ import annotations
+
+from engine.answer.modes.text import NO_PASSAGE, TextMode
+from engine.ask import AskOptions, ask
+
+
+def test_text_mode_reads_the_kept_sentences(tiny_rt):
+    rt, doc = tiny_rt
+    assert TextMode.quote_first and TextMode.trims_loops and TextMode.needs_reader
+    assert TextMode().keeps_evidence("repeat") and not TextMode().keeps_evidence("markup")
+    a = ask(rt, doc, "Which supply do large widgets need?",
+            AskOptions(mode="text", k=2, max_new_tokens=3), log=False)
+    assert a.cited and {c.id for c in a.cited} <= set(a.route.selected)
+    assert a.quote is not None and a.quote.rid in {c.id for c in a.cited}
+    assert a.metrics.quote_ms > 0 and a.metrics.ttft_ms > a.metrics.quote_ms
+
+
+def test_no_sentence_over_the_threshold_answers_without_the_manual(tiny_rt):
+    rt, doc = tiny_rt
+    a = ask(rt, doc, "Which supply do large widgets need?",
+            AskOptions(mode="text", max_new_tokens=2, quote_threshold=1e9), log=False)
+    assert a.cited == [] and a.warning.startswith(NO_PASSAGE) and a.not_covered
+
+
+def test_sections_packing_reads_whole_sections(tiny_rt):
+    rt, doc = tiny_rt
+    opts = dict(mode="text", k=2, max_new_tokens=2)
+    sections = ask(rt, doc, "Which supply do large widgets need?",
+                   AskOptions(text_packing="sections", **opts), log=False)
+    assert sections.cited and (sections.warning is None or NO_PASSAGE not in sections.warning)
+    assert {c.id for c in sections.cited} <= set(sections.route.selected)

@@ -1,0 +1,30 @@
+"""engine.answer.measure: the first token's time and a call's peak memory."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from engine.answer.measure import FirstToken, PeakMemory
+
+
+def test_first_token_keeps_the_first_call_only():
+    first = FirstToken()
+    scores = torch.zeros(1, 5)
+    assert first(None, scores) is scores
+    at = first.at
+    time.sleep(0.01)
+    first(None, scores)
+    assert at is not None and first.at == at
+
+
+def test_peak_memory_sees_what_a_call_allocates_and_frees():
+    with PeakMemory(torch.device("cpu"), interval_s=0.001) as peak:
+        block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
+        time.sleep(0.05)
+        del block
+    assert peak.mb > 32  # the sampled peak, though the memory is gone at the end
+    with PeakMemory(torch.device("cpu")) as idle:
+        pass
+    assert idle.mb < 32
