@@ -8,6 +8,9 @@
   inside its subtree. Per question: ``coverage`` = fraction of gold items reached, ``hit`` =
   at least one reached, ``full`` = all reached.
 - Answer quality: ROUGE-L F (rouge-score, stemming) and SQuAD-style token F1 against ``answer``.
+- Key terms: the reference answer's identifiers, commands, options, file names, numbers and code
+  spans (``engine.answer.terms``) and the share of them a text holds (``term_recall``): the
+  quote's (``quote_terms``) and the answer's (``answer_terms``).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from collections import Counter
 from typing import Iterable
 
 from engine.routing.hits import HitResult, gold_regions, routing_hit  # noqa: F401 (re-exported)
+from engine.answer import terms as key_terms
 from engine.document.tree import Tree, clean_title
 
 # -- gold ----------------------------------------------------------------------------------------
@@ -79,6 +83,12 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def term_recall(reference: str, text: str | None) -> float | None:
+    """Share of the reference's key terms (``engine.answer.terms``) found in ``text`` (no text:
+    0); None when the reference has no key term."""
+    return key_terms.recall(key_terms.key_terms(reference), text or "")
+
+
 def clean_reference(answer: str) -> str:
     """ORD-QA answers carry a literal two-character "\\n" where a newline was meant."""
     return (answer or "").replace("\\n", "\n")
@@ -131,14 +141,6 @@ def evidence_precision(rows: Iterable[dict], thresholds: Iterable[float], max_li
 # An answer holds the reference's key terms when it has at least this share of them (recall;
 # the benches report two bars: some of them, and at least half).
 HELD = (1e-9, 0.5)
-
-
-def answer_terms(reference: str, answer: str) -> float | None:
-    """Recall of the reference answer's key terms (``engine.answer.terms``) in ``answer``; None
-    when the reference has none."""
-    from engine.answer import terms
-
-    return terms.recall(terms.key_terms(reference), answer or "")
 
 
 def check_rates(rows: Iterable[dict], held_at: float = HELD[1]) -> dict:

@@ -76,9 +76,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.baselines import BM25Index, DenseIndex, node_corpus
-from bench.metrics import (HELD, answer_terms, check_rates, clean_reference, evidence_precision,
+from bench.metrics import (HELD, check_rates, clean_reference, evidence_precision,
                            gold_regions, manual_gold, mean, median, ordqa_gold, rouge_l,
-                           routing_hit, token_f1)
+                           routing_hit, term_recall, token_f1)
 from bench.routers import FLAT, flat_rows, parse_router, router_row
 from bench.readers import IN_PROCESS, SERVED, comparison_table, differences
 from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
@@ -200,6 +200,7 @@ def _quality(row: dict, q: Question) -> None:
         plain = strip_cut_marker(row["answer"])
         row["rouge_l"] = rouge_l(plain, q.answer)
         row["token_f1"] = token_f1(plain, q.answer)
+        row["answer_terms"] = term_recall(q.answer, plain)
         if row.get("degenerate", False) is False:
             row["degenerate"] = degeneracy(plain, row.get("stop"))
 
@@ -235,7 +236,8 @@ class Runner:
                 "scored": None, "peak_mem_mb": None, "degenerate": False, "cut": None,
                 "warning": None, "evidence": None, "quote_hit": None, "quote_score": None,
                 "quote_node": None, "flagged": None, "folded": None, "unsupported": None,
-                "answer_terms": None}
+                "quote_terms": None, "answer_terms": None,
+                "max_new_tokens": self.max_new_tokens(q)}
 
     def engine_mode(self, q: Question, mode: str, k: int, gate: bool = True,
                     label: str | None = None) -> dict:
@@ -246,7 +248,7 @@ class Runner:
         opts = AskOptions(mode=mode, k=k, max_depth=a.max_depth, gate=gate,
                           text_packing=packing, sentence_budget=a.sentence_budget,
                           quote_threshold=a.quote_threshold,
-                          max_new_tokens=a.max_new_tokens, text_budget=a.text_budget,
+                          max_new_tokens=self.max_new_tokens(q), text_budget=a.text_budget,
                           text_sections=a.text_sections or None,
                           text_prompt=a.text_prompt, repetition_penalty=a.repetition_penalty,
                           no_repeat_ngram=a.no_repeat_ngram)
@@ -257,6 +259,7 @@ class Runner:
         quote = ans.quote
         if q.regions:
             row["quote_hit"] = quote is not None and routing_hit([quote.node_id], q.regions).hit
+        row["quote_terms"] = term_recall(q.answer, quote.text if quote is not None else None)
         if quote is not None:
             row.update(quote_node=quote.node_id, quote_score=quote.score, quote_text=quote.text)
         row.update(ttft_ms=m.ttft_ms, total_ms=m.total_ms, route_ms=m.route_ms if mode != "full" else None,
@@ -272,7 +275,7 @@ class Runner:
                 row.update(flagged=ans.check.flagged, folded=ans.folded,
                            unsupported=[u.term for u in ans.check.unsupported],
                            check_line=ans.check.line,
-                           answer_terms=answer_terms(q.answer, strip_cut_marker(ans.text)))
+                           answer_terms=term_recall(q.answer, strip_cut_marker(ans.text)))
         else:
             row["ttft_ms"] = None  # no generation
         if ans.route is not None and mode in ROUTED_MODES:
@@ -297,12 +300,19 @@ class Runner:
         lines = evidence_lines(self.rt.encoder, answer, secs, keep_all=True)
         return [[e.node_id, e.score, e.node_id in gold] for e in lines]
 
-    def _generate(self, question: str, context: str):
-        """The backbone's answer from ``context`` (none: the question alone) under the text
-        mode's prompt and decoding."""
+    def max_new_tokens(self, q: Question) -> int:
+        """``--max-new-tokens``, or with ``--cap-to-reference`` the reference answer's length in
+        the backbone's tokens (at least 1), as the H2MT paper's evaluation caps generation."""
+        if not self.args.cap_to_reference:
+            return self.args.max_new_tokens
+        return max(1, len(self.rt.backbone.encode(q.answer)))
+
+    def _generate(self, q: Question, context: str):
+        """The backbone's answer to ``q`` from ``context`` (none: the question alone) under the
+        text mode's prompt and decoding."""
         a = self.args
-        return run_plan(text_plan(self.rt.backbone, question, context, TEXT_PROMPTS[a.text_prompt]),
-                        Decoding(max_new_tokens=a.max_new_tokens,
+        return run_plan(text_plan(self.rt.backbone, q.question, context, TEXT_PROMPTS[a.text_prompt]),
+                        Decoding(max_new_tokens=self.max_new_tokens(q),
                                  repetition_penalty=a.repetition_penalty,
                                  no_repeat_ngram=a.no_repeat_ngram))
 
@@ -310,7 +320,7 @@ class Runner:
         row = self._base(q, "none", 0)
         base = _peak_rss_mb()
         t0 = time.perf_counter()
-        res = self._generate(q.question, "")
+        res = self._generate(q, "")
         total = (time.perf_counter() - t0) * 1e3
         row.update(answer=res.text, prefill_tokens=res.prefill_tokens, cut=res.cut, stop=res.stop,
                    generated_tokens=res.generated_tokens, total_ms=total,
@@ -338,7 +348,7 @@ class Runner:
             ctx_text, kept = pack_blocks(self.rt.backbone.encode, self.args.text_budget,
                                          [(tree, i) for i in got])
             used = [got[j] for j in kept]
-            res = self._generate(q.question, ctx_text)
+            res = self._generate(q, ctx_text)
             row.update(answer=res.text, prefill_tokens=res.prefill_tokens, cut=res.cut, stop=res.stop,
                        generated_tokens=res.generated_tokens, used=used,
                        total_ms=(time.perf_counter() - t0) * 1e3,
@@ -429,6 +439,8 @@ def summarise(rows: list[dict]) -> dict:
             "cut": sum(1 for r in gen if r.get("cut")),
             "loop_cut": sum(1 for r in gen if r.get("repetition_cut")),
             "quote_hit": mean(float(r["quote_hit"]) for r in rs if r.get("quote_hit") is not None),
+            "quote_terms": mean(r.get("quote_terms") for r in rs),
+            "answer_terms": mean(r.get("answer_terms") for r in gen),
         }
     return out
 
@@ -511,9 +523,9 @@ def summary_table(summ: dict, set_name: str) -> str:
     lines = ["| mode | questions (routed / generated) | hit rate | all gold reached | gold coverage "
              "| ctx hit | ROUGE-L F | token F1 | median TTFT ms | median prefill tok "
              "| median routing ms | median nodes | peak mem MB | degenerate (warned) | cut "
-             "| loop cut | quote hit |",
+             "| loop cut | quote hit | quote terms | answer terms |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: | ---: | ---: | ---: |"]
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     def order(m: str) -> tuple[int, str]:  # "memory [shipped]": by mode, then by label
         base = m.split(" [")[0]
         return (MODE_ORDER.index(base) if base in MODE_ORDER else 99, m)
@@ -527,7 +539,8 @@ def summary_table(summ: dict, set_name: str) -> str:
                      f"| {_f(s['route_ms'], 1, 1)} | {_f(s['n_selected'], 1, 0)} | {_f(s['peak_mem_mb'], 1, 0)} "
                      + (f"| {s['degenerate']} ({s['warned']}) | {s['cut']} | {s['loop_cut']} "
                         if s["n_gen"] else "| - | - | - ")
-                     + f"| {_f(s['quote_hit'], 100)} |")
+                     + f"| {_f(s['quote_hit'], 100)} | {_f(s['quote_terms'], 100)} "
+                       f"| {_f(s['answer_terms'], 100)} |")
     return "\n".join(lines)
 
 
@@ -652,6 +665,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=Path("bench_out"))
     ap.add_argument("--db", default=None, help="database URL (default: a scratch one in --out)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--cap-to-reference", action="store_true",
+                    help="cap generation at the reference answer's length in the backbone's tokens "
+                         "(as the H2MT paper's evaluation does), instead of --max-new-tokens")
     ap.add_argument("--resume", action="store_true",
                     help="keep the questions already in --out's results.jsonl, run the others")
     ap.add_argument("--text-prompt", choices=tuple(TEXT_PROMPTS), default=AskOptions.text_prompt,
@@ -812,7 +828,8 @@ def main(argv: list[str] | None = None) -> None:
     md = ["# QA results", "",
           f"- backbone: {rt.backbone.name} on {rt.backbone.device} ({platform.processor() or platform.machine()}); "
           f"parts: {'; '.join(f'{label} (fingerprint `{r.fingerprint[:12]}`, aggregation `{r.parts.aggregation}`)' for label, r in runtimes)}",
-          f"- k={args.k}, max depth {args.max_depth}, max new tokens {args.max_new_tokens}, "
+          f"- k={args.k}, max depth {args.max_depth}, max new tokens "
+          f"{'the reference length' if args.cap_to_reference else args.max_new_tokens}, "
           f"text budget {args.text_budget} tokens, limit {args.limit}, gen limit {args.gen_limit}, "
           f"gate {args.gate}, baseline generation {'on' if args.baseline_gen else 'off'}, "
           f"text sections {args.text_sections or 'no cap'}, "

@@ -1,12 +1,14 @@
 """Shared fixtures: the corpus folder beside the repository and one parsed tree per file."""
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+# ../shared beside the repository; H2MT_SHARED_DIR points elsewhere (a checkout in another folder)
+SHARED = Path(os.environ.get("H2MT_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared")
 
 
 @pytest.fixture(scope="session")

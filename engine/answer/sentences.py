@@ -9,14 +9,20 @@ nothing when none does), with the routing channels' ideas applied per sentence:
 - meaning: cosine of the question to the sentence under its heading path ("path: sentence"),
   all-MiniLM-L6-v2 (the dense channel's encoder).
 
-``score = cosine + LEXICAL_WEIGHT * bm25 / max bm25``. The cosine carries the absolute
+``score = cosine + LEXICAL_WEIGHT * bm25 / max bm25 + HEADING_WEIGHT * heading match +
+TYPE_WEIGHT * answer-type fit``: the heading match is the share of the question's words in the
+unit's heading path; the fit is 1 when the unit is the kind of passage the question asks for
+(``engine.answer.answer_type``: a how-to question and a command line, ...). The cosine carries the absolute
 confidence (the BM25 part is relative to the question's candidates), so ``THRESHOLD`` is a bar on
 it plus the word match. Chosen (the issue is silent on the form): a linear sum, as the fused
 router sums its channels; the weight and the threshold are set on the dev sets
 (docs/results.md, "Quotes and sentence-level evidence").
 
-``select`` keeps the best sentences above the threshold within a token budget and returns them
-in document order (the reader's context); ``engine.answer.quote`` picks the quote.
+The candidates are the sections' units (``engine.answer.passages``): sentences, lines (however
+short), and a sentence with the command or code line(s) it introduces, whose text keeps its line
+breaks. ``select`` keeps the best units above the threshold within a token budget and returns
+them in document order (the reader's context, lines kept: ``join_units``);
+``engine.answer.quote`` picks the quote.
 """
 from __future__ import annotations
 
@@ -24,11 +30,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.answer.evidence import split_sentences
+from engine.answer.answer_type import fits, question_type
+from engine.answer.passages import split_units
 from engine.routing import lexical
 
 LEXICAL_WEIGHT = 0.5  # docs/results.md, "The quote's weights, measured"
 THRESHOLD = 0.70  # docs/results.md, "The quote's weights, measured"
+# heading-path match and answer-type cue (docs/results.md, "Quotes that hold the fact")
+HEADING_WEIGHT = 0.2
+TYPE_WEIGHT = 0.1
 BUDGET = 150  # reader context tokens (150, 300, 500 measured on both dev sets: docs/results.md)
 # Only the best ENCODED sentences by BM25 go through the encoder (the rest keep cosine 0, so they
 # rank below and never pass the threshold, yet stay in the list for the quote's continuation).
@@ -46,14 +56,16 @@ class Sentence:
     doc_id: int | None
     node_id: int
     heading: str  # heading path (" > "-joined)
-    index: int  # position among its section's sentences (0 = the section's opening)
-    text: str
+    index: int  # position among its section's units (0 = the section's opening)
+    text: str  # a sentence, a line, or a sentence and the lines it introduces ("\n" between)
     page_start: int | None  # the section's pages (the sentence's own page is located later)
     page_end: int | None
     order: int = 0  # document order across sections (routed id, then index)
     score: float = 0.0
     cosine: float = 0.0
     lexical: float = 0.0
+    kind: str = "sentence"  # engine.answer.passages.Unit.kind: sentence | line | intro
+    leans: bool = False  # refers to the unit before it (the quote brings that one along)
 
 
 @dataclass
@@ -70,22 +82,30 @@ class SectionText:
 
 
 def candidates(sections: list[SectionText]) -> list[Sentence]:
-    """Every sentence of the sections (``split_sentences``), each once, in document order."""
+    """Every unit of the sections (``passages.split_units``: sentences, lines, a sentence with
+    the lines it introduces), each once, in document order."""
     out, seen = [], set()
     for s in sorted(sections, key=lambda s: (s.doc_id or 0, s.rid)):
-        for i, sent in enumerate(split_sentences(s.body)):
-            if sent in seen:
+        title = s.heading.split(" > ")[-1] if s.heading else ""
+        for i, u in enumerate(split_units(s.body, title)):
+            if u.text in seen:
                 continue
-            seen.add(sent)
+            seen.add(u.text)
             out.append(Sentence(rid=s.rid, doc_id=s.doc_id, node_id=s.node_id, heading=s.heading,
-                                index=i, text=sent, page_start=s.page_start, page_end=s.page_end,
-                                order=len(out)))
+                                index=i, text=u.text, page_start=s.page_start, page_end=s.page_end,
+                                order=len(out), kind=u.kind, leans=u.leans))
     return out
+
+
+def heading_match(question_tokens: set[str], heading: str) -> float:
+    """Share of the question's words (the lexical channel's tokens) in a heading path."""
+    return len(question_tokens & set(lexical.tokenize(heading))) / max(1, len(question_tokens))
 
 
 def score(encoder, question: str, sents: list[Sentence],
           lexical_weight: float = LEXICAL_WEIGHT, encoded: int = ENCODED,
-          query_vec: np.ndarray | None = None) -> list[Sentence]:
+          query_vec: np.ndarray | None = None, heading_weight: float = HEADING_WEIGHT,
+          type_weight: float = TYPE_WEIGHT) -> list[Sentence]:
     """Sets each sentence's ``cosine``, ``lexical`` and ``score`` (module docstring); returns
     them best first. Only the ``encoded`` best by BM25 are encoded (``ENCODED``); the others, and
     every sentence without an encoder, have cosine 0 (word match alone). ``query_vec``: the
@@ -105,26 +125,39 @@ def score(encoder, question: str, sents: list[Sentence],
                               else sents[i].text for i in chosen])
         qv = query_vec if query_vec is not None else encoder.encode_query(question)
         cos[chosen] = vec @ qv
+    qtype, qtok = question_type(question), set(lexical.tokenize(question))
+    heads = {h: heading_match(qtok, h) for h in {s.heading for s in sents}}
     for s, c, x in zip(sents, cos, lex):
         s.cosine, s.lexical = round(float(c), 4), round(float(x), 4)
-        s.score = round(float(c) + lexical_weight * float(x), 4)
+        s.score = round(float(c) + lexical_weight * float(x) + heading_weight * heads[s.heading]
+                        + type_weight * fits(qtype, s.kind, s.text), 4)
     return sorted(sents, key=lambda s: (-s.score, s.order))
 
 
 def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
            threshold: float = THRESHOLD) -> list[Sentence]:
-    """The best sentences at or above ``threshold`` whose tokens fit ``budget`` (a sentence that
-    would pass it is skipped, a shorter one may still fit), returned in document order."""
-    kept, used = [], 0
+    """The best units at or above ``threshold`` whose tokens fit ``budget`` (a unit that would
+    pass it is skipped, a shorter one may still fit), returned in document order. A kept unit
+    that leans on the one before brings it along when both fit (the quote's rule)."""
+    by_place = {(s.doc_id, s.node_id, s.index): s for s in ranked}
+    kept, used = {}, 0
     for s in ranked:
         if s.score < threshold:
             break
-        n = count_tokens(s.text) + 4
-        if used + n > budget:
+        if id(s) in kept:
             continue
+        group = [s]
+        before = by_place.get((s.doc_id, s.node_id, s.index - 1)) if s.leans else None
+        if before is not None and id(before) not in kept:
+            group.insert(0, before)
+        n = sum(count_tokens(x.text) + 4 for x in group)
+        if used + n > budget:
+            group, n = [s], count_tokens(s.text) + 4
+            if used + n > budget:
+                continue
         used += n
-        kept.append(s)
-    return sorted(kept, key=lambda s: s.order)
+        kept.update((id(x), x) for x in group)
+    return sorted(kept.values(), key=lambda s: s.order)
 
 
 def context_text(kept: list[Sentence], page_of=None) -> str:
@@ -137,5 +170,15 @@ def context_text(kept: list[Sentence], page_of=None) -> str:
             page = page_of(s) if page_of is not None else s.page_start
             head = f"[{len(blocks) + 1}] {s.heading or 'Section'}" + (f" (p. {page})" if page else "")
             blocks.append((key, [], head))
-        blocks[-1][1].append(s.text)
-    return "\n\n".join(f"{head}:\n" + " ".join(body) for _, body, head in blocks)
+        blocks[-1][1].append(s)
+    return "\n\n".join(f"{head}:\n" + join_units(body) for _, body, head in blocks)
+
+
+def join_units(units: list[Sentence]) -> str:
+    """Units as one text: sentences run on with a space, a line starts on a line of its own
+    (and so does whatever follows a line or an introduced block)."""
+    out = ""
+    for i, u in enumerate(units):
+        apart = i and (u.kind == "line" or units[i - 1].kind != "sentence")
+        out += ("\n" if apart else " " if i else "") + u.text
+    return out

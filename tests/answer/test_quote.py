@@ -82,3 +82,46 @@ def test_selection_keeps_the_budget_and_document_order(encoder):
     assert "(p. " in text and text.startswith("[1] ")
     for s in kept:
         assert s.text in text
+
+
+def _real_section(tree, title, rid=1):
+    n = next(x for x in tree.preorder() if x.title == title)
+    return S.SectionText(rid=rid, doc_id=1, node_id=n.id, heading=title, body=n.text,
+                         page_start=n.page_start, page_end=n.page_end)
+
+
+def test_how_to_quote_holds_the_command_and_the_sentence_it_leans_on(encoder, corpus_tree):
+    """Why3's install section: "It is as simple as" introduces `opam install why3` on a line of
+    its own (3 words), and "It" leans on the sentence naming Opam: the quote has all three."""
+    tree = corpus_tree("why3-manual.pdf")
+    secs = [_real_section(tree, "Installation via Opam", 1),
+            _real_section(tree, "Installation via Docker", 2),
+            _real_section(tree, "Installation from Source Distribution", 3)]
+    question = "How do I install Why3 with opam?"
+    q = quoting.choose(question, S.score(encoder, question, S.candidates(secs)))
+    assert q is not None and q.heading == "Installation via Opam"
+    assert q.text.startswith("The simplest way to install Why3 is via Opam")
+    assert "It is as simple as\nopam install why3" in q.text
+
+
+def test_r_help_quote_holds_the_command(encoder, corpus_tree):
+    tree = corpus_tree("r-intro.pdf")
+    secs = [_real_section(tree, "Getting help with functions and features")]
+    question = "How do I get help about a function such as solve?"
+    q = quoting.choose(question, S.score(encoder, question, S.candidates(secs)))
+    assert q is not None and "> help(solve)" in q.text.split("\n")
+
+
+def test_the_reader_gets_the_same_passage_with_its_lines(encoder, corpus_tree):
+    """Text mode's selection: the introduced command keeps its line, and the unit it leans on
+    comes along, in document order under the heading."""
+    tree = corpus_tree("why3-manual.pdf")
+    secs = [_real_section(tree, "Installation via Opam", 1)]
+    question = "How do I install Why3 with opam?"
+    ranked = S.score(encoder, question, S.candidates(secs))
+    assert ranked[0].text == "It is as simple as\nopam install why3" and ranked[0].kind == "intro"
+    kept = S.select(ranked, lambda t: len(t.split()), budget=40)
+    assert [s.text.split("\n")[0][:24] for s in kept[:2]] == [
+        "The simplest way to inst", "It is as simple as"]
+    ctx = S.context_text(kept)
+    assert "package manager. It is as simple as\nopam install why3" in ctx

@@ -7,7 +7,7 @@ import pytest
 
 from bench.baselines import BM25Index, bm25_tokens, context_text, node_corpus
 from bench.metrics import (clean_reference, gold_regions, manual_gold, normalize_answer,
-                           ordqa_gold, rouge_l, routing_hit, token_f1)
+                           ordqa_gold, rouge_l, routing_hit, term_recall, token_f1)
 from engine.document.tree import TreeAssembler
 
 # -- answer quality ------------------------------------------------------------------------------
@@ -22,6 +22,15 @@ def test_rouge_l_known_pairs():
     assert rouge_l("running fast", "runs fast") == pytest.approx(1.0)
     # order matters for the LCS: "a b c" vs "c b a" -> LCS 1 of 3
     assert rouge_l("alpha beta gamma", "gamma beta alpha") == pytest.approx(1 / 3)
+
+
+def test_term_recall_of_a_quote_and_an_answer():
+    ref = "Install it with `opam install why3`; then run why3 config --detect."
+    # terms: opam, install, why3 (the code span), --detect (an option); "config" is prose
+    quote = "It is as simple as\nopam install why3"
+    assert term_recall(ref, quote) == pytest.approx(3 / 4)  # --detect missing
+    assert term_recall(ref, None) == 0.0
+    assert term_recall("Yes, it does.", "anything") is None  # no key term to recall
 
 
 def test_token_f1_known_pairs():
@@ -165,13 +174,13 @@ def test_real_manual_gold_resolves(shared_dir, corpus_tree):
             assert len(g) == 1, r["id"]
 
 
-def test_answer_terms_is_the_recall_of_the_references_key_terms():
-    from bench.metrics import answer_terms
+def test_term_recall_is_the_recall_of_the_references_key_terms():
+    from bench.metrics import term_recall
 
     ref = "Use \\patchcmd with --prefix; it returns 1."
-    assert answer_terms(ref, "Call \\patchcmd, then --prefix and 1.") == 1.0
-    assert answer_terms(ref, "Use \\pretocmd and --prefix.") == 1 / 3
-    assert answer_terms("Just patch it.", "anything") is None
+    assert term_recall(ref, "Call \\patchcmd, then --prefix and 1.") == 1.0
+    assert term_recall(ref, "Use \\pretocmd and --prefix.") == 1 / 3
+    assert term_recall("Just patch it.", "anything") is None
 
 
 def test_check_rates_split_held_answers_by_the_flag():

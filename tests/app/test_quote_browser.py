@@ -1,0 +1,89 @@
+"""A how-to question in a real browser: the quote holds the command line the manual gives, and
+the page beside it is the quote's page, highlighted.
+
+Headless Debian Chromium driven by Playwright's sync API, against the app served in-process
+(``explorer_server``). The Why3 manual (a real PDF of the corpus) is stored without memories;
+the question is asked in quote mode (no generation). Checked only on what the page shows: the
+quote block's text, the page view's caption and the highlight's yellow pixels on its image.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.real_model
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PDF = "why3-manual.pdf"
+QUESTION = "How do I install Why3 with opam?"
+COMMAND = "opam install why3"
+TIMEOUT_MS = 240_000
+
+# highlight-yellow pixels of the page image (the page view draws the quote's highlight)
+YELLOW_JS = """async () => {
+  const img = document.querySelector('#page-view-image img');
+  if (!img || !img.src) return -1;
+  if (!img.complete || !img.naturalWidth) await img.decode();
+  const c = document.createElement('canvas');
+  c.width = img.naturalWidth; c.height = img.naturalHeight;
+  const g = c.getContext('2d');
+  g.drawImage(img, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4)
+    if (d[i] > 220 && d[i + 1] > 190 && d[i + 2] < 90) n++;
+  return n;
+}"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip(f"Chromium not found at {CHROMIUM} (install Debian's chromium package)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def test_how_to_quote_holds_the_command_on_its_highlighted_page(browser, explorer_server,
+                                                               shared_dir):
+    from engine.ingest import ingest_file
+
+    url, rt = explorer_server
+    doc = rt.library.get_document(
+        ingest_file(shared_dir / "corpus" / PDF, rt, memories=False).doc_id)
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.get_by_role("tab", name="Ask").click()
+        page.locator("#ask-doc input").click()
+        page.get_by_role("option", name=f"#{doc.id} ").first.click()
+        page.locator("#ask-mode input[value='quote']").check()
+        page.locator("#ask-question textarea").fill(QUESTION)
+        page.locator("#ask-button").click()
+        page.wait_for_function(
+            "() => (document.querySelector('#quote-view')?.innerText || '').includes('From the manual')"
+            " && (document.querySelector('#page-view-head')?.innerText || '').includes('p. ')",
+            timeout=TIMEOUT_MS)
+        quote = page.locator("#quote-view").inner_text()
+        assert COMMAND in " ".join(quote.split()), quote  # the line the sentence introduces
+        assert "Opam" in quote, quote  # and the sentence it leans on names the tool
+        # the quote's page: "page N" in the quote block, "p. N" over the page image
+        shown = next(w for w in quote.split("page ")[1:] if w[:1].isdigit())
+        number = shown.split()[0].rstrip(").,")
+        head = page.locator("#page-view-head").inner_text()
+        assert f"p. {number}" in head, (head, quote)
+        page.wait_for_function(
+            "() => { const i = document.querySelector('#page-view-image img');"
+            " return i && i.src && i.complete && i.naturalWidth > 0; }")
+        assert page.evaluate(YELLOW_JS) > 200, "the quote is not highlighted on its page"
+    finally:
+        page.close()
