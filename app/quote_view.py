@@ -27,5 +27,8 @@ def quote_markdown(quote, not_covered: bool, mode: str) -> str:
     where = _md(quote.heading or "the manual")
     page = f", page {quote.page}" if quote.page else ""
     note = f" {MODEL_NOTE}" if mode not in ("quote", "route") else ""
+    # a command or code line the passage introduces stays on a line of its own (a hard break
+    # at each line's end; Markdown would otherwise run the quote's lines into one paragraph)
+    lines = [f"> {_md(line)}" for line in quote.text.splitlines() if line.strip()]
     return "\n".join([f"**From the manual** ({where}{page}), its own words.{note}", "",
-                      f"> {_md(quote.text)}"])
+                      "  \n".join(lines)])
