@@ -61,7 +61,7 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest):
             rv.summary["generating"] = opts.mode not in ("route", "quote")
             rv.summary["quote"] = ev.quote.as_json() if ev.quote is not None else None
             quoted = ev.quote is not None or ev.not_covered
-            yield {t.answer: gr.update(value="", visible=True),
+            yield {t.answer: "", t.answer_box: gr.update(visible=True),
                    t.answer_fold: gr.update(value="", visible=False),
                    t.metrics: generating_md(opts, ev.route, ""),
                    t.cited: cited_rows(ev.cited), **route_updates(t, rv), t.view: rv.view,
@@ -134,10 +134,10 @@ def answer_updates(t: AskTab, a, shown: str) -> dict:
     answer box (``shown`` says so and the notice holds it)."""
     check = getattr(a, "check", None)
     if check is None or not check.flagged or getattr(a, "degenerate", None):
-        return {t.answer: gr.update(value=shown, visible=True),
+        return {t.answer: shown, t.answer_box: gr.update(visible=True),
                 t.answer_fold: gr.update(value="", visible=False)}
     body = answer_markdown(a.text, [asdict(u) for u in check.unsupported], check.line)
-    return {t.answer: gr.update(value=shown, visible=False),
+    return {t.answer: shown, t.answer_box: gr.update(visible=False),
             t.answer_fold: gr.update(value=body, visible=True)}
 
 

@@ -55,7 +55,7 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData) -> dict:
     metrics = "| metric | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
     logged = rec.settings or {}
     # shown unfolded: the log keeps the answer, not what its model read
-    out = {t.answer: gr.update(value=rec.answer, visible=True),
+    out = {t.answer: rec.answer, t.answer_box: gr.update(visible=True),
            t.answer_fold: gr.update(value="", visible=False), t.metrics: metrics,
            t.inputs.question: rec.question}
     if rec.mode in MODE_HELP:

@@ -144,7 +144,9 @@ class GenerationWorker:
         except Exception as e:  # this request's failure, not the batch's
             if row is not None:
                 self._end(row, None, e)
-            else:
+            else:  # failed before it had a row: its stream still has to end, or its reader waits
+                if ticket.request.streamer is not None:
+                    ticket.request.streamer.end()
                 ticket.fail(e)
             return
         if stop is not None:

@@ -273,8 +273,9 @@ def test_api_memory_mode_waits_for_memories_with_a_notice(client, explorer_serve
 
 def test_a_crashed_request_fails_alone_and_the_next_one_works(client, explorer_server,
                                                               shared_dir, monkeypatch):
-    """The model fails in the middle of one answer (a RuntimeError from generate): that caller
-    gets one line naming the failure, the app stays up, and the next question is answered."""
+    """The model fails in the middle of one answer (a RuntimeError from the generation worker's
+    prefill, engine/serving/worker.py): that caller gets one line naming the failure, the app
+    stays up, and the next question is answered."""
     from gradio_client import Client, handle_file
 
     url, rt = explorer_server
@@ -282,14 +283,15 @@ def test_a_crashed_request_fails_alone_and_the_next_one_works(client, explorer_s
     if not any(d.file_name == CORPUS_PDF for d in rt.library.list_documents()):
         client.predict([handle_file(str(pdf))], api_name="/ingest")
     doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
-    model = rt.backbone.model
+    from engine.serving.worker import GenerationWorker
+
     calls = []
 
-    def failing_generate(*args, **kwargs):
+    def failing_prefill(self, ticket):
         calls.append(1)
         raise RuntimeError("simulated model failure")
 
-    monkeypatch.setattr(model, "generate", failing_generate)
+    monkeypatch.setattr(GenerationWorker, "_prefill", failing_prefill)
     with pytest.raises(Exception) as e:
         client.predict(str(doc.id), QUESTION, "text", 3, 0, 0, True, False, 16, api_name="/ask")
     assert calls, "the failing model was called"

@@ -104,10 +104,10 @@ def test_do_ask_streams_updates_keyed_by_the_answer_outputs(tab):
     assert steps and all(set(step) <= outputs for step in steps)
     routed, final = steps[0], steps[-1]
     # the answer box shown and emptied, the last answer's fold hidden (app/answer_fold.py)
-    assert routed[t.answer] == {"value": "", "__type__": "update", "visible": True}
+    assert routed[t.answer] == "" and routed[t.answer_box]["visible"] is True
     assert routed[t.answer_fold]["visible"] is False and routed[t.summary]["mode"] == "route"
-    assert final[t.answer]["value"] == "(routing only: no answer generated)"
-    assert final[t.answer]["visible"] and not final[t.answer_fold]["visible"]
+    assert final[t.answer] == "(routing only: no answer generated)"
+    assert final[t.answer_box]["visible"] and not final[t.answer_fold]["visible"]
     assert final[t.history][0][3] == "How do I prime the pump?"
     view = final[t.view]
     assert isinstance(view, ViewState) and view.notice == "" and view.offer_text is False
@@ -142,11 +142,12 @@ def test_a_flagged_answer_is_folded_and_a_clean_one_shown(tab):
     check = check_answer(text, ["Open the vent plug and fill the casing."], "How?")
     a = Answer(text=text, mode="text", cited=[], gate={}, metrics=Metrics(), check=check)
     out = answer_updates(t, a, text)
-    assert out[t.answer]["visible"] is False and out[t.answer_fold]["visible"] is True
+    assert out[t.answer_box]["visible"] is False and out[t.answer_fold]["visible"] is True
+    assert out[t.answer] == text  # API clients still receive the answer's text
     assert "<summary>The model&#x27;s answer names --frob" in out[t.answer_fold]["value"]
     assert "Prime it with <mark>--frob</mark>." in out[t.answer_fold]["value"]
     clean = Answer(text="Fill the casing.", mode="text", cited=[], gate={}, metrics=Metrics(),
                    check=check_answer("Fill the casing.", ["fill the casing"], "How?"))
     out = answer_updates(t, clean, clean.text)
-    assert out[t.answer] == {"value": "Fill the casing.", "__type__": "update", "visible": True}
+    assert out[t.answer] == "Fill the casing." and out[t.answer_box]["visible"] is True
     assert out[t.answer_fold]["visible"] is False
