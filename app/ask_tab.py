@@ -138,8 +138,9 @@ def build(s: AppState) -> AskTab:
             ask_btn = gr.Button("Ask", variant="primary", scale=1, min_width=100,
                                 elem_id="ask-button")
         examples.build(s, ask_doc, question)  # example questions (app/examples.py), if any
-        ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
-        reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
+        with gr.Row():  # one line's height: the manual's memories and the reader side by side
+            ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
+            reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
         # The settings a person changes in one row; the rest folded under "Advanced".
         with gr.Row():
             mode = gr.Radio(list(MODE_HELP), value="text", label="Answer from", scale=1,

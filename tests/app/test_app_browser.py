@@ -724,7 +724,9 @@ CHECK_PDF = "r-intro.pdf"
 # an identifier its passages do not hold (data_frame_to_list), the second names only read.table(),
 # which they do (engine.answer.check).
 FLAGGED_Q = "How do I attach a data frame?"
-CLEAN_Q = "How do I read data from a file into a data frame?"
+# (the read.table question was clean before the quote read by units; its answer now invents
+# "file.csv", which the check rightly flags)
+CLEAN_Q = "How do I quit an R session?"
 
 
 def _ask_and_wait(page, rt, doc_id: int, question: str) -> object:
@@ -790,7 +792,10 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         _shot(page, tmp_path, "answer-check-folded")
 
         rec = _ask_and_wait(page, rt, doc.id, CLEAN_Q)
-        page.wait_for_function("() => !document.querySelector('#answer-fold details')")
+        try:
+            page.wait_for_function("() => !document.querySelector('#answer-fold details')")
+        except Exception:
+            pytest.fail(f"the clean question's answer was folded: {rec.answer!r}")
         assert page.locator("#answer-text").is_visible(), f"folded: {rec.answer!r}"
         assert _value(page, "#answer-text textarea").strip() == rec.answer.strip()
         assert not page.locator("#answer-fold").is_visible()
