@@ -17,7 +17,7 @@ from transformers import (LogitsProcessorList, NoRepeatNGramLogitsProcessor,
                           RepetitionPenaltyLogitsProcessor, StoppingCriteriaList)
 
 from engine.answer.guard import DECODE, GuardedStreamer, RepeatStop
-from engine.answer.measure import FirstToken
+from engine.answer.measure import FirstToken, TokenLogProbs
 from engine.memory.backbone import Backbone
 from engine.serving.request import GenerationOutcome, GenerationRequest
 from engine.serving.worker import GenerationWorker
@@ -58,6 +58,9 @@ class GenerationResult:
     first_token_at: float | None
     loops: torch.Tensor | None = None  # [n_slots, n_gated_layers] when the gate ran
     stop: str = "eos"  # why generation ended: eos | length | time | loop (cut off) | repeat
+    # log-probability of each generated token as chosen (greedy); None: not known (a served
+    # reader that returns none)
+    logprobs: list[float] | None = None
 
     @property
     def cut(self) -> bool:
@@ -88,10 +91,10 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
     is given this call's guard); ``guard``: stop on a loop (``RepeatStop``), cutting it off."""
     embeds = torch.cat(pieces).unsqueeze(0).to(backbone.device, backbone.dtype)
     mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=backbone.device)
-    first = FirstToken()
+    first, logprobs = FirstToken(), TokenLogProbs()
     stop = RepeatStop()
     kwargs = dict(inputs_embeds=embeds, attention_mask=mask, max_new_tokens=max_new_tokens,
-                  do_sample=False, logits_processor=LogitsProcessorList([first]),
+                  do_sample=False, logits_processor=LogitsProcessorList([first, logprobs]),
                   pad_token_id=backbone.tokenizer.pad_token_id)
     if repetition_penalty != 1.0:
         kwargs["repetition_penalty"] = repetition_penalty
@@ -113,12 +116,13 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
     else:
         out = backbone.model.generate(**kwargs)
     new = out[0].tolist()  # with inputs_embeds only, generate returns just the new tokens
-    return _result(backbone, new, stop, max_new_tokens, embeds.shape[1], first.at, loops)
+    return _result(backbone, new, stop, max_new_tokens, embeds.shape[1], first.at, loops,
+                   logprobs.values)
 
 
 def _result(backbone: Backbone, new: list[int], stop: RepeatStop, max_new_tokens: int,
             prefill_tokens: int, first_token_at: float | None,
-            loops: torch.Tensor | None) -> GenerationResult:
+            loops: torch.Tensor | None, logprobs: list[float]) -> GenerationResult:
     """The result of a generation that gave the token ids ``new``, and why it ended."""
     text = backbone.tokenizer.decode(new[: len(new) - stop.trim], **DECODE).strip()
     if stop.fired:
@@ -130,7 +134,8 @@ def _result(backbone: Backbone, new: list[int], stop: RepeatStop, max_new_tokens
     else:
         why = "time"
     return GenerationResult(text=text, prefill_tokens=prefill_tokens, generated_tokens=len(new),
-                            first_token_at=first_token_at, loops=loops, stop=why)
+                            first_token_at=first_token_at, loops=loops, stop=why,
+                            logprobs=logprobs[:len(new)])
 
 
 def worker_request(plan: Plan, decoding: Decoding,
@@ -144,6 +149,7 @@ def worker_request(plan: Plan, decoding: Decoding,
         processors.append(RepetitionPenaltyLogitsProcessor(decoding.repetition_penalty))
     if decoding.no_repeat_ngram:
         processors.append(NoRepeatNGramLogitsProcessor(decoding.no_repeat_ngram))
+    processors.append(TokenLogProbs())  # last: it reads the scores the token is chosen from
     if streamer is not None and hasattr(streamer, "guard"):
         streamer.guard = stop if decoding.guard else None
     eos = plan.model.model.generation_config.eos_token_id
@@ -158,9 +164,13 @@ def worker_request(plan: Plan, decoding: Decoding,
 
 
 def worker_result(plan: Plan, decoding: Decoding, outcome: GenerationOutcome,
-                  stop: RepeatStop) -> GenerationResult:
+                  stop: RepeatStop, request: GenerationRequest) -> GenerationResult:
+    """The result of ``request`` (built by ``worker_request``: its last processor recorded the
+    tokens' log-probabilities)."""
+    logprobs = request.logits_processor[-1].values
     return _result(plan.model, outcome.tokens, stop, decoding.max_new_tokens,
-                   outcome.prefill_tokens, outcome.first_token_at, outcome.loops)
+                   outcome.prefill_tokens, outcome.first_token_at, outcome.loops,
+                   logprobs)
 
 
 def run_plan(plan: Plan, decoding: Decoding, streamer=None) -> GenerationResult:
@@ -230,4 +240,5 @@ class Streamed:
         except BaseException:  # closed early (GeneratorExit) or failed: leave the batch
             ticket.cancel()
             raise
-        self.result = worker_result(self.plan, self.decoding, ticket.result(), stop)
+        self.result = worker_result(self.plan, self.decoding, ticket.result(), stop,
+                                    request)

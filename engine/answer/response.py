@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass, field
 
 from engine.answer.check import Check
 from engine.answer.evidence import EvidenceLine
+from engine.answer.key_line import KeyLine
 from engine.answer.quote import Quote
+from engine.answer.verdict import Verdict
 from engine.routing.router import Route
 
 
@@ -61,13 +63,27 @@ class Answer:
     quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.quote)
     not_covered: bool = False  # no sentence of the routed sections reached the threshold
     check: Check | None = None  # the generated answer against its sources (engine.answer.check)
+    reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
+    reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
+    verdict: Verdict | None = None  # the calibrated confidence (engine.answer.verdict)
+    key_line: KeyLine | None = None  # the manual's line that answers (engine.answer.key_line)
+    logprobs: list[float] | None = None  # the generated tokens' log-probabilities (not in JSON)
+    sources: tuple[str, ...] = ()  # the texts the reader was given (not in JSON)
 
     @property
     def folded(self) -> bool:
-        """Shown folded under a line saying why: flagged by the check, or degenerate."""
-        return self.degenerate is not None or (self.check is not None and self.check.flagged)
-    reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
-    reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
+        """Shown folded under a line saying why: flagged by the check, below the confidence
+        threshold, or degenerate."""
+        return self.degenerate is not None or (self.check is not None and self.check.flagged) \
+            or (self.verdict is not None and self.verdict.low)
+
+    @property
+    def fold_line(self) -> str | None:
+        """The one line said above a folded answer (the check's findings first: they name the
+        terms; then the confidence's reason); None when not folded for either."""
+        if self.check is not None and self.check.flagged:
+            return self.check.line
+        return self.verdict.reason if self.verdict is not None and self.verdict.low else None
 
     def as_json(self) -> dict:
         """The CLI's --json object."""
@@ -91,6 +107,8 @@ class Answer:
                 "folded": self.folded,
                 "check": ({k: v for k, v in self.check.as_json().items() if k != "unsupported"}
                           if self.check is not None else None),
+                "confidence": self.verdict.as_json() if self.verdict is not None else None,
+                "key_line": self.key_line.as_json() if self.key_line is not None else None,
                 "reader": self.reader, "reader_error": self.reader_error,
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},
