@@ -155,20 +155,20 @@ def holds(q: ProbeQuestion, text: str | None) -> bool:
     return q.pattern.search(normal(text)) is not None
 
 
-def page_text(pdf: Path, page: int) -> str:
-    """A physical 1-based page's text as the product reads PDFs (ligatures unfolded)."""
+def page_texts(pdf: Path, pages: list[int]) -> dict[int, str]:
+    """Physical 1-based pages' text as the product reads PDFs (ligatures unfolded)."""
     import pymupdf
 
     from engine.document.builders.pdf_pages import TEXT_FLAGS
 
     with pymupdf.open(pdf) as doc:
-        return doc[page - 1].get_text("text", flags=TEXT_FLAGS, sort=True)
+        return {p: doc[p - 1].get_text("text", flags=TEXT_FLAGS, sort=True) for p in pages}
 
 
 def key_on_pages(q: ProbeQuestion, pdf: Path) -> dict[int, bool]:
     """Gold page -> whether the key's regex matches that page's text (the question file's own
     check: every gold page should say True)."""
-    return {p: holds(q, page_text(pdf, p)) for p in q.pages}
+    return {p: holds(q, text) for p, text in page_texts(pdf, list(q.pages)).items()}
 
 
 # -- verdicts ------------------------------------------------------------------------------------
