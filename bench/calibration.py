@@ -20,7 +20,8 @@ the AUROC on each manual with the model fitted on the others (``by_manual``), fi
 reader gives them, ``confidence.LOGPROB_DEFAULT``), chooses the fold threshold on --dev (the
 highest that folds at most ``MAX_RIGHT_FOLDED`` of its right answers) and writes the model.
 
-``report`` prints, for rows scored by the model: the AUROC, the risk-coverage curve (share of
+--rows and --dev read this bench's rows or the dev probe's (bench/probe.py's OUT/rows.jsonl: the
+``calibration`` field of its text-mode rows). ``report`` prints, for rows scored by the model: the AUROC, the risk-coverage curve (share of
 the shown answers that are wrong against the share of the right answers shown, one line per
 threshold), and at the model's threshold the two figures of the issue: wrong answers shown
 unfolded as a share of all answers, right answers folded as a share of the right ones; and the
@@ -91,13 +92,20 @@ def interleaved(questions: list[dict]) -> list[dict]:
 
 
 def labelled_row(q: dict, a) -> dict:
-    """One answer as a row: what it said, what the check read, and the regex's labels."""
+    """One answer to a question of ``bench.calibration_questions`` as a row."""
     rx = re.compile(q["regex"])
-    found = lambda text: bool(text) and rx.search(text) is not None  # noqa: E731
+    return {"manual": q["manual"], "question": q["question"], "kind": q.get("kind"),
+            "regex": q["regex"], **calibration_fields(a, lambda t: rx.search(t) is not None)}
+
+
+def calibration_fields(a, holds) -> dict:
+    """What an answer said, what the answer check read, and the key-fact labels (``holds(text)``:
+    the question's regex finds the fact in ``text``): the fields ``fit`` and ``report`` read,
+    shared by this bench's rows and the dev probe's (bench/probe.py)."""
+    found = lambda text: bool(text) and bool(holds(text))  # noqa: E731
     j = a.as_json()
     key = j["key_line"]
-    return {"manual": q["manual"], "question": q["question"], "kind": q.get("kind"),
-            "regex": q["regex"], "answer": a.text, "right": found(a.text),
+    return {"answer": a.text, "right": found(a.text),
             "quote": a.quote.text if a.quote is not None else None,
             "quote_hit": found(a.quote.text if a.quote is not None else ""),
             "key_line": key, "key_hit": found(key["text"]) if key else None,
@@ -214,6 +222,27 @@ def report(rows: list[dict], conf: Confidence, title: str) -> dict:
     return fig
 
 
+def probe_rows(rows: list[dict]) -> list[dict]:
+    """The dev probe's generated answers as this bench's rows (bench/probe.py's ``calibration``
+    field, with the row's manual, question and kind)."""
+    return [{"manual": r["manual"], "question": r["question"], "kind": r["kind"],
+             **r["calibration"]} for r in rows if r.get("calibration")]
+
+
+def report_probe(rows: list[dict], model: Path = ASSET) -> dict | None:
+    """``report`` on the dev probe's rows (None when no row generated or no model is there)."""
+    conf, scored = Confidence.load(model), probe_rows(rows)
+    if conf is None or not scored:
+        return None
+    return report(scored, conf, "the answer check on the dev probe")
+
+
+def read_any(path: Path) -> list[dict]:
+    """Rows of this bench, or the dev probe's rows (OUT/rows.jsonl of bench/probe.py)."""
+    rows = read_rows(path)
+    return probe_rows(rows) if rows and "calibration" in rows[0] else rows
+
+
 def write_model(conf: Confidence, path: Path, meta: dict) -> None:
     path.write_text(json.dumps({"signals": list(conf.names), "mean": conf.mean.round(6).tolist(),
                                 "scale": conf.scale.round(6).tolist(),
@@ -237,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         qs = interleaved([json.loads(ln) for p in args.questions for ln in open(p) if ln.strip()])
         answer_rows(qs[:args.limit], args.rows[0], args.db_dir)
         return
-    rows = [r for p in args.rows for r in read_rows(p)]
+    rows = [r for p in args.rows for r in read_any(p)]
     if args.step == "report":
         conf = Confidence.load(args.model)
         report(rows, conf, ", ".join(str(p) for p in args.rows))
@@ -246,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     for m, f in folds.items():
         print(f"{m}: {f}")
     conf = as_confidence(*fit(rows))
-    dev = [r for p in args.dev for r in read_rows(p)]
+    dev = [r for p in args.dev for r in read_any(p)]
     if dev:
         conf.threshold = threshold_on(conf, dev)
     write_model(conf, args.out, {"fitted_on": sorted({r["manual"] for r in rows}),

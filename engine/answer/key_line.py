@@ -16,7 +16,11 @@ a command, a file, a number, a code line). Its score is the best sentence score
 line) or introduces it (a sentence before it ending in a colon or unfinished), plus
 ``ANSWER_WEIGHT`` when the model's answer names the line's term (agreement between the two
 breaks near-ties), ``LEAD_WEIGHT`` when the line opens with its term (a row of an option table,
-a command line, rather than a name in passing) and ``QUOTE_WEIGHT`` when it is in the quote. Hand-written: no library picks a
+a command line, rather than a name in passing), ``NAME_WEIGHT`` when the term's name holds a word
+of the question, and ``QUOTE_WEIGHT`` when it is in the quote. A section's first
+``HEAD_LINES`` units are candidates too when the reader saw any of its units, and a line that
+opens one of them with its term scores as the section's best unit: a reference manual's
+section opens with the command it documents (``\\patchcmd{<command>}{<search>}...``). Hand-written: no library picks a
 line out of manual text; the rules are the few regexes of ``answer_type`` and ``terms``.
 """
 from __future__ import annotations
@@ -33,10 +37,14 @@ COMMAND, VALUE, FILE = "command", "value", "file"
 ANSWER_WEIGHT = 0.15
 QUOTE_WEIGHT = 0.05
 LEAD_WEIGHT = 0.15  # the line opens with its term: an option table's row, a command line
+NAME_WEIGHT = 0.1  # the term's name holds a word of the question ("patch" in \\patchcmd)
+HEAD_LINES = 2  # a section's first lines name what it documents (a command's signature)
 MAX_CHARS = 200  # a longer "line" is a paragraph: its sentence holding the term is taken
 _FILE_Q = re.compile(r"\b(which|what)\s+(file|directory|folder|path)\b|\bwhere\s+(is|are|does|do)\b"
                      r".*\b(stored|kept|saved|located|written|read|installed|put)\b", re.I)
 _DEFAULT_Q = re.compile(r"\bdefault\b", re.I)
+_COMMAND_Q = re.compile(r"\b(which|what)\s+(\w+\s+)?(command|macro|function|directive|keyword|"
+                        r"environment|variable)s?\b", re.I)
 # the term kinds that answer each kind of question
 KINDS = {OPTION: {"option", "command", "identifier", "code"},
          COMMAND: {"command", "option", "code", "file", "identifier"},
@@ -44,6 +52,9 @@ KINDS = {OPTION: {"option", "command", "identifier", "code"},
          VALUE: {"number", "quoted", "file", "identifier"},
          FILE: {"file"}}
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
+_GENERIC = {"which", "what", "where", "should", "would", "could", "optio", "comma", "value",
+            "defau", "there", "about", "does", "using", "make", "with", "from", "that", "this",
+            "file", "files", "synta"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,8 @@ def wanted(question: str) -> str | None:
         return FILE
     if QUANTITY.search(question or "") or _DEFAULT_Q.search(question or ""):
         return VALUE
+    if _COMMAND_Q.search(question or "") and question_type(question) != OPTION:
+        return COMMAND
     return {HOWTO: COMMAND, OPTION: OPTION, SYNTAX: SYNTAX}.get(question_type(question))
 
 
@@ -106,7 +119,13 @@ def choose(question: str, ranked: list, shown: list, quote=None, answer: str = "
                   if s.node_id == quote.node_id and s.doc_id == quote.doc_id
                   and s.text in quote.text}
     seen = {(s.doc_id, s.node_id, s.index) for s in shown} | quoted
-    places = seen | {(d, n, i + step) for d, n, i in seen for step in (-1, 1)}
+    places = seen | {(d, n, i + step) for d, n, i in seen for step in (-1, 1)} \
+        | {(d, n, i) for d, n, _ in seen for i in range(HEAD_LINES)}
+    best_in = {}  # a section's best unit score: what its head line documents
+    for s in ranked:
+        key = (s.doc_id, s.node_id)
+        best_in[key] = max(best_in.get(key, s.score), s.score)
+    asked = {w[:5] for w in re.findall(r"[a-z]{4,}", (question or "").lower())} - _GENERIC
     said = terms.normalize(answer or "")
     best, best_score = None, float("-inf")
     for place in sorted(places, key=lambda p: (p[0] or 0, p[1], p[2])):
@@ -124,7 +143,10 @@ def choose(question: str, ranked: list, shown: list, quote=None, answer: str = "
         for line, found in _lines(unit.text, kind):
             agree = any(terms.contains(said, terms.normalize(t)) for t in found) if said else False
             leads = line.lstrip("$> ").startswith(found[0])
-            s = score + ANSWER_WEIGHT * agree + LEAD_WEIGHT * leads
+            named = any(w in terms.normalize(found[0]) for w in asked)
+            base = best_in[(d, n)] if leads and i < HEAD_LINES else score
+            s = max(score, base) + ANSWER_WEIGHT * agree + LEAD_WEIGHT * leads \
+                + NAME_WEIGHT * named
             if s > best_score:
                 page = page_of(unit) if page_of is not None else unit.page_start
                 best, best_score = KeyLine(line, page, unit.heading, found[0],
