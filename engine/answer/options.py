@@ -6,9 +6,9 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from engine.answer import sentences as sentence_evidence
+from engine.answer.passages import sentences as sentence_evidence
 from engine.answer.modes import MODES, TEXT_PACKINGS
-from engine.answer.prompts import TEXT_PROMPTS
+from engine.answer.generation.prompts import TEXT_PROMPTS
 from engine.routing.fused import ROUTERS, WALKS
 
 # The most new tokens an answer may ask for: SmolLM2's context window (8192 positions) less
@@ -50,7 +50,7 @@ class AskOptions:
     flat_segment_tokens: int = 256
     router: str = "fused"  # fused | memory | lexical | dense (engine.routing.fused)
     walk: str | None = None  # engine.routing.fused.WALKS; None: the settings' walk
-    # Text mode's system prompt (engine.answer.prompts.TEXT_PROMPTS). "generic" is the default by
+    # Text mode's system prompt (engine.answer.generation.prompts.TEXT_PROMPTS). "generic" is the default by
     # measurement: on the manual dev questions it scored 13.12 ROUGE-L against 12.04 for the
     # stricter "manual" prompt, whose "say the manual does not say" made SmolLM2-135M refuse
     # or answer in a few words (docs/results.md, "Text-mode prompt and decoding").
@@ -58,7 +58,7 @@ class AskOptions:
     repetition_penalty: float = 1.0  # decoding; 1.0 = off
     no_repeat_ngram: int = 0  # decoding; 0 = off
     # Text mode's context (engine.answer.modes.TEXT_PACKINGS): "sentences" (the best sentences
-    # of the routed sections within sentence_budget tokens, engine.answer.sentences) or
+    # of the routed sections within sentence_budget tokens, engine.answer.passages.sentences) or
     # "sections" (the earlier packing: whole sections within text_budget tokens).
     text_packing: str = "sentences"
     sentence_budget: int = sentence_evidence.BUDGET
