@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from engine.answer.passages import sentences as sentence_evidence
 from engine.answer.passages.sections import pack_context
-from engine.answer.passages.pages import sentence_pager
+from engine.answer.passages.grounding import sentence_pager
 from engine.answer.modes.base import Mode, ModeInputs, Step
 from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
 

@@ -1,13 +1,20 @@
 """Evidence lines: the sentences of the cited sections that support an answer, with their pages.
 
-Each cited section's body is split into sentences (``engine.answer.passages.units.split_sentences``).
-The answer is split the same way (its cut marker removed). Both go through the dense channel's sentence encoder (all-MiniLM-L6-v2);
+Each cited section's body is split into sentences (``units.split_sentences``: paragraphs at blank
+lines, lines inside a paragraph joined, then a cut after ``.``, ``!`` or ``?`` followed by a
+space and a capital, digit, bracket, quote or backslash; pieces over 300 characters are cut at
+their line breaks; pieces under 4 words and contents-style lines with dot leaders are dropped). The answer is split the same way (its
+cut marker removed). Both go through the dense channel's sentence encoder (all-MiniLM-L6-v2);
 a section sentence scores the highest cosine to any answer sentence. Lines at or above
 ``THRESHOLD`` are kept, best first, at most ``MAX_LINES``; below it none is shown (no line is
 better than a wrong one). The threshold was chosen on the dev sets (docs/results.md, "Answers
 a person can check").
 
-Pages: where a sentence begins (``engine.answer.passages.pages.locate_page``).
+Pages: a sentence of a one-page section is on that page. For a section over several pages the
+PDF is read (PyMuPDF) and the sentence's opening words are looked up, normalised (case,
+spacing, punctuation), on the section's pages; without the file the page is None (unknown,
+never guessed). The file is the library's stored copy (``Library.get_source``), its pages
+read once per content hash (``pages.PageTexts``, ``pages.locate_page``).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from engine.answer.passages import quote as quoting
 from engine.answer.passages import sentences as sentence_evidence
 from engine.answer.passages.sections import heading_path, routed_sections
 from engine.answer.passages.evidence import EvidenceLine, Section, evidence_lines
-from engine.answer.passages.pages import pages_lookup, sentence_pager
+from engine.answer.passages.pages import locate_page, pages_lookup
 
 
 def sections(routing, trees: dict, cited: list[int]) -> list[Section]:
@@ -38,6 +38,19 @@ def ranked_sentences(rt, routing, trees: dict, question: str, route,
         for s in routed_sections(routing, trees, sorted(route.selected))]
     return sentence_evidence.score(rt.encoder, question, sentence_evidence.candidates(found),
                                    query_vec=query_dense)
+
+
+def sentence_pager(rt):
+    """``page_of(sentence)``: the physical 1-based page where a sentence begins (its section's
+    first page when the section is one page; None when unknown: never guessed)."""
+    pages_of = pages_lookup(rt)
+
+    def page_of(s: sentence_evidence.Sentence) -> int | None:
+        if s.page_start is None or s.page_end is None or s.page_end <= s.page_start:
+            return s.page_start
+        return locate_page(s.text, s.page_start, s.page_end, pages_of(s))
+
+    return page_of
 
 
 def find_quote(rt, routing, trees: dict, question: str, route, query_dense,

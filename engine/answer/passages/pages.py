@@ -1,5 +1,6 @@
 """Where a passage is in the PDF: the pages of a stored PDF, read once per content hash and
-runtime (``PageTexts``, ``page_texts``), and the page a sentence begins on (``locate_page``).
+runtime (``PageTexts``, ``page_texts``, ``pages_lookup``), and the page a sentence begins on
+(``locate_page``; a ranked sentence's: ``grounding.sentence_pager``).
 
 A sentence of a one-page section is on that page. For a section over several pages the PDF is
 read (PyMuPDF) and the sentence's opening words are looked up, normalised (case, spacing,
@@ -89,16 +90,3 @@ def pages_lookup(rt):
         return cache.get(shas[item.doc_id], stored)
 
     return pages_of
-
-
-def sentence_pager(rt):
-    """``page_of(sentence)``: the physical 1-based page where a sentence begins (its section's
-    first page when the section is one page; None when unknown: never guessed)."""
-    pages_of = pages_lookup(rt)
-
-    def page_of(s) -> int | None:
-        if s.page_start is None or s.page_end is None or s.page_end <= s.page_start:
-            return s.page_start
-        return locate_page(s.text, s.page_start, s.page_end, pages_of(s))
-
-    return page_of
