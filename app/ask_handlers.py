@@ -138,13 +138,10 @@ def answer_updates(t: AskTab, a, out: dict, shown: str) -> dict:
 
 def validate_ask(s: AppState, t: AskTab, req: AskRequest) -> list:
     """Gradio validator of /ask (the page and API clients): a bad question or option value is
-    one line under its input (``AskRequest.option_problems``: the engine's rules, in every
+    one line under its input (``AskRequest.problems``: the engine's rules, in every
     mode), and nothing is asked, stored or wiped. One ``gr.validate`` per input, in
     ``AskRequest``'s order."""
-    problems = req.option_problems(s.settings)
-    question = req.question_problem(s.settings)
-    if question is not None:
-        problems["question"] = question
+    problems = req.problems(s.settings)
     return [gr.validate(name not in problems, problems.get(name, ""))
             for name in AskRequest.names()]
 

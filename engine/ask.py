@@ -25,7 +25,7 @@ from engine.serving.remote_reader import ReaderError
 from engine.answer.modes import MODES, NOT_COVERED, Mode, ModeInputs, Step
 from engine.answer.response import Answer, Citation, Metrics, citation
 from engine.answer.options import (MAX_NEW_TOKENS, AskError, AskOptions, MemoriesPending,
-                                checked_question)
+                                   checked_question, parse_doc_id)
 from engine.documents import load_documents, memories_pending, pending_line, routing_tree
 from engine.routing import lexical
 from engine.routing.fused import RouteQuery, RouterUnavailable, route_on_evidence
@@ -71,10 +71,7 @@ def resolve_docs(rt: Runtime, doc: int | str | None) -> list[int]:
         if not ids:
             raise AskError("the library is empty: ingest a manual first")
         return ids
-    try:
-        doc_id = int(doc)
-    except (TypeError, ValueError):
-        raise AskError(f"not a document id: {doc!r}") from None
+    doc_id = parse_doc_id(doc)
     from storage import DocumentNotFound
 
     try:
