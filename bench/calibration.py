@@ -38,7 +38,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-from engine.answer.confidence import LOGPROB_DEFAULT, SIGNALS, Confidence
+from engine.answer.checks.confidence import LOGPROB_DEFAULT, SIGNALS, Confidence
 
 MAX_RIGHT_FOLDED = 0.25  # the bound on right answers folded, on the dev probe
 ASSET = Path("assets/answer_check.json")

@@ -28,7 +28,7 @@ import random
 import re
 from pathlib import Path
 
-from engine.answer.passages import split_units
+from engine.answer.passages.units import split_units
 
 # (package, file under the unpacked root, name): options of an editor, of a media tool, and the
 # configuration variables of a mail client
