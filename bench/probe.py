@@ -2,7 +2,7 @@
 key fact (issue 42).
 
     python -m bench.probe [--manuals LIST] [--modes quote,text] [--limit N] [--out DIR]
-                          [--db URL] [--check-only]
+                          [--db URL] [--check-only] [--from-rows ROWS]
 
 Every manual of bench/probe/manuals.json is ingested with the product's own ingest (phase one:
 tree and routing evidence, as ``python -m engine ingest --text-only`` does; bench.qa's
@@ -102,7 +102,7 @@ def ask_row(rt, doc_id: int, q: ProbeQuestion, m: Manual, mode: str) -> dict:
 
 COLUMNS = (("quote holds", "quote_holds"), ("quote page", "quote_page"),
            ("answer holds", "answer_holds"), ("wrong unmarked", "wrong_unmarked"),
-           ("right flagged", "right_flagged"))
+           ("right flagged", "right_flagged"), ("fragment quotes", "quote_fragment"))
 
 
 def rates(rows: list[dict]) -> dict:
@@ -189,8 +189,14 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"database URL (default: sqlite:///{DATA_DIR}/lib.sqlite3, reused)")
     ap.add_argument("--check-only", action="store_true",
                     help="only check that every key's regex matches its gold pages")
+    ap.add_argument("--from-rows", type=Path, default=None,
+                    help="only summarise an existing rows.jsonl (e.g. of an interrupted run)")
     args = ap.parse_args(argv)
     manuals = load_manuals()
+    if args.from_rows:
+        rows = [json.loads(x) for x in args.from_rows.read_text().splitlines() if x.strip()]
+        print(f"(from {args.from_rows}: {len(rows)} rows)\n\n{summary(rows, manuals)}")
+        return
     try:
         questions = load_questions(args.questions, manuals)
     except ValueError as e:
