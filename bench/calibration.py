@@ -276,10 +276,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{m}: {f}")
     conf = as_confidence(*fit(rows))
     dev = [r for p in args.dev for r in read_any(p)]
-    if dev:
-        conf.threshold = threshold_on(conf, dev)
+    # the choice is the dev probe; without its rows, the fitted rows (said in the file)
+    conf.threshold = threshold_on(conf, dev or rows)
     write_model(conf, args.out, {"fitted_on": sorted({r["manual"] for r in rows}),
-                                 "rows": len(rows), "by_manual": folds})
+                                 "rows": len(rows), "by_manual": folds,
+                                 "threshold_on": "dev probe" if dev else "fitted rows"})
     print(f"model -> {args.out} (threshold {conf.threshold:.3f})")
     if dev:
         report(dev, conf, "dev probe")
