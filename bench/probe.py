@@ -39,7 +39,7 @@ ROUTE_TITLES = 5  # selected sections named in a row's route summary
 
 def answer_of(ans) -> ProbeAnswer:
     """The plain data ``judge`` reads, from an engine Answer."""
-    from engine.answer.evidence import strip_cut_marker
+    from engine.answer.passages.evidence import strip_cut_marker
 
     quote = ans.quote
     return ProbeAnswer(text=strip_cut_marker(ans.text or ""),
