@@ -43,7 +43,7 @@ ROUTE_TITLES = 5  # selected sections named in a row's route summary
 
 def answer_of(ans) -> ProbeAnswer:
     """The plain data ``judge`` reads, from an engine Answer."""
-    from engine.answer.evidence import strip_cut_marker
+    from engine.answer.passages.evidence import strip_cut_marker
 
     quote = ans.quote
     return ProbeAnswer(text=strip_cut_marker(ans.text or ""),
@@ -178,6 +178,16 @@ def pick(questions: list[ProbeQuestion], manuals: list[str] | None, limit: int |
     return out
 
 
+def round_robin(questions: list[ProbeQuestion]) -> list[ProbeQuestion]:
+    """One question of each manual in turn (file order within a manual): a run cut short has
+    asked every manual alike."""
+    by: dict[str, list[ProbeQuestion]] = defaultdict(list)
+    for q in questions:
+        by[q.manual].append(q)
+    width = max((len(v) for v in by.values()), default=0)
+    return [v[i] for i in range(width) for v in by.values() if i < len(v)]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=Path, default=QUESTIONS_FILE)
@@ -206,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     modes = [m for m in args.modes.split(",") if m]
     if unknown or any(m not in MODES for m in modes):
         raise SystemExit(f"error: manuals are {', '.join(manuals)}; modes {', '.join(MODES)}")
-    questions = pick(questions, chosen, args.limit)
+    questions = round_robin(pick(questions, chosen, args.limit))
     if args.check_only:
         bad = check_questions(questions, manuals)
         print("\n".join(bad) or f"{len(questions)} questions: every key matches its gold pages")

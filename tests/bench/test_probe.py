@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from bench.probe import check_questions, pick, rates, summary_table
+from bench.probe import check_questions, pick, rates, round_robin, summary_table
 from bench.probe_set import (KINDS, ProbeAnswer, ProbeQuestion, fragment, holds, judge,
                              key_on_pages, load_manuals, load_questions, manual_pdf, normal,
                              size_bucket)
@@ -159,3 +159,9 @@ def test_pick_limits_per_manual(questions):
     assert Counter(q.manual for q in got) == {"zsh": 3, "pari": 3}
     assert len(pick(questions, None, None)) == len(questions)
 
+
+
+def test_round_robin_takes_each_manual_in_turn(questions):
+    got = round_robin(pick(questions, ["camlidl", "zsh"], 3))
+    assert [q.manual for q in got] == ["camlidl", "zsh"] * 3
+    assert [q.id for q in got if q.manual == "zsh"] == ["zsh-01", "zsh-02", "zsh-03"]
