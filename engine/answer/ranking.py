@@ -41,7 +41,6 @@ FEATURES = ("pool_bm25", "pool_rank", "flat_bm25", "flat_rank", "routed", "flat"
             "q_option", "q_syntax", "q_definition", "q_default", "ident_overlap", "word_overlap",
             "number_cue", "position", "section_place", "words", "short", "matter",
             "section_bm25")
-SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "passage_ranker.json"
 
 _IDENT = re.compile(r"(?:\\|--?)?[A-Za-z_][\w.:@-]*[\w]")
 _DEFAULT_Q = re.compile(r"\b(default|how (many|much|long)|maximum|minimum|limit|size|number of)\b",
@@ -201,7 +200,7 @@ class PassageRanker:
     threshold: float  # the least probability a quote needs (the card says how it was set)
 
     @classmethod
-    def load(cls, path: Path = SHIPPED) -> "PassageRanker":
+    def load(cls, path: Path) -> "PassageRanker":
         data = json.loads(Path(path).read_text())
         if tuple(data["features"]) != FEATURES:
             raise ValueError(f"{path}: its features are not this engine's (refit it)")
@@ -225,7 +224,7 @@ def rank(ranker: PassageRanker, encoder, question: str, routed: list[Sentence], 
                                        query_vec)
     probs = ranker.probabilities(rows)
     for c in cands:
-        c.sentence.score = 0.0
+        c.sentence.score, c.sentence.channel = 0.0, c.channel
     for i, p, row in zip(chosen, probs, rows):
         s = cands[i].sentence
         s.score = round(float(p), 4)
