@@ -19,9 +19,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.answer.context import heading_path, readable
+from engine.answer.context import CONTEXT_EXCLUDED_KINDS, heading_path, readable
 from engine.answer.passages import split_units
 from engine.answer.sentences import Sentence
+from engine.document.matter import matter_kind
 from engine.routing import lexical
 
 FLAT_TOP = 16  # flat candidates per question (the issue: BM25's top three held the page often)
@@ -48,7 +49,9 @@ class PassageIndex:
                 continue
             heading = heading_path(tree, node.id) or node.title
             title = heading.split(" > ")[-1] if heading else ""
-            kinds[node.id] = node.kind
+            # a tree stored before the shape rules existed is judged here (engine.document.matter)
+            kinds[node.id] = node.kind if node.kind in CONTEXT_EXCLUDED_KINDS else (
+                matter_kind(node.text, node.page_start, tree.pages, node.title) or node.kind)
             sec_ids.append(node.id)
             sec_rows.append(lexical.evidence_tokens([heading], node.text, title_boost=1))
             for i, u in enumerate(split_units(node.text, title)):

@@ -108,6 +108,8 @@ def pool(routed: list[Sentence], indexes: dict, question: str,
     for c in out:
         if c.routed and c.sentence.doc_id in indexes:
             c.section_kind = indexes[c.sentence.doc_id].kinds.get(c.sentence.node_id, "section")
+    if not with_matter:  # a stored tree's matter the index judged (passage_index)
+        out = [c for c in out if c.section_kind not in CONTEXT_EXCLUDED_KINDS]
     for i, c in enumerate(out):
         c.sentence.order = i
     return out, flat_scores
