@@ -34,7 +34,7 @@ from engine.routing import lexical
 from engine.training.data import HEADING_TEMPLATES
 
 GOLD_ROUTED = 0.9
-PER_MANUAL = {"heading": 8, "sentence": 6, "practical": 14}
+PER_MANUAL = {"heading": 6, "sentence": 4, "practical": 12}
 PRACTICAL_HEADING = ("How do I use {t}?", "What is {t}?", "How does {t} work?")
 
 _TO_DO = re.compile(r"^To ([a-z][\w\s\\-]{5,60}?),\s")

@@ -81,7 +81,10 @@ def build(data: Path, limit: int | None, shared: Path) -> None:
     from engine.training.passage_pairs import manual_rows
 
     fetch_packages(PACKAGES, data)
-    paths = [data / "root" / m for m in MANUALS[:limit]]
+    order = MANUALS[-6:][::-1] + [m for pair in zip(MANUALS[:-6][::2], MANUALS[:-6][1::2][::-1])
+                                  for m in pair]
+    order += [m for m in MANUALS if m not in order]
+    paths = [data / "root" / m for m in order[:limit]]
     check_not_evaluation(paths, shared)
     settings = Settings()
     tok = load_tokenizer(settings)
