@@ -12,7 +12,8 @@ the all-MiniLM-L6-v2 cosine of the question to "heading path: unit" and to the h
 alone, the heading match, the answer type (``engine.answer.answer_type``) and the unit's kind,
 the share of the question's identifiers and of its words in the unit, a number where a default
 or a quantity is asked, the unit's position in its section and the section's in the manual,
-its length, the front/back-matter flag, and the section's BM25. Only the ``ENCODED`` best units
+its length, the front/back-matter flag, the section's BM25, and both cosines less the best
+among the question's candidates (a pointwise model then sees how a unit stands among them). Only the ``ENCODED`` best units
 by pool BM25 and every flat candidate are encoded and scored; the rest keep score 0.
 
 The model (``PassageRanker``): a logistic regression over standardised features (scikit-learn,
@@ -40,7 +41,7 @@ FEATURES = ("pool_bm25", "pool_rank", "flat_bm25", "flat_rank", "routed", "flat"
             "head_cosine", "heading_match", "type_fit", "is_line", "is_intro", "q_howto",
             "q_option", "q_syntax", "q_definition", "q_default", "ident_overlap", "word_overlap",
             "number_cue", "position", "section_place", "words", "short", "matter",
-            "section_bm25")
+            "section_bm25", "cosine_gap", "head_cosine_gap")
 
 _IDENT = re.compile(r"(?:\\|--?)?[A-Za-z_][\w.:@-]*[\w]")
 _DEFAULT_Q = re.compile(r"\b(default|how (many|much|long)|maximum|minimum|limit|size|number of)\b",
@@ -130,6 +131,8 @@ def features(question: str, cands: list[Candidate], chosen: list[int], cos: np.n
         r = np.empty(len(sc), dtype=np.int64)
         r[np.argsort(-sc, kind="stable")] = np.arange(len(sc))
         flat_rank[d], flat_best[d] = r, (float(sc.max()) if len(sc) else 0.0)
+    best_cos = float(np.max(cos)) if len(cos) else 0.0
+    best_head = float(np.max(head_cos)) if len(head_cos) else 0.0
     rows = []
     for k, i in enumerate(chosen):
         c = cands[i]
@@ -157,7 +160,8 @@ def features(question: str, cands: list[Candidate], chosen: list[int], cos: np.n
             (s.page_start or 0) / n_pages if n_pages else 0.0,
             math.log1p(words), float(words < 4),
             float(c.section_kind in CONTEXT_EXCLUDED_KINDS or bool(_LEADER.search(s.text))),
-            section_scores.get((s.doc_id, s.node_id), 0.0)])
+            section_scores.get((s.doc_id, s.node_id), 0.0),
+            float(cos[k]) - best_cos, float(head_cos[k]) - best_head])
     return np.asarray(rows, dtype=np.float32).reshape(len(chosen), len(FEATURES))
 
 
