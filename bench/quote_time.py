@@ -8,7 +8,7 @@ linear score over the routed sections (``H2MT_PASSAGE_RANKER=none``: the quote a
 issue 42) and the shipped passage ranker, question by question, so that both see the same
 machine load. Reports the median of the answer's total time (question to quote: routing and the
 quote; quote mode generates nothing) and of its ``quote_ms`` for each, and the first ask's time
-with the ranker (it builds the manual's passage index: ``engine.answer.passage_index``).
+with the ranker (it builds the manual's passage index: ``engine.answer.passages.passage_index``).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Training pairs for the passage ranker (``engine.answer.ranking``): questions about Debian
+"""Training pairs for the passage ranker (``engine.answer.passages.ranking``): questions about Debian
 documentation manuals, each with the passage it was made from, and the ranker's feature rows of
 every candidate the engine would weigh for it.
 
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.answer.context import CONTEXT_EXCLUDED_KINDS
-from engine.answer.passage_index import PassageIndex
-from engine.answer.ranking import FEATURES, encode_and_describe, pool
-from engine.answer.sentences import SectionText, candidates
+from engine.answer.passages.sections import CONTEXT_EXCLUDED_KINDS
+from engine.answer.passages.passage_index import PassageIndex
+from engine.answer.passages.ranking import FEATURES, encode_and_describe, pool
+from engine.answer.passages.sentences import SectionText, candidates
 from engine.routing import lexical
 from engine.training.data import HEADING_TEMPLATES
 

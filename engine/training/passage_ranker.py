@@ -1,4 +1,4 @@
-"""Fit the passage ranker (``engine.answer.ranking``) on Debian documentation manuals.
+"""Fit the passage ranker (``engine.answer.passages.ranking``) on Debian documentation manuals.
 
     python -m engine.training.passage_ranker build [--data data/ranker] [--limit N]
     python -m engine.training.passage_ranker fit [--data data/ranker] [--out assets/passage_ranker.json]
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.answer.ranking import FEATURES
+from engine.answer.passages.ranking import FEATURES
 
 PACKAGES = ["texlive-science-doc", "bash-doc", "developers-reference"]
 _TL = "usr/share/doc/texlive-doc/latex/"
@@ -124,7 +124,7 @@ def top1(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, n_queries: 
 
 
 def linear_today(rows: np.ndarray) -> np.ndarray:
-    """Today's quote score (engine.answer.sentences.score) from the same feature rows."""
+    """Today's quote score (engine.answer.passages.sentences.score) from the same feature rows."""
     f = {n: rows[:, i] for i, n in enumerate(FEATURES)}
     return f["cosine"] + 0.5 * f["pool_bm25"] + 0.2 * f["heading_match"] + 0.1 * f["type_fit"]
 
