@@ -13,7 +13,10 @@ quote holds the key fact (its regex), the quote begins on a gold page, the answe
 the fact, a wrong answer shown unmarked (no flag, no fold, not "not covered"), a right answer
 flagged or folded. The summary gives these per mode, per manual and per size bucket (under 150
 pages, 150-400, over 400); every row (question, quote, its page, answer, the check, a route
-summary, timings) goes to OUT/rows.jsonl, the tables to OUT/summary.md.
+summary, timings) goes to OUT/rows.jsonl, the tables to OUT/summary.md. A generated answer's
+row also carries ``calibration`` (the answer check's signals, confidence, fold line and key line,
+labelled by the key fact: ``bench.calibration.calibration_fields``), and the run ends with the
+confidence's AUROC and risk-coverage curve (``bench.calibration.report``).
 
 --check-only checks the question file instead (every regex compiles and matches the text of
 each of its gold pages) and exits non-zero on a failure.
@@ -28,9 +31,10 @@ from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
+from bench.calibration import calibration_fields, report_probe
 from bench.metrics import mean, median
 from bench.probe_set import (BUCKETS, DATA_DIR, QUESTIONS_FILE, Manual, ProbeAnswer,
-                             ProbeQuestion, judge, key_on_pages, load_manuals, load_questions,
+                             ProbeQuestion, holds, judge, key_on_pages, load_manuals, load_questions,
                              manual_pdf)
 
 MODES = ("quote", "text")
@@ -87,7 +91,11 @@ def ask_row(rt, doc_id: int, q: ProbeQuestion, m: Manual, mode: str) -> dict:
             "timings_ms": {"wall": wall, "total": met.total_ms, "route": met.route_ms,
                            "quote": met.quote_ms, "ttft": met.ttft_ms if mode != "quote" else None,
                            "evidence": met.evidence_ms},
-            "generated_tokens": met.generated_tokens}
+            "generated_tokens": met.generated_tokens,
+            # the answer check's signals, confidence and key line, labelled by the key fact
+            # (bench.calibration reads these rows: the fold threshold, the risk-coverage curve)
+            "calibration": calibration_fields(ans, lambda t: holds(q, t))
+            if ans.verdict is not None else None}
 
 
 # -- summary -------------------------------------------------------------------------------------
@@ -249,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
           f"channel); wall time {time.perf_counter() - t_start:.0f} s", "", summary(rows, manuals)]
     (args.out / "summary.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
+    report_probe(rows)  # the answer check's AUROC and risk-coverage curve (bench.calibration)
 
 
 if __name__ == "__main__":
