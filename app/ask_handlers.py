@@ -41,12 +41,12 @@ PAGE_HINT = "Select a cited node or an evidence line to see its page here."
 
 # -- asking --------------------------------------------------------------------------------------
 
-def do_ask(s: AppState, t: AskTab, req: AskRequest):
+def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
     """Streams: the routing tree, icicle, route table and the sections to be read as soon
     as routing ends, then the answer as it is generated, then the final answer, metrics,
     history and (in the view State) the evidence lines and notices."""
     opts = req.options(s.settings)
-    events = s.run_ask_stream(req.doc, req.question, opts)
+    events = s.run_ask_stream(req.doc, req.question, opts, user)
     try:
         first = next(events)  # the request's errors come before the first event
     except MemoriesPending as e:  # a notice; the last answer and tree stay as they were
@@ -73,7 +73,7 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest):
             a = ev.answer  # a quote found after generation (memory, full, flat) comes now
             late = ({} if quoted
                     else quote_updates(t, *quote_outputs(s, a.quote, a.not_covered, a.mode)))
-            yield {**final_updates(s, t, a, req.doc), **late}
+            yield {**final_updates(s, t, a, req.doc, user), **late}
 
 
 def route_updates(t: AskTab, rv) -> dict:
@@ -93,7 +93,7 @@ def quote_updates(t: AskTab, quote_md, page) -> dict:
     return {t.quote_md: quote_md, **page_updates(t, page)}
 
 
-def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
+def final_updates(s: AppState, t: AskTab, a, doc, user: str | None = None) -> dict:
     """The outputs of a finished answer (and its view State: notice, evidence lines)."""
     rv = figures(s, a, doc)
     degenerate = getattr(a, "degenerate", None)
@@ -124,7 +124,8 @@ def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
                       not_covered=getattr(a, "not_covered", False),
                       reader=getattr(a, "reader", None), reader_error=reader_error)
     return {**answer_updates(t, a, shown), t.metrics: metrics_md(a), t.cited: cited_rows(a),
-            **route_updates(t, rv), t.history: history_rows(s, doc), t.view: view}
+            **route_updates(t, rv), t.history: history_rows(s, doc, user=user),
+            t.view: view}
 
 
 def answer_updates(t: AskTab, a, shown: str) -> dict:

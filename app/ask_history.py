@@ -23,7 +23,8 @@ HISTORY_COLUMNS = ["query", "asked (UTC)", "mode", "question", "answer", "TTFT m
 HISTORY_ROWS = 50
 
 
-def history_rows(s: AppState, doc) -> list[list]:
+def history_rows(s: AppState, doc, *, user: str | None = None) -> list[list]:
+    """A manual's newest questions that ``user`` may see (their own; an admin's: everyone's)."""
     if doc in (None, "", ALL):
         return []
     try:  # the picker takes typed values: not an id, no history
@@ -31,7 +32,8 @@ def history_rows(s: AppState, doc) -> list[list]:
     except (TypeError, ValueError):
         return []
     rows = []
-    for q in reversed(s.rt.library.list_queries(doc_id, newest=HISTORY_ROWS)):
+    for q in reversed(s.rt.library.list_queries(doc_id, newest=HISTORY_ROWS,
+                                                asker=s.history_asker(user))):
         m = q.metrics or {}
         sel = sum(1 for r in (q.route or []) if r.get("status") == "selected")
         ans = " ".join((q.answer or "").split())
@@ -41,14 +43,16 @@ def history_rows(s: AppState, doc) -> list[list]:
     return rows
 
 
-def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData) -> dict:
+def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
+                   user: str | None = None) -> dict:
     """A logged question shown again: its answer, metrics, tree and tables, the question, and
     the mode and router it was asked with (when the page still offers them)."""
     row = evt.row_value or []
     if not row or doc in (None, "", ALL):
         raise gr.Error("Select a question of the history.")
     rec = s.rt.library.get_query(int(row[0]))
-    if rec is None or rec.doc_id != doc_arg(doc):
+    mine = s.history_asker(user) in (None, getattr(rec, "asker", None))
+    if rec is None or rec.doc_id != doc_arg(doc) or not mine:
         raise gr.Error("That question is no longer in the log.")
     rows = [("from the log", f"query {rec.id}"), ("mode", rec.mode),
             *metric_rows(rec.metrics or {})]

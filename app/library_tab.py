@@ -79,7 +79,8 @@ def pickers(s: AppState, value: str | None):
             gr.update(choices=asks, value=v))
 
 
-def upload(s: AppState, files, progress=gr.Progress()):
+def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = None):
+    s.require_admin(user, "upload manuals")
     settings, rt = s.settings, s.rt
     paths = [Path(f) for f in (files or [])]
     messages, last = [], None
@@ -196,7 +197,8 @@ def node_api(s: AppState, doc_id: int, node_id: int) -> tuple[str, str]:
     return node_view(s, doc_id, node_id)
 
 
-def delete(s: AppState, doc):
+def delete(s: AppState, doc, *, user: str | None = None):
+    s.require_admin(user, "delete manuals")
     if doc in (None, "", ALL):
         raise gr.Error("Choose a manual to delete.")
     doc = doc_arg(doc)

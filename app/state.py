@@ -20,6 +20,7 @@ from typing import Callable
 import gradio as gr
 import plotly.graph_objects as go
 
+from app.accounts import Accounts
 from app.hover import pages_label
 from app.memory_writer import MemoryWriter
 from engine.ask import AskError, AskOptions, ask, ask_stream
@@ -59,9 +60,11 @@ def bind(s: AppState, fn: Callable, *bound, request: type | None = None,
     argument, so a ZeroGPU worker receives only the request's plain inputs.
     """
     skip = 1 + len(bound)
+    wants_user = "user" in inspect.signature(fn).parameters  # keyword-only: the signed-in name
     if request is None:
         sig = inspect.signature(fn)
-        sig = sig.replace(parameters=list(sig.parameters.values())[skip:])
+        sig = sig.replace(parameters=[p for p in list(sig.parameters.values())[skip:]
+                                      if p.name != "user"])
 
         def inputs(*args, **kwargs):
             return args, kwargs
@@ -70,6 +73,22 @@ def bind(s: AppState, fn: Callable, *bound, request: type | None = None,
 
         def inputs(*args, **kwargs):
             return (request(*args, **kwargs),), {}
+    if wants_user:  # Gradio fills a positional gr.Request parameter (after the inputs): its
+        # username is the signed-in name
+        params = list(sig.parameters.values())
+        at = next((i for i, p in enumerate(params) if p.kind not in (
+            p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)), len(params))
+        sig = sig.replace(parameters=[*params[:at], inspect.Parameter(
+            "gr_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+            annotation=gr.Request), *params[at:]])
+        plain_inputs = inputs
+
+        def inputs(*args, **kwargs):
+            req = kwargs.pop("gr_request", None)
+            if len(args) > at:
+                args, req = args[:at] + args[at + 1:], args[at]
+            args, kwargs = plain_inputs(*args, **kwargs)
+            return args, {**kwargs, "user": getattr(req, "username", None)}
     if inspect.isgeneratorfunction(fn):
         def handler(*args, **kwargs):
             args, kwargs = inputs(*args, **kwargs)
@@ -82,6 +101,8 @@ def bind(s: AppState, fn: Callable, *bound, request: type | None = None,
     handler.__signature__ = sig
     handler.__annotations__ = {k: v for k, v in fn.__annotations__.items()
                                if k in sig.parameters or k == "return"}
+    if wants_user:
+        handler.__annotations__["gr_request"] = gr.Request
     return gpu(handler) if on_gpu else handler
 
 
@@ -160,27 +181,39 @@ class AppState:
     sources: dict[int, tuple[str, object]] = field(default_factory=dict)  # doc_id -> (sha, file)
     complete: set[tuple[int, str]] = field(default_factory=set)
     examples: object | None = None  # app/examples.py's ExampleManual, None without examples
+    accounts: Accounts = field(default_factory=Accounts)  # sign-in off unless given
     run_ask: Callable = field(init=False, repr=False)
     run_ask_stream: Callable = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         rt = self.rt
 
-        def run_ask(doc, question, opts: AskOptions):
-            """The engine's Answer (errors as ``user_errors`` says)."""
+        def run_ask(doc, question, opts: AskOptions, asker: str | None = None):
+            """The engine's Answer (errors as ``user_errors`` says), logged as ``asker``'s."""
             target = doc_arg(doc)
             with user_errors():
-                return ask(rt, target, question, opts)
+                return ask(rt, target, question, opts, asker=asker)
 
-        def run_ask_stream(doc, question, opts: AskOptions):
+        def run_ask_stream(doc, question, opts: AskOptions, asker: str | None = None):
             """``run_ask`` as the engine's events (RouteReady, TokenChunk..., AnswerReady), with
             the same errors; they can only come before the first event."""
             target = doc_arg(doc)
             with user_errors():
-                yield from ask_stream(rt, target, question, opts)
+                yield from ask_stream(rt, target, question, opts, asker=asker)
 
         # closures over the runtime, so that a ZeroGPU worker receives only plain arguments
         self.run_ask, self.run_ask_stream = gpu(run_ask), gpu(run_ask_stream)
+
+    def require_admin(self, user: str | None, what: str) -> None:
+        """Refuse (one line) ``what`` to a signed-in person who is not an admin."""
+        if not self.accounts.is_admin(user):
+            raise user_error(f"Only admins may {what} (H2MT_ADMINS); {user or 'you'} may ask "
+                             "questions.")
+
+    def history_asker(self, user: str | None) -> str | None:
+        """Whose questions ``user`` sees in the history: their own, or (admins, no sign-in)
+        everyone's (None)."""
+        return None if self.accounts.sees_all(user) else (user or "")
 
     def tree_of(self, doc_id: int):
         if doc_id not in self.trees:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import ask_tab, compare_tab, library_tab
+from app.accounts import Accounts
 from app import examples as example_questions
 from app.answer_view import route_from_log
 from app.ask_history import HISTORY_ROWS
@@ -48,14 +49,16 @@ MEMORY_POLL_S = 3.0  # how often the page asks how far the background memory wri
 
 
 def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int | None = None,
-              examples: bool = False) -> gr.Blocks:
+              examples: bool = False, accounts: Accounts | None = None) -> gr.Blocks:
     """The app over ``rt``; limits come from ``rt.settings`` (the keywords override two).
     ``examples``: index the example manual in the background and show its questions
-    (app/examples.py; the served app passes ``rt.settings.examples``)."""
+    (app/examples.py; the served app passes ``rt.settings.examples``). ``accounts``: who may
+    upload and delete and whose history each sees (app/accounts.py; None: no sign-in); the
+    sign-in itself is ``launch(auth=accounts.check)``."""
     writer = memory_writer(rt)
     s = AppState(rt, rt.settings.with_(max_upload_mb=max_file_mb, max_pages=max_pages), writer,
                  examples=example_questions.example_manual(rt, writer) if examples
-                 else None)
+                 else None, accounts=accounts or Accounts())
     with gr.Blocks(title="Manual explorer", analytics_enabled=False, fill_width=True) as demo:
         gr.Markdown(
             "## Manual explorer\n"

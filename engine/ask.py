@@ -207,7 +207,7 @@ def generation_worker(rt: Runtime, plan: Plan) -> GenerationWorker:
     return worker_for(rt.cache, plan.model.model, rt.settings.max_asks_in_flight)
 
 
-def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
+def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) -> Iterator:
     """Route, plan, stream, finish, log. Its first step ends after routing (``ask_stream``
     takes it, so that routing's errors are raised before any event); TTFT and total time run
     from the start of routing (from its end in a mode that ``shows_route`` not)."""
@@ -259,28 +259,29 @@ def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
         rt.library.log_query(req.question, mode.name, answer.text,
                              doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None,
                              settings=asdict(opts), route=answer.as_json()["route"],
-                             metrics=asdict(metrics))
+                             metrics=asdict(metrics), asker=asker)
     yield AnswerReady(answer)
 
 
 def ask_stream(rt: Runtime, doc: int | str | None, question: str,
-               opts: AskOptions | None = None, log: bool = True) -> Iterator:
+               opts: AskOptions | None = None, log: bool = True, *,
+               asker: str | None = None) -> Iterator:
     """Answer ``question`` about one document (id) or the whole library (None / "all"), as
     events: ``RouteReady`` when routing ends, ``TokenChunk``s as the answer is generated,
     ``AnswerReady`` at the end (engine.answer.events). The chunks join to the answer's text (a
     cut answer's text then gets " (cut at N tokens)"). Problems with the request raise AskError
     (or MemoriesPending) here, before any event."""
-    events = _pipeline(rt, check(rt, doc, question, opts), log)
+    events = _pipeline(rt, check(rt, doc, question, opts), log, asker)
     next(events)  # routing: its errors are the request's
     return events
 
 
 def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | None = None,
-        log: bool = True) -> Answer:
+        log: bool = True, *, asker: str | None = None) -> Answer:
     """Answer ``question`` about one document (id) or the whole library (None / "all"): the
     last event of ``ask_stream``."""
     answer = None
-    for event in ask_stream(rt, doc, question, opts, log):
+    for event in ask_stream(rt, doc, question, opts, log, asker=asker):
         if isinstance(event, AnswerReady):
             answer = event.answer
     return answer

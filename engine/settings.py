@@ -188,6 +188,16 @@ class Settings:
     # The app runs a memory worker in a thread (a lone laptop process as before); 0 leaves the
     # writing to ``manual-explorer-engine worker`` processes elsewhere (app replicas).
     app_worker: bool = True
+    # Sign-in (app/accounts.py): "name:password,..." (a quick start; never logged: left out of
+    # repr), and/or a file of names with salted password hashes (``manual-explorer --add-user``
+    # writes one). Either turns sign-in on: the page and every API call need a signed-in name.
+    auth: str | None = field(default=None, repr=False, compare=False)
+    auth_file: Path | None = None
+    # Comma-separated names that may upload and delete manuals (everyone signed in may ask).
+    admins: str = ""
+    # Serve on an interface other than the loopback without sign-in, on purpose (a Space, whose
+    # own visibility setting is its gate); without it the app refuses to start there.
+    open: bool = False
 
     @property
     def checkpoint_path(self) -> Path | None:
@@ -235,6 +245,8 @@ class Settings:
                 continue
             if f.name == "checkpoint":
                 kwargs[f.name] = raw if raw.lower() in ("auto", "none", "") else Path(raw)
+            elif f.name == "auth_file":
+                kwargs[f.name] = Path(raw).expanduser() if raw.strip() else None
             elif f.name in ("data_dir", "cache_dir"):
                 kwargs[f.name] = Path(raw).expanduser()
             elif f.name in _INT_FIELDS or f.name == "candidates_min_nodes":
@@ -243,7 +255,7 @@ class Settings:
                 kwargs[f.name] = _parse(f.name, raw, float)
             elif f.name in _BOOL_FIELDS:
                 kwargs[f.name] = _parse_bool(f.name, raw)
-            elif f.name in ("reader_model", "reader_api_key"):
+            elif f.name in ("reader_model", "reader_api_key", "auth"):
                 kwargs[f.name] = raw.strip() or None  # set but empty: none
             else:
                 kwargs[f.name] = raw
@@ -290,7 +302,7 @@ _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "m
                "reader_context_tokens")
 _FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s",
                  "reader_connect_s", "reader_stall_s")
-_BOOL_FIELDS = ("examples", "app_worker")
+_BOOL_FIELDS = ("examples", "app_worker", "open")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 

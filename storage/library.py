@@ -32,9 +32,9 @@ from sqlalchemy.pool import StaticPool
 
 from storage.blobs import decode_array, decode_vector, encode_array, encode_vector
 from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument,
-                            MissingMemories, StaleMemories)
+                            MissingMemories, StaleMemories, safe_url)
 from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryJobRow,
-                            MemoryRow, NodeRow, QueryRow, SourceFileRow)
+                            MemoryRow, NodeRow, QueryAskerRow, QueryRow, SourceFileRow)
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
                              QueryRecord, SourceFile)
 from storage.tree import Node, Tree
@@ -57,7 +57,7 @@ class Library:
         try:
             self.engine = _make_engine(url, echo=echo)
         except (ArgumentError, NoSuchModuleError, ImportError, OSError) as e:
-            raise DatabaseUnavailable(_safe_url(url), _first_line(e)) from e
+            raise DatabaseUnavailable(safe_url(url), _first_line(e)) from e
         self._sqlite = self.engine.dialect.name == "sqlite"
         # One writer path per process on SQLite (it has one writer slot per database file).
         self._write_lock = threading.RLock() if self._sqlite else None
@@ -70,7 +70,7 @@ class Library:
                 Base.metadata.create_all(con)
         except (OperationalError, InterfaceError) as e:
             self.engine.dispose()
-            raise DatabaseUnavailable(_safe_url(url), _first_line(e.orig or e)) from e
+            raise DatabaseUnavailable(safe_url(url), _first_line(e.orig or e)) from e
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.recovered = self.recover()
 
@@ -100,7 +100,7 @@ class Library:
                 delete(DocumentRow).where(DocumentRow.status != "ready")).rowcount
         if any(counts.values()):
             log.warning("library %s: removed leftovers of interrupted ingests: %s",
-                        make_url(self.url).render_as_string(hide_password=True), counts)
+                        safe_url(self.url), counts)
         return counts
 
     def close(self) -> None:
@@ -428,46 +428,55 @@ class Library:
     # -- query log ----------------------------------------------------------------------------
     def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
                   settings: dict[str, Any] | None = None, route: Any = None,
-                  metrics: dict[str, Any] | None = None) -> int:
-        """Record one question (settings, route and metrics must be JSON-serialisable); its id.
-        A document deleted meanwhile (by another process) is logged as none, as a deletion
-        leaves its logged questions."""
+                  metrics: dict[str, Any] | None = None, asker: str | None = None) -> int:
+        """Record one question (settings, route and metrics must be JSON-serialisable) and who
+        asked it (a signed-in name, or None); its id. A document deleted meanwhile (by another
+        process) is logged as none, as a deletion leaves its logged questions."""
         row = dict(question=question, mode=mode, answer=answer, settings_json=settings,
                    route_json=route, metrics_json=metrics)
         try:
-            return self._log_query(doc_id, row)
+            return self._log_query(doc_id, row, asker)
         except IntegrityError:
             if doc_id is None:
                 raise
-            return self._log_query(None, row)
+            return self._log_query(None, row, asker)
 
-    def _log_query(self, doc_id: int | None, values: dict[str, Any]) -> int:
+    def _log_query(self, doc_id: int | None, values: dict[str, Any], asker: str | None) -> int:
         with self._writing(), self._sessions() as s, s.begin():
             if doc_id is not None and s.get(DocumentRow, doc_id) is None:
                 doc_id = None
             row = QueryRow(doc_id=doc_id, **values)
             s.add(row)
             s.flush()
+            if asker is not None:
+                s.add(QueryAskerRow(query_id=row.id, asker=asker))
             return row.id
 
-    def list_queries(self, doc_id: int | None = None, *,
-                     newest: int | None = None) -> list[QueryRecord]:
-        """Logged questions, oldest first; only those over ``doc_id`` when given; only the
-        ``newest`` n when given (a long log is never read whole for a view of its end)."""
+    def list_queries(self, doc_id: int | None = None, *, newest: int | None = None,
+                     asker: str | None = None) -> list[QueryRecord]:
+        """Logged questions, oldest first; only those over ``doc_id`` when given; only those
+        ``asker`` asked when given; only the ``newest`` n when given (a long log is never read
+        whole for a view of its end)."""
         with self._sessions() as s:
-            stmt = select(QueryRow)
+            stmt = select(QueryRow, QueryAskerRow.asker).outerjoin(
+                QueryAskerRow, QueryAskerRow.query_id == QueryRow.id)
             if doc_id is not None:
                 stmt = stmt.where(QueryRow.doc_id == doc_id)
+            if asker is not None:
+                stmt = stmt.where(QueryAskerRow.asker == asker)
             if newest is not None:
                 stmt = stmt.order_by(QueryRow.id.desc()).limit(max(0, newest))
-                return [_query_record(r) for r in reversed(s.scalars(stmt).all())]
-            return [_query_record(r) for r in s.scalars(stmt.order_by(QueryRow.id))]
+                return [_query_record(*r) for r in reversed(s.execute(stmt).all())]
+            return [_query_record(*r) for r in s.execute(stmt.order_by(QueryRow.id))]
 
     def get_query(self, query_id: int) -> QueryRecord | None:
         """One logged question by its id (None when it is not in the log)."""
         with self._sessions() as s:
             row = s.get(QueryRow, query_id)
-            return None if row is None else _query_record(row)
+            if row is None:
+                return None
+            return _query_record(row, s.scalar(select(QueryAskerRow.asker).where(
+                QueryAskerRow.query_id == query_id)))
 
     # -- helpers ------------------------------------------------------------------------------
     @staticmethod
@@ -479,14 +488,6 @@ class Library:
     def _fingerprints(s: Session, doc_id: int) -> tuple[str, ...]:
         stmt = select(MemoryRow.fingerprint).where(MemoryRow.doc_id == doc_id).distinct()
         return tuple(sorted(s.scalars(stmt)))
-
-
-def _safe_url(url: str) -> str:
-    """The URL with any password hidden, for messages."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
 
 
 def _first_line(e: BaseException) -> str:
@@ -586,7 +587,7 @@ def _document_info(row: DocumentRow, fingerprints: tuple[str, ...]) -> DocumentI
         status=row.status, fingerprints=fingerprints)
 
 
-def _query_record(r: QueryRow) -> QueryRecord:
+def _query_record(r: QueryRow, asker: str | None = None) -> QueryRecord:
     return QueryRecord(id=r.id, doc_id=r.doc_id, question=r.question, mode=r.mode,
                        settings=r.settings_json, route=r.route_json, answer=r.answer,
-                       metrics=r.metrics_json, created_at=_as_utc(r.created_at))
+                       metrics=r.metrics_json, created_at=_as_utc(r.created_at), asker=asker)

@@ -178,3 +178,14 @@ class QueryRow(Base):
     answer: Mapped[str] = mapped_column(Text, default="")
     metrics_json: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class QueryAskerRow(Base):
+    """Who asked a logged question, when sign-in was on (a table of its own: a library made
+    before issue 44 opens as it is, its questions without an asker)."""
+
+    __tablename__ = "query_askers"
+
+    query_id: Mapped[int] = mapped_column(
+        ForeignKey("queries.id", ondelete="CASCADE"), primary_key=True)
+    asker: Mapped[str] = mapped_column(String(200), index=True)
