@@ -23,7 +23,7 @@ import gradio as gr
 from app.hover import pages_label
 from app.folds import FOLD_MARK, contents_folds, fold_text
 from app.state import (ALL, AppState, bind, doc_arg, doc_choices, doc_memory_line,
-                       node_view, pending_list)
+                       internal_error, node_view, pending_list)
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from engine.document.tree import DocumentError
 from engine.ingest import ingest_file
@@ -109,10 +109,8 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
         except StorageError as e:
             messages.append(f"✗ {name}: not stored ({e})")
             continue
-        except Exception as e:  # a bug, not the user's file: say so, keep the other files
-            log.exception("ingest of %s failed", name)
-            messages.append(f"✗ {name}: could not be indexed (internal error "
-                            f"{type(e).__name__}); nothing was stored")
+        except Exception:  # a bug, not the user's file: say so, keep the other files
+            messages.append(f"✗ {name}: {internal_error('Indexing')} Nothing was stored.")
             continue
         progress((i + 1) / n, desc=f"{name}: stored")
         if not r.reused:

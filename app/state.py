@@ -14,6 +14,7 @@ import html
 import inspect
 import logging
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -161,10 +162,18 @@ def user_errors():
                          "aggregation policy: upload the file again to rewrite them.") from None
     except StorageError as e:  # e.g. the manual deleted meanwhile (through another replica)
         raise user_error(str(e)) from None
-    except Exception as e:  # a bug or a failing model: this request fails, the app stays up
-        log.exception("answering failed")  # the traceback goes to the server's log
-        raise gr.Error(f"Answering failed ({type(e).__name__}: {e}). The app is still "
-                       "running: ask again, or report this with the server's log.") from None
+    except Exception:  # a bug or a failing model: this request fails, the app stays up
+        raise user_error(internal_error("Answering")) from None
+
+
+def internal_error(what: str) -> str:
+    """One line for the page about an unexpected failure (a bug, a failing model, a database
+    that broke off): a reference to the traceback in the server's log, never the exception's
+    text (it may hold SQL, paths or a URL)."""
+    ref = secrets.token_hex(4)
+    log.exception("%s failed [ref %s]", what.lower(), ref)
+    return (f"{what} failed (internal error, ref {ref} in the server's log). The app is still "
+            "running: try again, or report the ref to whoever runs it.")
 
 
 # -- the state -----------------------------------------------------------------------------------

