@@ -68,18 +68,22 @@ class GenerationWorker:
 
     # -- the asks' side --------------------------------------------------------------------------
     def submit(self, request: GenerationRequest) -> Ticket:
-        """Queue ``request``; the worker thread starts with the first one."""
+        """Queue ``request``; the worker thread starts with the first one, and again after a
+        loop that died (a bug or a broken model: its rows failed, the waiting ones wait on)."""
         ticket = Ticket(request, self._wake)
         with self._wakeup:
             if self._closed:
                 raise RuntimeError("this generation worker is closed")
             self._waiting.append(ticket)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="generation-worker",
-                                                daemon=True)
-                self._thread.start()
+            if self._thread is None or not self._thread.is_alive():
+                self._start()
             self._wakeup.notify()
         return ticket
+
+    def _start(self) -> None:
+        """A new loop thread (the caller holds ``_wakeup``)."""
+        self._thread = threading.Thread(target=self._run, name="generation-worker", daemon=True)
+        self._thread.start()
 
     def generate(self, request: GenerationRequest) -> GenerationOutcome:
         """Submit and wait; an interrupted wait (the caller's generator closed, an exception
@@ -96,8 +100,14 @@ class GenerationWorker:
         with self._wakeup:
             self._closed = True
             self._wakeup.notify()
-        if self._thread is not None:
-            self._thread.join()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._wakeup:  # a loop that had died left these
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for ticket in waiting:
+            self._fail(ticket, RuntimeError("the generation worker stopped"))
 
     def _wake(self) -> None:
         with self._wakeup:
@@ -114,7 +124,12 @@ class GenerationWorker:
             return taken
 
     def _run(self) -> None:
+        """The loop. Each request's prefill and each batch's step is guarded on its own (a
+        failure fails the rows it touched, nothing else); should the loop itself fail, its
+        running rows fail, every stream ends, and the requests still waiting go to a new loop
+        (started here, or by the next ``submit``)."""
         batches: list[DecodeBatch] = []
+        error: BaseException = RuntimeError("the generation worker stopped")
         try:
             with torch.no_grad():
                 while not self._closed:
@@ -123,17 +138,29 @@ class GenerationWorker:
                         self._admit(ticket, batches)
                     batches = [b for b in batches if self._step(b)]
                     self.active = sum(len(b) for b in batches)
+        except BaseException as e:  # noqa: BLE001 - a bug: its rows fail, the worker goes on
+            log.exception("the generation loop failed; its sequences fail, a new loop starts")
+            error = e
         finally:
-            error = RuntimeError("the generation worker stopped")
             for row in [r for b in batches for r in b.rows]:
                 self._end(row, None, error)
+            self.active = 0
             with self._wakeup:
-                while self._waiting:
-                    self._waiting.popleft().fail(error)
+                self._thread = None
+                if self._closed:
+                    waiting = list(self._waiting)
+                    self._waiting.clear()
+                else:
+                    waiting = []
+                    if self._waiting:
+                        self._start()
+            for ticket in waiting:
+                self._fail(ticket, error)
 
     def _admit(self, ticket: Ticket, batches: list[DecodeBatch]) -> None:
         """Prefill the request alone, choose its first token and add it to the batch of
-        sequences of about its length (``LENGTH_RATIO``), or start one."""
+        sequences of about its length (``LENGTH_RATIO``), or start one. A failure fails this
+        request (and a batch it broke while joining), nothing else."""
         if ticket.cancelled:
             ticket.finish(GenerationOutcome([], ticket.request.prompt_length, None, "cancelled"))
             return
@@ -145,19 +172,25 @@ class GenerationWorker:
             if row is not None:
                 self._end(row, None, e)
             else:  # failed before it had a row: its stream still has to end, or its reader waits
-                if ticket.request.streamer is not None:
-                    ticket.request.streamer.end()
-                ticket.fail(e)
+                self._fail(ticket, e)
             return
         if stop is not None:
             self._end(row, stop)
             return
-        self.active += 1
         for batch in batches:
             if max(batch.length, row.cached) <= LENGTH_RATIO * min(batch.length, row.cached):
-                batch.join(row, cache)
+                try:
+                    batch.join(row, cache)
+                except Exception as e:  # the batch's cache may be half joined: all of it fails
+                    log.exception("joining a decoding batch failed")
+                    for r in dict.fromkeys([*batch.rows, row]):
+                        self._end(r, None, e)
+                    batches.remove(batch)
+                    return
+                self.active += 1
                 return
         batches.append(DecodeBatch(row, cache))
+        self.active += 1
 
     def _prefill(self, ticket: Ticket) -> tuple[Row, DynamicCache, torch.Tensor]:
         """The prompt's forward pass alone, as ``generate`` runs it (all-ones mask, fresh cache,
@@ -194,7 +227,17 @@ class GenerationWorker:
 
     def _step(self, batch: DecodeBatch) -> bool:
         """One decoding step of the batch; the rows that end (or fail) leave it. False when
-        none is left."""
+        none is left. A failed step fails the batch's rows (the ones it touched) only."""
+        try:
+            return self._step_rows(batch)
+        except Exception as e:
+            log.exception("generation step failed")
+            for row in batch.rows:
+                if not row.ticket.done:
+                    self._end(row, None, e)
+            return False
+
+    def _step_rows(self, batch: DecodeBatch) -> bool:
         keep = []
         live = []
         for i, row in enumerate(batch.rows):  # a client that went away leaves before the step
@@ -205,13 +248,7 @@ class GenerationWorker:
         batch.keep(live)
         if not live:
             return False
-        try:
-            logits = batch.step(self.model)
-        except Exception as e:  # a failed step fails every sequence in it
-            log.exception("generation step failed")
-            for row in batch.rows:
-                self._end(row, None, e)
-            return False
+        logits = batch.step(self.model)
         for i, row in enumerate(batch.rows):
             try:
                 stop = self._advance(row, logits[i:i + 1])
@@ -226,17 +263,31 @@ class GenerationWorker:
         return bool(keep)
 
     @staticmethod
-    def _end(row: Row, stop: str | None, error: BaseException | None = None) -> None:
-        """Close the row's stream and hand its outcome (or error) to its ticket."""
-        streamer = row.ticket.request.streamer
+    def _end_stream(ticket: Ticket) -> None:
+        """End the ticket's stream (its reader stops waiting); a streamer that raises is logged,
+        never left open."""
+        streamer = ticket.request.streamer
+        if streamer is None:
+            return
         try:
-            if streamer is not None:
-                streamer.end()
-        finally:
-            if error is not None:
-                row.ticket.fail(error)
-            else:
-                row.ticket.finish(row.outcome(stop))
+            streamer.end()
+        except Exception:  # noqa: BLE001 - the outcome still reaches the ticket
+            log.exception("ending a generation stream failed")
+
+    @classmethod
+    def _fail(cls, ticket: Ticket, error: BaseException) -> None:
+        """A request that never got a row: its stream ends and its ticket gets ``error``."""
+        cls._end_stream(ticket)
+        ticket.fail(error)
+
+    @classmethod
+    def _end(cls, row: Row, stop: str | None, error: BaseException | None = None) -> None:
+        """Close the row's stream and hand its outcome (or error) to its ticket."""
+        cls._end_stream(row.ticket)
+        if error is not None:
+            row.ticket.fail(error)
+        else:
+            row.ticket.finish(row.outcome(stop))
 
 
 def worker_for(cache: dict, model: torch.nn.Module, max_batch: int) -> GenerationWorker:
