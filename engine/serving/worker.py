@@ -1,8 +1,9 @@
 """The generation worker of one loaded model: continuous batching of the asks' greedy decoding.
 
 Asks submit a ``GenerationRequest`` and get a ``Ticket``. One thread per model runs the loop:
-take the requests waiting (up to ``max_batch`` sequences in all), prefill each alone and add it
-to a running batch of sequences of about its length (``engine.serving.batch``), run one
+take the requests waiting (up to ``max_batch`` sequences in all), prefill each alone (on the
+worker's prefill thread, so that a long prompt's prefill does not hold the running streams:
+they go on stepping meanwhile) and add it to a running batch of sequences of about its length (``engine.serving.batch``), run one
 decoding step for each batch, give every sequence its token (streamed to its own streamer),
 and let the sequences that ended go; a cancelled ticket leaves before the next step. Decoding
 a small model on a CPU is bound by reading its weights for every step, so a step for eight
@@ -35,6 +36,8 @@ import logging
 import threading
 import time
 from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
@@ -51,6 +54,16 @@ log = logging.getLogger(__name__)
 LENGTH_RATIO = 2
 
 
+@dataclass
+class Prefilled:
+    """What the prefill thread hands the loop for one request."""
+    ticket: Ticket
+    row: Row | None = None
+    cache: DynamicCache | None = None
+    stop: str | None = None
+    error: BaseException | None = None
+
+
 class GenerationWorker:
     """Decodes the requests for ``model`` in one batch of at most ``max_batch`` sequences;
     more wait (first come, first served) until a sequence ends."""
@@ -63,6 +76,8 @@ class GenerationWorker:
         self._waiting: deque[Ticket] = deque()
         self._wakeup = threading.Condition()
         self._thread: threading.Thread | None = None
+        # one prefill at a time, beside the loop's decoding steps
+        self._prefill_thread = ThreadPoolExecutor(1, thread_name_prefix="generation-prefill")
         self._closed = False
         self.active = 0  # sequences in the running batch (read by tests and benches)
 
@@ -103,6 +118,7 @@ class GenerationWorker:
             thread = self._thread
         if thread is not None:
             thread.join()
+        self._prefill_thread.shutdown(wait=False)
         with self._wakeup:  # a loop that had died left these
             waiting = list(self._waiting)
             self._waiting.clear()
@@ -124,25 +140,40 @@ class GenerationWorker:
             return taken
 
     def _run(self) -> None:
-        """The loop. Each request's prefill and each batch's step is guarded on its own (a
-        failure fails the rows it touched, nothing else); should the loop itself fail, its
-        running rows fail, every stream ends, and the requests still waiting go to a new loop
-        (started here, or by the next ``submit``)."""
+        """The loop. Prefills run on the worker's prefill thread (``_prefilled``), so a long
+        prompt's prefill never holds the running streams' steps: the loop steps its batches
+        meanwhile and adds the prefilled sequence when it is ready. Each prefill and each
+        batch's step is guarded on its own (a failure fails the rows it touched, nothing else);
+        should the loop itself fail, its running rows fail, every stream ends, and the requests
+        still waiting go to a new loop (started here, or by the next ``submit``)."""
         batches: list[DecodeBatch] = []
+        pending: list[Future] = []
         error: BaseException = RuntimeError("the generation worker stopped")
         try:
             with torch.no_grad():
                 while not self._closed:
-                    room = self.max_batch - self.active
-                    for ticket in self._take(room, block=not batches):
-                        self._admit(ticket, batches)
+                    room = self.max_batch - self.active - len(pending)
+                    for ticket in self._take(room, block=not batches and not pending):
+                        pending.append(self._prefill_thread.submit(self._prefilled, ticket))
+                    if pending and not batches:  # nothing to step: wait for a prefill
+                        wait(pending, return_when=FIRST_COMPLETED)
+                    for done in [f for f in pending if f.done()]:
+                        pending.remove(done)
+                        self._admit(done.result(), batches)
                     batches = [b for b in batches if self._step(b)]
                     self.active = sum(len(b) for b in batches)
         except BaseException as e:  # noqa: BLE001 - a bug: its rows fail, the worker goes on
             log.exception("the generation loop failed; its sequences fail, a new loop starts")
             error = e
         finally:
-            for row in [r for b in batches for r in b.rows]:
+            rows = [r for b in batches for r in b.rows]
+            for done in pending:  # prefills under way finish first (their rows fail too)
+                prefilled = done.result()
+                if prefilled.row is not None:
+                    rows.append(prefilled.row)
+                else:
+                    self._fail(prefilled.ticket, prefilled.error or error)
+            for row in rows:
                 self._end(row, None, error)
             self.active = 0
             with self._wakeup:
@@ -157,30 +188,39 @@ class GenerationWorker:
             for ticket in waiting:
                 self._fail(ticket, error)
 
-    def _admit(self, ticket: Ticket, batches: list[DecodeBatch]) -> None:
-        """Prefill the request alone, choose its first token and add it to the batch of
-        sequences of about its length (``LENGTH_RATIO``), or start one. A failure fails this
-        request (and a batch it broke while joining), nothing else."""
+    def _prefilled(self, ticket: Ticket) -> Prefilled:
+        """On the prefill thread: the request's prompt prefilled alone and its first token
+        chosen, or why not (cancelled, or its error: this request's failure, not the batch's).
+        Never raises."""
         if ticket.cancelled:
-            ticket.finish(GenerationOutcome([], ticket.request.prompt_length, None, "cancelled"))
-            return
+            return Prefilled(ticket, stop="cancelled")
         row = None
         try:
-            row, cache, logits = self._prefill(ticket)
-            stop = self._advance(row, logits)
-        except Exception as e:  # this request's failure, not the batch's
-            if row is not None:
-                self._end(row, None, e)
-            else:  # failed before it had a row: its stream still has to end, or its reader waits
-                self._fail(ticket, e)
+            with torch.no_grad():  # grad mode is per thread
+                row, cache, logits = self._prefill(ticket)
+                return Prefilled(ticket, row, cache, stop=self._advance(row, logits))
+        except Exception as e:  # noqa: BLE001 - handed to the loop, which fails this request
+            return Prefilled(ticket, row, error=e)
+
+    def _admit(self, p: Prefilled, batches: list[DecodeBatch]) -> None:
+        """A prefilled request joins the batch of sequences of about its length
+        (``LENGTH_RATIO``), or starts one; a request that failed or ended at its first token
+        leaves. A failed join fails this request and the batch it broke, nothing else."""
+        if p.row is None:
+            if p.error is not None:  # no row: its stream still has to end, or its reader waits
+                self._fail(p.ticket, p.error)
+            else:
+                p.ticket.finish(GenerationOutcome([], p.ticket.request.prompt_length, None,
+                                                  "cancelled"))
             return
-        if stop is not None:
-            self._end(row, stop)
+        row = p.row
+        if p.error is not None or p.stop is not None:
+            self._end(row, p.stop, p.error)
             return
         for batch in batches:
             if max(batch.length, row.cached) <= LENGTH_RATIO * min(batch.length, row.cached):
                 try:
-                    batch.join(row, cache)
+                    batch.join(row, p.cache)
                 except Exception as e:  # the batch's cache may be half joined: all of it fails
                     log.exception("joining a decoding batch failed")
                     for r in dict.fromkeys([*batch.rows, row]):
@@ -189,7 +229,7 @@ class GenerationWorker:
                     return
                 self.active += 1
                 return
-        batches.append(DecodeBatch(row, cache))
+        batches.append(DecodeBatch(row, p.cache))
         self.active += 1
 
     def _prefill(self, ticket: Ticket) -> tuple[Row, DynamicCache, torch.Tensor]:

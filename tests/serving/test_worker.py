@@ -237,3 +237,38 @@ def test_a_dead_loop_is_replaced_and_every_stream_ends(tiny, monkeypatch):
         assert worker._thread is not first
     finally:
         worker.close()
+
+
+def test_a_long_prefill_does_not_freeze_the_running_streams(tiny, monkeypatch):
+    """Issue 44: prefills run beside the loop, so the running sequences keep getting tokens
+    while a long prompt is prefilled (here a prefill held for a second)."""
+    real_prefill = GenerationWorker._prefill
+    held = threading.Event()
+
+    def slow_prefill(self, ticket):
+        if ticket.request.prompt_length > 100:
+            held.set()
+            time.sleep(1.0)
+        return real_prefill(self, ticket)
+
+    monkeypatch.setattr(GenerationWorker, "_prefill", slow_prefill)
+    worker = GenerationWorker(tiny.model, max_batch=4)
+    try:
+        short_req, short_streamer, _ = request(tiny, prompt_embeds(tiny, "Why?"), 4000,
+                                               guard=False)
+        short_t = worker.submit(short_req)
+        while len(short_streamer.ids) < 3:
+            time.sleep(0.005)
+        long_embeds = prompt_embeds(tiny, " ".join(QUESTIONS * 4))
+        assert long_embeds.shape[0] > 100
+        long_req, _, _ = request(tiny, long_embeds, 5, guard=False)
+        long_t = worker.submit(long_req)
+        held.wait(10)
+        before = len(short_streamer.ids)
+        time.sleep(0.5)  # the long prefill is still held
+        assert len(short_streamer.ids) > before + 3, "the running stream went on"
+        assert len(long_t.result(timeout=60).tokens) == 5
+        short_t.cancel()
+        assert short_t.result(timeout=60).stop == "cancelled"
+    finally:
+        worker.close()
