@@ -63,7 +63,7 @@ class AskRequest:
 
         def check(name: str, **value) -> None:
             try:
-                AskOptions(**value).validate()
+                AskOptions(**value).validate(settings)
             except AskError as e:
                 problems[name] = str(e)
 

@@ -87,7 +87,7 @@ def check(rt: Runtime, doc: int | str | None, question: str,
     """The request checked and its documents loaded; AskError (or MemoriesPending) for what the
     user can fix."""
     opts = opts or AskOptions()
-    opts.validate()
+    opts.validate(rt.settings)
     question = checked_question(question, rt.settings.max_question_chars)
     mode = MODES[opts.mode]()
     doc_ids = resolve_docs(rt, doc)

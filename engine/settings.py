@@ -151,6 +151,13 @@ class Settings:
     max_pages: int = 2000  # pages of one PDF
     max_nodes: int = 50_000  # nodes of one document's tree (after token-limit splitting)
     max_question_chars: int = 2000
+    # Sizes an ask may take (checked where a request enters, engine and API alike): sections
+    # followed per level; tokens of any context budget (text, sentences, flat segments); memory
+    # slots in one prompt (memory mode keeps the best-scored nodes, also within the context
+    # window).
+    max_k: int = 16
+    max_budget_tokens: int = 8192
+    max_memory_slots: int = 64
     # Routing (``engine.routing.fused``): "fused" (every available evidence channel), "memory"
     # (H2MT's memory score alone), "lexical" (BM25 alone) or "dense" (sentence encoder alone).
     router: str = "fused"
@@ -310,7 +317,8 @@ class Settings:
 
 
 _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
-               "max_nodes", "max_question_chars", "max_asks_in_flight",
+               "max_nodes", "max_question_chars", "max_asks_in_flight", "max_k",
+               "max_budget_tokens", "max_memory_slots",
                "reader_context_tokens")
 _FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s",
                  "reader_connect_s", "reader_stall_s")

@@ -64,9 +64,10 @@ class AskOptions:
     sentence_budget: int = sentence_evidence.BUDGET
     quote_threshold: float = sentence_evidence.THRESHOLD
 
-    def validate(self) -> None:
+    def validate(self, settings=None) -> None:
         """One line (AskError) for the first bad value, whatever the mode: an option a mode
-        does not use is still checked, so a bad request fails the same way in every mode."""
+        does not use is still checked, so a bad request fails the same way in every mode.
+        ``settings`` (engine.settings.Settings): also the sizes it allows (``within``)."""
         if self.mode not in MODES:
             raise AskError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
         if self.router not in ROUTERS:
@@ -114,6 +115,21 @@ class AskOptions:
             raise AskError("no_repeat_ngram must be 0 (off) or more")
         if not 0 < self.query_fraction <= 1:
             raise AskError("query_fraction must lie in (0, 1]")
+        if settings is not None:
+            self.within(settings)
+
+    def within(self, settings) -> None:
+        """One line (AskError) naming the limit for the first size over what ``settings``
+        allow (H2MT_MAX_K, H2MT_MAX_BUDGET_TOKENS): a request that would route or read the
+        whole library is refused where it enters."""
+        if self.k > settings.max_k:
+            raise AskError(f"k must be at most {settings.max_k} (H2MT_MAX_K), not {self.k}")
+        for name, value in (("the text budget", self.text_budget),
+                            ("sentence_budget", self.sentence_budget),
+                            ("the flat segment size", self.flat_segment_tokens)):
+            if value > settings.max_budget_tokens:
+                raise AskError(f"{name} must be at most {settings.max_budget_tokens} tokens "
+                               f"(H2MT_MAX_BUDGET_TOKENS), not {value}")
 
 
 def checked_question(question: str | None, limit: int) -> str:
