@@ -266,6 +266,11 @@ class AppState:
         label = f"memories {done}/{p.total}"
         if state == "queued":
             label += " (queued)"
+        elif state == "retrying":
+            label += " (a write failed; retrying shortly)"
+        elif state == "unclaimed":
+            label += (" (queued, but no memory worker takes it: start one with this model's "
+                      "settings, or set H2MT_APP_WORKER=1)")
         elif state == "failed":
             label += " (failed: upload the file again)"
         elif state != "writing":

@@ -313,8 +313,17 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
         return _reuse(existing, rt, progress, memories)
     if not memories:
         return _result(doc_id, tree, path.name, tree_ms, 0.0, False, evidence_ms, "pending")
-    memory_ms = write_document_memories(doc_id, rt, progress, tree=tree)
+    memory_ms = write_held(doc_id, rt, progress)
     return _result(doc_id, tree, path.name, tree_ms, memory_ms, False, evidence_ms)
+
+
+def write_held(doc_id: int, rt: Runtime, progress: IngestProgress | None = None) -> float:
+    """Phase two in this call, under the document's job lease like any memory worker (a
+    worker beside it never writes the same nodes; one already writing them is waited for);
+    milliseconds spent. A failure (a deadline, Ctrl-C) gives the job back and is raised."""
+    t0 = time.perf_counter()
+    memory_worker(rt).write_now(doc_id, progress)
+    return (time.perf_counter() - t0) * 1e3
 
 
 def write_document_memories(doc_id: int, rt: Runtime, progress: IngestProgress | None = None, *,
@@ -363,7 +372,7 @@ def _reuse(existing: int, rt: Runtime, progress: IngestProgress | None,
         if not memories:
             return _result(existing, tree, info.file_name, info.tree_ms, 0.0, True, evidence_ms,
                            "pending")
-        memory_ms = write_document_memories(existing, rt, progress, tree=tree)
+        memory_ms = write_held(existing, rt, progress)
         return _result(existing, tree, info.file_name, info.tree_ms, memory_ms, True, evidence_ms)
     return _result(existing, tree, info.file_name, info.tree_ms, info.memory_ms, True, evidence_ms)
 
