@@ -67,7 +67,8 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
     if logged.get("router") in ROUTER_LABELS:
         out[t.inputs.router] = logged["router"]
     if not rec.route:
-        msg = "This question was answered without routing."
+        msg = ("This question's routing is not in the log (answered without routing, or "
+               "older than the newest H2MT_QUERY_LOG_ROUTES questions).")
         return {**out, t.cited: [], t.route_plot: empty_figure(msg),
                 t.manual_plot: empty_figure(msg), t.route_table: [], t.summary: {},
                 t.view: ViewState(notice="", agreement=msg, agreement_rows=[], evidence=[],

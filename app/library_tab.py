@@ -23,7 +23,7 @@ import gradio as gr
 from app.hover import pages_label
 from app.folds import FOLD_MARK, contents_folds, fold_text
 from app.state import (ALL, AppState, bind, doc_arg, doc_choices, doc_memory_line,
-                       internal_error, node_view, pending_list)
+                       internal_error, node_view, pending_list, user_error)
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from engine.document.tree import DocumentError
 from engine.ingest import ingest_file
@@ -83,6 +83,10 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
     s.require_admin(user, "upload manuals")
     settings, rt = s.settings, s.rt
     paths = [Path(f) for f in (files or [])]
+    if len(paths) > settings.max_upload_files:
+        raise user_error(f"{len(paths)} files at once; the limit is {settings.max_upload_files} "
+                         "an upload (H2MT_MAX_UPLOAD_FILES): upload them in smaller groups. "
+                         "Nothing was indexed.")
     messages, last = [], None
     n = len(paths)
     for i, path in enumerate(paths):

@@ -86,6 +86,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
           db_url: str | None = None, share: bool = False) -> None:
     """Load the runtime (backbone, trained parts, library) and serve the app until stopped."""
     from app.accounts import Accounts, check_listen
+    from app.page_cache import prune_rendered_pages
     from app.sessions import SESSION_CAPACITY, start_pruning
     from app.ui import build_app
     from engine.runtime import Runtime
@@ -106,7 +107,9 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     rt = Runtime.load(settings)
     # H2MT_EXAMPLES=0: no example manual
     demo = build_app(rt, examples=settings.examples, accounts=accounts)
-    start_pruning(demo)  # per-session copies Gradio never drops (app/sessions.py)
+    # per-session copies Gradio never drops (app/sessions.py), and its rendered pages on disk
+    start_pruning(demo, also=lambda: prune_rendered_pages(demo.GRADIO_CACHE,
+                                                          settings.rendered_pages_kept))
     demo.queue(default_concurrency_limit=4).launch(
         server_name=host, server_port=port, share=share,
         auth=accounts.check if accounts.enabled else None,

@@ -33,6 +33,7 @@ from storage.errors import DocumentNotFound, MissingMemories, StaleMemories, Sto
 log = logging.getLogger(__name__)
 
 SOURCE_CACHE = 4  # source files (PDF bytes) kept in memory for the page view
+TREE_CACHE = 16  # documents' node views kept in memory (least recently used out)
 ALL = "all"
 READY = "ready"
 
@@ -225,9 +226,14 @@ class AppState:
         return None if self.accounts.sees_all(user) else (user or "")
 
     def tree_of(self, doc_id: int):
-        if doc_id not in self.trees:
-            self.trees[doc_id] = self.rt.library.get_tree(doc_id)
-        return self.trees[doc_id]
+        """The document's stored tree, the ``TREE_CACHE`` most recently used kept in memory."""
+        tree = self.trees.pop(doc_id, None)  # re-inserted: the dict's order is least recent first
+        if tree is None:
+            tree = self.rt.library.get_tree(doc_id)
+        self.trees[doc_id] = tree
+        while len(self.trees) > TREE_CACHE:
+            self.trees.pop(next(iter(self.trees)))
+        return tree
 
     def source_of(self, doc_id: int):
         """The document's stored file (None when stored without it), a few kept in memory."""

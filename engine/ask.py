@@ -259,7 +259,8 @@ def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) ->
         rt.library.log_query(req.question, mode.name, answer.text,
                              doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None,
                              settings=asdict(opts), route=answer.as_json()["route"],
-                             metrics=asdict(metrics), asker=asker)
+                             metrics=asdict(metrics), asker=asker,
+                             keep_routes=rt.settings.query_log_routes)
     yield AnswerReady(answer)
 
 

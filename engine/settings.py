@@ -158,6 +158,13 @@ class Settings:
     max_k: int = 16
     max_budget_tokens: int = 8192
     max_memory_slots: int = 64
+    # Files in one upload (the app's Library tab and /ingest).
+    max_upload_files: int = 20
+    # The query log keeps the routing trace (the scored tree, the largest part of a row) of
+    # this many newest questions; older rows keep their question, answer and metrics.
+    query_log_routes: int = 2000
+    # Rendered PDF pages the app keeps in its file cache for browsers to fetch (newest kept).
+    rendered_pages_kept: int = 500
     # Routing (``engine.routing.fused``): "fused" (every available evidence channel), "memory"
     # (H2MT's memory score alone), "lexical" (BM25 alone) or "dense" (sentence encoder alone).
     router: str = "fused"
@@ -318,7 +325,8 @@ class Settings:
 
 _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
                "max_nodes", "max_question_chars", "max_asks_in_flight", "max_k",
-               "max_budget_tokens", "max_memory_slots",
+               "max_budget_tokens", "max_memory_slots", "max_upload_files", "query_log_routes",
+               "rendered_pages_kept",
                "reader_context_tokens")
 _FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s",
                  "reader_connect_s", "reader_stall_s")

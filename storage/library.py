@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 MEMORY_INSERT_BATCH = 256  # memory rows per INSERT (bounds the bytes held at once)
+ROUTE_PRUNE_SPAN = 64  # ids below the kept routes looked at per logged question
 SCHEMA_LOCK_KEY = 0x48324D54  # PostgreSQL advisory lock held while the tables are created
 
 
@@ -428,20 +429,23 @@ class Library:
     # -- query log ----------------------------------------------------------------------------
     def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
                   settings: dict[str, Any] | None = None, route: Any = None,
-                  metrics: dict[str, Any] | None = None, asker: str | None = None) -> int:
+                  metrics: dict[str, Any] | None = None, asker: str | None = None,
+                  keep_routes: int | None = None) -> int:
         """Record one question (settings, route and metrics must be JSON-serialisable) and who
         asked it (a signed-in name, or None); its id. A document deleted meanwhile (by another
-        process) is logged as none, as a deletion leaves its logged questions."""
+        process) is logged as none, as a deletion leaves its logged questions. ``keep_routes``:
+        only the newest n rows keep their route (the rows falling out of it drop theirs)."""
         row = dict(question=question, mode=mode, answer=answer, settings_json=settings,
                    route_json=route, metrics_json=metrics)
         try:
-            return self._log_query(doc_id, row, asker)
+            return self._log_query(doc_id, row, asker, keep_routes)
         except IntegrityError:
             if doc_id is None:
                 raise
-            return self._log_query(None, row, asker)
+            return self._log_query(None, row, asker, keep_routes)
 
-    def _log_query(self, doc_id: int | None, values: dict[str, Any], asker: str | None) -> int:
+    def _log_query(self, doc_id: int | None, values: dict[str, Any], asker: str | None,
+                   keep_routes: int | None = None) -> int:
         with self._writing(), self._sessions() as s, s.begin():
             if doc_id is not None and s.get(DocumentRow, doc_id) is None:
                 doc_id = None
@@ -450,6 +454,11 @@ class Library:
             s.flush()
             if asker is not None:
                 s.add(QueryAskerRow(query_id=row.id, asker=asker))
+            if keep_routes is not None:  # the rows just past the newest n: a bounded range
+                old = row.id - keep_routes
+                s.execute(update(QueryRow).where(
+                    QueryRow.id <= old, QueryRow.id > old - ROUTE_PRUNE_SPAN,
+                    QueryRow.route_json.is_not(None)).values(route_json=None))
             return row.id
 
     def list_queries(self, doc_id: int | None = None, *, newest: int | None = None,
