@@ -46,7 +46,7 @@ def test_the_api_refuses_a_huge_k_naming_the_limit(tmp_path):
     from app.ask_request import AskRequest
 
     req = AskRequest("1", "q?", "memory", 100000, 0, 0, True, False, 32, "fused")
-    assert req.option_problems(Settings(data_dir=tmp_path)) == {
+    assert req.problems(Settings(data_dir=tmp_path)) == {
         "k": "k must be at most 16 (H2MT_MAX_K), not 100000"}
 
 

@@ -3,8 +3,8 @@
 Asks submit a ``GenerationRequest`` and get a ``Ticket``. One thread per model runs the loop:
 take the requests waiting (up to ``max_batch`` sequences in all), prefill each alone (on the
 worker's prefill thread, so that a long prompt's prefill does not hold the running streams:
-they go on stepping meanwhile) and add it to a running batch of sequences of about its length (``engine.serving.batch``), run one
-decoding step for each batch, give every sequence its token (streamed to its own streamer),
+they go on stepping meanwhile) and add it to a running batch of sequences of about its length
+(``engine.serving.batch``), run one decoding step for each batch, give every sequence its token (streamed to its own streamer),
 and let the sequences that ended go; a cancelled ticket leaves before the next step. Decoding
 a small model on a CPU is bound by reading its weights for every step, so a step for eight
 sequences costs little more than a step for one.
@@ -26,7 +26,7 @@ transformers 5.23): it runs on this CPU and its greedy tokens matched ``generate
 prompts, but (1) a request is a list of token ids only: memory mode's prompt is input
 embeddings (slots) and its prefill needs the aligner armed in the thread that runs it; (2) a
 request has no stopping criteria of its own (only max new tokens and eos): the loop stop
-(engine.answer.guard) and the time limit cannot be expressed; (3) its paged cache was slow on
+(engine.answer.generation.cleanup) and the time limit cannot be expressed; (3) its paged cache was slow on
 this CPU (31.5 s for two 24-token answers, against seconds for ``generate``). Transformers'
 ``DynamicCache``, logits processors, stopping criteria and streamers are used as they are.
 """

@@ -29,7 +29,7 @@ def test_serving_never_logs_the_database_password(monkeypatch, caplog, capsys, t
 
 
 def test_settings_and_reader_never_show_url_passwords():
-    from engine.answer.remote_reader import ReaderError, RemoteReader
+    from engine.serving.remote_reader import ReaderError, RemoteReader
 
     s = Settings(db_url=f"postgresql+psycopg://bob:{PASSWORD}@db/x", reader_api_key="sk-key",
                  reader=f"http://u:{PASSWORD}@127.0.0.1:1/v1", reader_model="m",

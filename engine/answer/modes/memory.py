@@ -2,9 +2,10 @@
 It reads no text, so its answer is checked against the routed sections' text."""
 from __future__ import annotations
 
-from engine.answer.context import context_window, routed_text
+from engine.answer.passages.sections import routed_text
 from engine.answer.modes.base import Mode, ModeInputs, Step
-from engine.answer.prompts import path_indices, slots_plan, text_plan
+from engine.answer.generation.prompts import path_indices, slots_plan, text_plan
+from engine.answer.generation.reader import InProcessReader
 
 
 class MemoryMode(Mode):
@@ -12,19 +13,18 @@ class MemoryMode(Mode):
     help = "fast: answers from the sections' memory vectors (H2MT), less reliable"
     needs_memories = True
     fast_path = True
+    has_evidence = True
+    offers_text_mode = True
 
     def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
         rt, question = inputs.rt, inputs.question
         ids = sorted(capped_slots(inputs))  # document order
         if not ids:
-            return Step(text_plan(rt.backbone, question, ""), [])
+            return Step(text_plan(InProcessReader(rt.backbone), question, ""), [])
         paths = [path_indices(inputs.routing, i) for i in ids] if inputs.opts.hier_pos else None
         return Step(slots_plan(rt.backbone, rt.parts, question, inputs.routing.memories[ids],
                                paths, inputs.opts.gate), ids,
                     sources=tuple(routed_text(inputs.routing, inputs.trees, ids)))
-
-    def keeps_evidence(self, reason):
-        return reason is None  # a degenerate memory output is no answer and gets none
 
     def gate(self, result, cited):
         if result.loops is None:
@@ -43,8 +43,8 @@ def capped_slots(inputs: ModeInputs) -> list[int]:
     question and the answer, the best-scored ones. The walk keeps every level's winners, so a
     wide route would otherwise prefill one slot per node of the library."""
     route, rt = inputs.route, inputs.rt
-    room = (context_window(rt.backbone) - inputs.opts.max_new_tokens - PROMPT_ROOM
-            - len(rt.backbone.encode(inputs.question)))
+    room = (InProcessReader(rt.backbone).context_window() - inputs.opts.max_new_tokens
+            - PROMPT_ROOM - len(rt.backbone.encode(inputs.question)))
     cap = max(1, min(rt.settings.max_memory_slots, room))
     selected = list(route.selected)
     if len(selected) <= cap:
