@@ -88,8 +88,12 @@ def bind(s: AppState, fn: Callable, *bound, request: type | None = None,
 
         def inputs(*args, **kwargs):
             req = kwargs.pop("gr_request", None)
-            if len(args) > at:
-                args, req = args[:at] + args[at + 1:], args[at]
+            # at its place, or (a client that left an input with a default out) right after
+            # the inputs it sent: Gradio inserts it at its index of a shorter list
+            i = next((i for i in range(len(args) - 1, -1, -1)
+                      if isinstance(args[i], gr.Request)), None)
+            if i is not None:
+                args, req = args[:i] + args[i + 1:], args[i]
             args, kwargs = plain_inputs(*args, **kwargs)
             return args, {**kwargs, "user": getattr(req, "username", None)}
     if inspect.isgeneratorfunction(fn):

@@ -115,6 +115,8 @@ def test_a_reader_asks_but_cannot_delete_or_upload(served):
     bob = Client(url, auth=("bob", "pw-b"), verbose=False)
     out = bob.predict(str(doc_id), "How do I prime the pump?", *ROUTE_ASK, api_name="/ask")
     assert out[2]["data"], "bob's route-mode ask selects sections"
+    nine = bob.predict(str(doc_id), "How do I prime the pump?", *ROUTE_ASK[:-1], api_name="/ask")
+    assert nine[2]["data"], "the nine inputs of before the router still work"
     with pytest.raises(Exception, match="Only admins may delete"):
         bob.predict(str(doc_id), api_name="/delete_manual")
     assert rt.library.get_document(doc_id).id == doc_id
