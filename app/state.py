@@ -237,7 +237,10 @@ class AppState:
             tree = self.rt.library.get_tree(doc_id)
         self.trees[doc_id] = tree
         while len(self.trees) > TREE_CACHE:
-            self.trees.pop(next(iter(self.trees)))
+            try:  # another request's thread may change the dict meanwhile
+                self.trees.pop(next(iter(self.trees)), None)
+            except (StopIteration, RuntimeError):
+                break
         return tree
 
     def source_of(self, doc_id: int):
