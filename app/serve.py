@@ -91,7 +91,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     from app.ui import build_app
     from engine.runtime import Runtime
     from engine.settings import Settings
-    from storage.errors import safe_url
+    from storage.connection import safe_url
 
     limit_malloc_arenas()
     settings = Settings.from_env().with_(data_dir=data_dir, db_url=db_url)

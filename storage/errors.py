@@ -1,24 +1,6 @@
 """Errors the library raises for situations users and callers can meet (not programming errors)."""
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
-
-def safe_url(url: str) -> str:
-    """``url`` with any password (URL userinfo) hidden, for logs and messages."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:  # not an SQLAlchemy URL: drop the userinfo of a generic URL
-        parts = urlsplit(url)
-        if not parts.username and not parts.password:
-            return url
-        host = parts.hostname or ""
-        netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-
 
 class StorageError(Exception):
     """Base of the library's user-facing errors."""

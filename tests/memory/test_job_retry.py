@@ -61,16 +61,16 @@ def _stored(rt, doc: int) -> dict[int, int]:
 
 
 def test_a_write_that_fails_once_completes_after_a_retry(rt, tmp_path):
-    from engine.ingest import memory_worker, write_document_memories
+    from engine.ingest import memory_worker
 
     doc = _doc(rt, tmp_path)
     calls = []
 
-    def flaky(doc_id, rt_, progress, **kw):
+    def flaky(doc_id, progress, store):
         calls.append(doc_id)
         if len(calls) == 1:
             raise OperationalError("INSERT ...", {}, ConnectionError("connection reset"))
-        return write_document_memories(doc_id, rt_, progress, **kw)
+        return w.write_document(doc_id, progress, store)
 
     w = memory_worker(rt, write=flaky)
     w.enqueue(doc)
@@ -86,7 +86,7 @@ def test_a_bug_fails_at_once_and_ctrl_c_gives_the_job_back(rt, tmp_path):
 
     doc = _doc(rt, tmp_path)
 
-    def interrupted(doc_id, rt_, progress, **kw):
+    def interrupted(doc_id, progress, store):
         raise KeyboardInterrupt
 
     w = memory_worker(rt, write=interrupted)
@@ -96,7 +96,7 @@ def test_a_bug_fails_at_once_and_ctrl_c_gives_the_job_back(rt, tmp_path):
     job = w.jobs.get(doc, rt.fingerprint)
     assert (job.state, job.holder, job.attempts) == ("pending", None, 0)
 
-    def buggy(doc_id, rt_, progress, **kw):
+    def buggy(doc_id, progress, store):
         raise KeyError("a bug")
 
     memory_worker(rt, write=buggy).run_one()
