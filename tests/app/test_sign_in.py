@@ -16,6 +16,7 @@ GUIDE = ("# Pump guide\n\n## Priming the pump\n\nOpen the vent plug, fill the ca
          "until it overflows, then refit the plug.\n\n## Changing the impeller\n\nUnplug the "
          "pump, remove the six cover screws and pull the impeller off its shaft.\n")
 ROUTE_ASK = ("route", 2, 0, 0, True, False, 8, "lexical")
+HTTP = {"timeout": 120}  # gradio_client's own 5 s is too short on a loaded machine
 
 
 def test_hashes_are_salted_and_verified():
@@ -103,16 +104,16 @@ def test_anonymous_calls_are_refused(served):
     page = urllib.request.urlopen(url, timeout=30).read().decode()
     assert "upload-files" not in page and "Pump guide" not in page  # no app config in it
     with pytest.raises(Exception):
-        Client(url, verbose=False)
+        Client(url, verbose=False, httpx_kwargs=HTTP)
     with pytest.raises(Exception):
-        Client(url, auth=("bob", "wrong"), verbose=False)
+        Client(url, auth=("bob", "wrong"), verbose=False, httpx_kwargs=HTTP)
 
 
 def test_a_reader_asks_but_cannot_delete_or_upload(served):
     from gradio_client import Client, handle_file
 
     url, rt, doc_id = served
-    bob = Client(url, auth=("bob", "pw-b"), verbose=False)
+    bob = Client(url, auth=("bob", "pw-b"), verbose=False, httpx_kwargs=HTTP)
     out = bob.predict(str(doc_id), "How do I prime the pump?", *ROUTE_ASK, api_name="/ask")
     assert out[2]["data"], "bob's route-mode ask selects sections"
     nine = bob.predict(str(doc_id), "How do I prime the pump?", *ROUTE_ASK[:-1], api_name="/ask")
@@ -132,9 +133,9 @@ def test_each_person_sees_only_their_own_history(served):
     from gradio_client import Client
 
     url, rt, doc_id = served
-    bob = Client(url, auth=("bob", "pw-b"), verbose=False)
-    carol = Client(url, auth=("carol", "pw-c"), verbose=False)
-    alice = Client(url, auth=("alice", "pw-a"), verbose=False)
+    bob = Client(url, auth=("bob", "pw-b"), verbose=False, httpx_kwargs=HTTP)
+    carol = Client(url, auth=("carol", "pw-c"), verbose=False, httpx_kwargs=HTTP)
+    alice = Client(url, auth=("alice", "pw-a"), verbose=False, httpx_kwargs=HTTP)
     bob.predict(str(doc_id), "bob asks about the impeller?", *ROUTE_ASK, api_name="/ask")
     history = carol.predict(str(doc_id), "carol asks about priming?", *ROUTE_ASK,
                             api_name="/ask")[7]
