@@ -116,7 +116,8 @@ def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
                                         "(the model generated nothing)")
         notice, offer_text = a.warning or "", False
     view = replace(rv.view, notice=notice, offer_text=offer_text, evidence=evidence,
-                   evidence_note=evidence_summary(a, evidence, degenerate))
+                   evidence_note=evidence_summary(a, evidence, degenerate),
+                   query_id=getattr(a, "query_id", None))
     quote = getattr(a, "quote", None)
     rv.summary.update(degenerate=degenerate, cut=getattr(a, "cut", False),
                       cut_at=getattr(a, "cut_at", None), evidence=evidence,

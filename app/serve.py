@@ -90,7 +90,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     demo.queue(default_concurrency_limit=4).launch(
         server_name=host, server_port=port, share=share,
         max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False,
-        state_session_capacity=SESSION_CAPACITY)
+        state_session_capacity=SESSION_CAPACITY, mcp_server=settings.mcp)
 
 
 def main(argv: list[str] | None = None) -> int:

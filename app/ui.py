@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app import ask_tab, compare_tab, library_tab
+from app import ask_tab, compare_tab, library_tab, mcp_tools
 from app import examples as example_questions
 from app.answer_view import route_from_log
 from app.ask_history import HISTORY_ROWS
@@ -78,13 +78,15 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         poll_in = [poll_key, ask.inputs.doc]
         poll_out = [lib.table, lib.mem_line, ask.mem_line, poll_key]
         library_tab.wire(s, lib, pickers_out, poll_in, poll_out)
-        demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library")
+        demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library",
+                  api_visibility="undocumented")
         demo.load(bind(s, poll), poll_in, poll_out, api_visibility="private",
                   show_progress="hidden")
         timer.tick(bind(s, poll), poll_in, poll_out, api_visibility="private",
                    show_progress="hidden", concurrency_id="poll", concurrency_limit=4)
         ask_tab.wire(s, ask)
-        gr.api(bind(s, node_api), api_name="node")
+        gr.api(bind(s, node_api), api_name="node", api_visibility="undocumented")
+        mcp_tools.wire(s)  # the documented API: the MCP tools
         compare_tab.wire(s, cmp)
         if s.examples:
             example_questions.wire(s, demo, hint, pickers_out, ask.inputs.doc)

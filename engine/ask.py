@@ -256,10 +256,12 @@ def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
     if req.reader is not None:
         answer.reader, answer.reader_error = rt.reader_label, reader_error
     if log and reader_error is None:  # a failed served reader's empty answer is no answer
-        rt.library.log_query(req.question, mode.name, answer.text,
-                             doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None,
-                             settings=asdict(opts), route=answer.as_json()["route"],
-                             metrics=asdict(metrics))
+        answer.query_id = rt.library.log_query(
+            req.question, mode.name, answer.text,
+            doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None, settings=asdict(opts),
+            route=answer.as_json()["route"], metrics=asdict(metrics),
+            quote=quote.as_json() if quote is not None else None,
+            check=answer.check.as_json() if answer.check is not None else None)
     yield AnswerReady(answer)
 
 

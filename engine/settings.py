@@ -188,6 +188,9 @@ class Settings:
     # The app runs a memory worker in a thread (a lone laptop process as before); 0 leaves the
     # writing to ``manual-explorer-engine worker`` processes elsewhere (app replicas).
     app_worker: bool = True
+    # The app serves its documented API as an MCP server too (app/mcp_tools.py: list manuals,
+    # outline, ask, read a node, rate an answer) at /gradio_api/mcp/; H2MT_MCP=0 turns it off.
+    mcp: bool = True
 
     @property
     def checkpoint_path(self) -> Path | None:
@@ -290,7 +293,7 @@ _INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "m
                "reader_context_tokens")
 _FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s",
                  "reader_connect_s", "reader_stall_s")
-_BOOL_FIELDS = ("examples", "app_worker")
+_BOOL_FIELDS = ("examples", "app_worker", "mcp")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 

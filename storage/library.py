@@ -34,7 +34,7 @@ from storage.blobs import decode_array, decode_vector, encode_array, encode_vect
 from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument,
                             MissingMemories, StaleMemories)
 from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryJobRow,
-                            MemoryRow, NodeRow, QueryRow, SourceFileRow)
+                            MemoryRow, NodeRow, QueryAnswerRow, QueryRow, SourceFileRow)
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
                              QueryRecord, SourceFile)
 from storage.tree import Node, Tree
@@ -428,26 +428,31 @@ class Library:
     # -- query log ----------------------------------------------------------------------------
     def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
                   settings: dict[str, Any] | None = None, route: Any = None,
-                  metrics: dict[str, Any] | None = None) -> int:
-        """Record one question (settings, route and metrics must be JSON-serialisable); its id.
-        A document deleted meanwhile (by another process) is logged as none, as a deletion
-        leaves its logged questions."""
+                  metrics: dict[str, Any] | None = None, quote: dict[str, Any] | None = None,
+                  check: dict[str, Any] | None = None) -> int:
+        """Record one question (settings, route, metrics, the answer's quote and check must be
+        JSON-serialisable); its id. A document deleted meanwhile (by another process) is logged
+        as none, as a deletion leaves its logged questions."""
         row = dict(question=question, mode=mode, answer=answer, settings_json=settings,
                    route_json=route, metrics_json=metrics)
+        parts = dict(quote_json=quote, check_json=check)
         try:
-            return self._log_query(doc_id, row)
+            return self._log_query(doc_id, row, parts)
         except IntegrityError:
             if doc_id is None:
                 raise
-            return self._log_query(None, row)
+            return self._log_query(None, row, parts)
 
-    def _log_query(self, doc_id: int | None, values: dict[str, Any]) -> int:
+    def _log_query(self, doc_id: int | None, values: dict[str, Any],
+                   parts: dict[str, Any]) -> int:
         with self._writing(), self._sessions() as s, s.begin():
             if doc_id is not None and s.get(DocumentRow, doc_id) is None:
                 doc_id = None
             row = QueryRow(doc_id=doc_id, **values)
             s.add(row)
             s.flush()
+            if any(v is not None for v in parts.values()):
+                s.add(QueryAnswerRow(query_id=row.id, **parts))
             return row.id
 
     def list_queries(self, doc_id: int | None = None, *,

@@ -68,6 +68,7 @@ class Answer:
         return self.degenerate is not None or (self.check is not None and self.check.flagged)
     reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
     reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
+    query_id: int | None = None  # its row in the query log (None: not logged)
 
     def as_json(self) -> dict:
         """The CLI's --json object."""
@@ -92,6 +93,7 @@ class Answer:
                 "check": ({k: v for k, v in self.check.as_json().items() if k != "unsupported"}
                           if self.check is not None else None),
                 "reader": self.reader, "reader_error": self.reader_error,
+                "query_id": self.query_id,
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},
                 "metrics": {k: round(v, 2) if isinstance(v, float) else v
