@@ -16,6 +16,7 @@ import torch
 
 from engine.answer.check import check_answer
 from engine.answer.decoding import Decoding, GenerationResult, Plan
+from engine.answer.evaluation import Evaluation, ProbeQuestion, evaluation_row
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.grounding import answer_evidence, find_quote
 from engine.answer.guard import clean_answer, degeneracy, degenerate_warning
@@ -286,3 +287,12 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
         if isinstance(event, AnswerReady):
             answer = event.answer
     return answer
+
+
+def evaluate(rt: Runtime, doc_id: int, q: ProbeQuestion, mode: str) -> Evaluation:
+    """Ask one question of a question file with the product's defaults (``AskOptions(mode=
+    mode)``, not logged) and judge it: the dev probe's and the Evaluation tab's one code
+    (engine/answer/evaluation.py)."""
+    t0 = time.perf_counter()
+    ans = ask(rt, doc_id, q.question, AskOptions(mode=mode), log=False)
+    return Evaluation(evaluation_row(ans, q, mode, (time.perf_counter() - t0) * 1e3), ans)
