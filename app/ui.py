@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app import ask_tab, compare_tab, library_tab, mcp_tools
+from app import ask_tab, compare_tab, evaluation_tab, library_tab, mcp_tools
 from app import examples as example_questions
 from app.answer_view import route_from_log
 from app.ask_history import HISTORY_ROWS
@@ -70,6 +70,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             lib = library_tab.build(s)
             ask = ask_tab.build(s)
             cmp = compare_tab.build(s)
+            evl = evaluation_tab.build(s)
 
         # -- events ----------------------------------------------------------------------------
         timer = gr.Timer(MEMORY_POLL_S)
@@ -88,6 +89,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         gr.api(bind(s, node_api), api_name="node", api_visibility="undocumented")
         mcp_tools.wire(s)  # the documented API: the MCP tools
         compare_tab.wire(s, cmp)
+        evaluation_tab.wire(s, evl)
         if s.examples:
             example_questions.wire(s, demo, hint, pickers_out, ask.inputs.doc)
     s.writer.resume_incomplete()  # memories interrupted by a crash or a restart
