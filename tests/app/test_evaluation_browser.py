@@ -15,7 +15,7 @@ from tests.app.test_app_browser import (TABLE_JS, _cell, _no_error_badge, _open_
 pytestmark = pytest.mark.real_model
 
 QUESTIONS = [
-    {"id": "append", "question": "How do I append code to a macro?", "key": r"\\appto"},
+    {"id": "append", "question": "How do I append code to a macro?", "key": "appto"},
     {"id": "never", "question": "How do I patch a command?", "key": "no manual says this"},
 ]
 
@@ -68,9 +68,9 @@ def test_evaluation_tab_runs_a_question_file_and_opens_a_failed_tree(browser, ex
     page.locator("#ask-mode input[value='quote']").check()
     page.locator("#ask-question textarea").fill("How do I loop over a comma-separated list?")
     page.locator("#ask-button").click()
-    page.wait_for_function("() => (document.querySelector('#quote-view')?.innerText || '')"
+    # the answer's last step (its text, in quote mode the quote) carries its query id
+    page.wait_for_function("() => (document.querySelector('#answer-text textarea')?.value || '')"
                            ".trim().length > 0")
-    page.wait_for_timeout(1_500)  # the answer's last step carries its query id
     page.locator("#feedback-note textarea").fill("wrong loop macro")
     page.locator("#feedback-down").click()
     page.wait_for_function("() => (document.querySelector('#feedback-line')?.innerText || '')"
