@@ -8,6 +8,7 @@ marked wrong into a question file for the dev probe.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,7 +24,7 @@ WRONG_COLUMNS = ["query", "asked (UTC)", "question", "answer", "quote page", "ch
 ASK_LINE = "Was this answer right? Your verdict is kept with the question (Library tab)."
 
 
-def rate_answer(s: AppState, query_id: int, rating: Rating, note: str = "") -> dict:
+def rate_answer(s: AppState, query_id: int, rating: Rating, note: str = "") -> str:
     """Tell the explorer whether an answer was right ("up") or wrong ("down"), with an optional
     line saying why. Kept with the logged question; the Library tab lists the answers marked
     wrong, and a later verdict on the same answer replaces this one.
@@ -34,8 +35,13 @@ def rate_answer(s: AppState, query_id: int, rating: Rating, note: str = "") -> d
         note: optional, one line: what was wrong or missing.
 
     Returns:
-        The stored verdict: query id, question, rating, note.
+        A JSON object, the stored verdict: query id, question, rating, note.
     """
+    return json.dumps(rate(s, query_id, rating, note), ensure_ascii=False)
+
+
+def rate(s: AppState, query_id, rating: str, note: str) -> dict:
+    """Store a verdict (one line for a user's mistake); what was stored."""
     try:
         rated = Feedback(s.rt.library).rate(int(query_id), rating, note)
     except (QueryNotFound, ValueError, TypeError) as e:
@@ -49,7 +55,7 @@ def rate_shown(s: AppState, rating: str, view: ViewState, note: str):
     query_id = (view or ViewState()).query_id
     if query_id is None:
         raise user_error("Ask a question first: there is no logged answer to rate.")
-    rated = rate_answer(s, query_id, rating, note)
+    rated = rate(s, query_id, rating, note)
     mark = "👍 right" if rated["rating"] == "up" else "👎 wrong"
     said = f" ({md_text(rated['note'])})" if rated["note"] else ""
     return f"Kept: query {rated['query_id']} marked **{mark}**{said}."

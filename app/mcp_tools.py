@@ -5,11 +5,14 @@ Gradio turns every public endpoint into an MCP tool, its description and argumen
 from the function's docstring ("Args:" lines) and type hints; so these functions are the only
 public endpoints (``api_visibility="public"``), and the page's own endpoints (ingest, the Ask
 tab's full view, compare...) are "undocumented": still callable by HTTP clients, not tools.
-Each tool returns plain JSON (dicts and lists); a request's problem is one line (gr.Error). The
+Gradio reads a docstring's "Args:" and "Returns:" entries one line each, hence their long lines.
+Each tool returns a JSON text (Gradio's MCP server hands a tool's output to the client as text,
+so a dict would reach it as a Python repr); a request's problem is one line (gr.Error). The
 fifth tool, ``rate_answer`` (a verdict on an answer), is app/feedback.py's.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from typing import Literal, get_args
 
@@ -34,16 +37,19 @@ def _tree(s: AppState, manual_id):
         raise user_error(f"no manual with id {manual_id!r} (list_manuals gives the ids)") from None
 
 
-def list_manuals(s: AppState) -> list[dict]:
+def as_json(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def list_manuals(s: AppState) -> str:
     """List the manuals in the library, with the id each other tool takes.
 
     Returns:
-        One object per manual: id, title, file name, pages, nodes (sections and paragraphs of
-        its tree) and memories ("ready", or how far their writing is).
+        A JSON list, one object per manual: id, title, file name, pages, nodes (sections and paragraphs of its tree) and memories ("ready", or how far their writing is).
     """
-    return [{"id": d.id, "title": d.title, "file": d.file_name, "pages": d.pages,
+    return as_json([{"id": d.id, "title": d.title, "file": d.file_name, "pages": d.pages,
              "nodes": d.n_nodes, "memories": s.memory_label(d)}
-            for d in s.rt.library.list_documents()]
+            for d in s.rt.library.list_documents()])
 
 
 def manual_outline(s: AppState, manual_id: int, max_depth: int = OUTLINE_DEPTH) -> str:
@@ -61,7 +67,7 @@ def manual_outline(s: AppState, manual_id: int, max_depth: int = OUTLINE_DEPTH) 
 
 
 def ask_manual(s: AppState, manual_id: str, question: str,
-               mode: ToolMode = "text") -> dict:
+               mode: ToolMode = "text") -> str:
     """Ask a question about a manual (or "all": the whole library). The router walks the
     manual's section tree; the answer quotes the manual's best passage verbatim with its page,
     and (mode "text") a small model answers from the routed sections, checked against them.
@@ -72,9 +78,7 @@ def ask_manual(s: AppState, manual_id: str, question: str,
         mode: "text": the quote and a generated answer with its check; "quote": the quote only (no generation, fast); "route": the routed sections only.
 
     Returns:
-        An object with the quote (text, page, section heading, node), the answer, its check
-        (flagged, and why), the sections the router selected (title, pages, node), and the
-        query id (rate_answer takes it).
+        A JSON object: the quote (text, page, section heading, node), the answer, its check (flagged, and why), the sections the router selected (title, pages, node), and the query id (rate_answer takes it).
     """
     if mode not in TOOL_MODES:
         raise user_error(f"mode {mode!r} is not one of {', '.join(TOOL_MODES)}")
@@ -84,16 +88,16 @@ def ask_manual(s: AppState, manual_id: str, question: str,
     out = answer.as_json()
     route = [r for r in out["route"] or [] if r["status"] == "selected"]
     route.sort(key=lambda r: -(r["score"] or 0.0))
-    return {"query_id": answer.query_id, "question": question, "mode": mode,
+    return as_json({"query_id": answer.query_id, "question": question, "mode": mode,
             "quote": out["quote"], "not_covered": out["not_covered"], "answer": answer.text,
             "check": out["check"], "unsupported": out["unsupported"],
             "route": [{"title": r["title"], "manual": r["doc_id"], "node": r["node_id"],
                        "page_start": r["page_start"], "page_end": r["page_end"],
                        "score": r["score"]} for r in route[:ROUTE_NODES]],
-            "cited": [asdict(c) for c in answer.cited], "warning": answer.warning}
+            "cited": [asdict(c) for c in answer.cited], "warning": answer.warning})
 
 
-def read_node(s: AppState, manual_id: int, node_id: int) -> dict:
+def read_node(s: AppState, manual_id: int, node_id: int) -> str:
     """Read one node (section) of a manual: its own text, its heading path and its pages.
 
     Args:
@@ -101,8 +105,7 @@ def read_node(s: AppState, manual_id: int, node_id: int) -> dict:
         node_id: the node's id (from manual_outline, or an ask_manual quote's or route's node).
 
     Returns:
-        An object with title, path (the headings above it), page_start, page_end, text and the
-        ids of its children (their text is not included).
+        A JSON object: title, path (the headings above it), page_start, page_end, text and the ids of its children (their text is not included).
     """
     tree = _tree(s, manual_id)
     try:
@@ -110,10 +113,10 @@ def read_node(s: AppState, manual_id: int, node_id: int) -> dict:
     except (KeyError, TypeError, ValueError):
         raise user_error(f"manual #{manual_id} has no node {node_id!r}") from None
     labels = tree.labels()
-    return {"manual": int(manual_id), "node": n.id, "title": labels[n.id],
+    return as_json({"manual": int(manual_id), "node": n.id, "title": labels[n.id],
             "path": [labels[p.id] for p in tree.path(n.id)[1:-1]],
             "page_start": n.page_start, "page_end": n.page_end, "text": n.text,
-            "children": [c.id for c in tree.children(n.id)]}
+            "children": [c.id for c in tree.children(n.id)]})
 
 
 TOOLS = (list_manuals, manual_outline, ask_manual, read_node, rate_answer)
@@ -121,5 +124,5 @@ TOOLS = (list_manuals, manual_outline, ask_manual, read_node, rate_answer)
 
 def wire(s: AppState) -> None:
     """The tools as public API endpoints (and so MCP tools), named after their functions."""
-    for fn in TOOLS:
-        gr.api(bind(s, fn), api_name=fn.__name__)
+    for fn in TOOLS:  # unqueued: Gradio's MCP server calls them in the request (app/mcp_auth.py)
+        gr.api(bind(s, fn), api_name=fn.__name__, queue=False)

@@ -3,6 +3,8 @@ with its logged question, quote and check, and the Library tab's list of answers
 shows it."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from app.feedback import WRONG_COLUMNS
@@ -22,10 +24,10 @@ def test_thumbs_down_through_the_api_is_stored_and_listed(explorer_server):
     url, rt = explorer_server
     doc_id = ingest_file(EXAMPLE_FILE, rt, memories=False).doc_id
     client = Client(url, verbose=False)
-    asked = client.predict(str(doc_id), QUESTION, "quote", api_name="/ask_manual")
+    asked = json.loads(client.predict(str(doc_id), QUESTION, "quote", api_name="/ask_manual"))
     assert asked["quote"] and asked["quote"]["page"] >= 1, asked
-    rated = client.predict(asked["query_id"], "down", "quotes the wrong loop macro",
-                           api_name="/rate_answer")
+    rated = json.loads(client.predict(asked["query_id"], "down", "quotes the wrong loop macro",
+                                      api_name="/rate_answer"))
     assert rated == {"query_id": asked["query_id"], "question": QUESTION, "rating": "down",
                      "note": "quotes the wrong loop macro"}
 
