@@ -299,7 +299,7 @@ def wire(s: AppState, t: AskTab) -> None:
         None, None, None, js=ASK_CLICK_JS, queue=False, api_visibility="private")
     t.inputs.doc.change(bind(s, history_rows), t.inputs.doc, t.history, api_visibility="private")
     t.inputs.doc.change(bind(s, doc_memory_line), t.inputs.doc, t.mem_line, **private)
-    feedback.wire_bar(s, t.feedback, t.view)
+    feedback.wire_bar(s, t.feedback, t.view, [*asked, t.history.select])
     t.history.select(bind(s, history_select, t), t.inputs.doc,
                      [t.answer, t.answer_fold, t.answer_box, t.metrics, t.cited, t.route_plot, t.manual_plot,
                       t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,

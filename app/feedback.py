@@ -102,12 +102,14 @@ def build_bar() -> FeedbackBar:
     return FeedbackBar(up, down, note, line)
 
 
-def wire_bar(s: AppState, bar: FeedbackBar, view: gr.State) -> None:
+def wire_bar(s: AppState, bar: FeedbackBar, view: gr.State, shown: list) -> None:
+    """``shown``: the triggers of another answer being shown (an ask, a history row), which
+    give a fresh line and an empty note. (Not ``view.change``: Gradio hashes a watched State's
+    value, and ViewState holds lists.)"""
     private = dict(api_visibility="private", show_progress="hidden", queue=False)
     for button, rating in ((bar.up, "up"), (bar.down, "down")):
         button.click(bind(s, rate_shown, rating), [view, bar.note], bar.line, **private)
-    # another answer shown: a fresh line and an empty note
-    view.change(lambda: (ASK_LINE, ""), None, [bar.line, bar.note], **private)
+    gr.on(shown, lambda: (ASK_LINE, ""), None, [bar.line, bar.note], **private)
 
 
 # -- the Library tab's list ----------------------------------------------------------------------

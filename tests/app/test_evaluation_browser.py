@@ -36,8 +36,7 @@ def test_evaluation_tab_runs_a_question_file_and_opens_a_failed_tree(browser, ex
     page.locator("#eval-doc input").click()
     page.get_by_role("option", name=f"#{doc_id} ").first.click()
     page.locator("#eval-file input[type=file]").set_input_files(str(qfile))
-    page.wait_for_function("() => (document.querySelector('#eval-file')?.innerText || '')"
-                           ".includes('two.jsonl')")
+    page.locator("#eval-file td.filename[aria-label='two.jsonl']").wait_for()
     page.locator("#eval-run").click()
     page.wait_for_function("() => (document.querySelector('#eval-status')?.innerText || '')"
                            ".startsWith('Done')")
@@ -49,7 +48,7 @@ def test_evaluation_tab_runs_a_question_file_and_opens_a_failed_tree(browser, ex
     summary = page.evaluate(TABLE_JS, "#eval-summary")
     assert ["answer holds", "1/2", "50%"] in summary, summary
     page.wait_for_function("() => !!document.querySelector('#eval-risk .js-plotly-plot')")
-    assert "results.jsonl" in page.locator("#eval-download").inner_text()
+    page.locator("#eval-download td.filename[aria-label='two-quote-results.jsonl']").wait_for()
     # the failed question's routing tree, one click away
     _cell(page, "#eval-table", 1, 1).click()
     page.wait_for_function("() => (document.querySelector('#eval-row-head')?.innerText || '')"
@@ -71,7 +70,7 @@ def test_evaluation_tab_runs_a_question_file_and_opens_a_failed_tree(browser, ex
     # the answer's last step (its text, in quote mode the quote) carries its query id
     page.wait_for_function("() => (document.querySelector('#answer-text textarea')?.value || '')"
                            ".trim().length > 0")
-    page.locator("#feedback-note textarea").fill("wrong loop macro")
+    page.locator("#feedback-note :is(input, textarea)").fill("wrong loop macro")
     page.locator("#feedback-down").click()
     page.wait_for_function("() => (document.querySelector('#feedback-line')?.innerText || '')"
                            ".includes('Kept')")
