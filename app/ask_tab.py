@@ -15,8 +15,8 @@ the figure data and the history. At 1440x900 the answer, its page and the top of
 on the first screen (tests/app/test_app_browser.py checks it by bounding boxes). Gradio mounts a
 fold's components only when it is opened; their values are kept meanwhile.
 
-Bad option values (``AskRequest.option_problems``: the engine's own rules, each option checked
-alone, in every mode) are refused by the /ask validator with one line under the input they
+Bad option values (``AskRequest.problems``: the engine's own rules, checked once, in every
+mode) are refused by the /ask validator with one line under the input they
 concern, for the page and for API clients alike; nothing is asked, stored or wiped. The event
 runs without Gradio's preprocessing so that a value outside a component's range (k=0 from a
 script) reaches the validator instead of failing with a bare "400 Bad Request".
@@ -283,7 +283,8 @@ def wire(s: AppState, t: AskTab) -> None:
     # no stale comparison while asking (a refused request keeps the last answer's notes: the
     # validator's line is all that changes)
     gr.on(asked, bind(s, clear_before_ask, t, request=AskRequest), ask_inputs,
-          [*t.view_outputs(), *t.page_outputs()], queue=False, **private)
+          [*t.view_outputs(), *t.page_outputs(), *t.feedback.outputs()], queue=False,
+          **private)
     # preprocess=False: the values reach the validator as sent, so a value out of a
     # component's range (k=0 from a script) gets the validator's line naming it, not
     # Gradio's bare "400 Bad Request" (every input here is a plain string, number or bool)
@@ -299,7 +300,7 @@ def wire(s: AppState, t: AskTab) -> None:
         None, None, None, js=ASK_CLICK_JS, queue=False, api_visibility="private")
     t.inputs.doc.change(bind(s, history_rows), t.inputs.doc, t.history, api_visibility="private")
     t.inputs.doc.change(bind(s, doc_memory_line), t.inputs.doc, t.mem_line, **private)
-    feedback.wire_bar(s, t.feedback, t.view, [*asked, t.history.select])
+    feedback.wire_bar(s, t.feedback, t.view, t.history.select)
     t.history.select(bind(s, history_select, t), t.inputs.doc,
                      [t.answer, t.answer_fold, t.answer_box, t.metrics, t.cited, t.route_plot, t.manual_plot,
                       t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,

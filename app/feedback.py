@@ -90,6 +90,13 @@ class FeedbackBar:
     note: gr.Textbox
     line: gr.Markdown
 
+    def outputs(self) -> list:
+        return [self.line, self.note]
+
+    def cleared(self) -> dict:
+        """A fresh line and an empty note (another answer is shown)."""
+        return {self.line: ASK_LINE, self.note: ""}
+
 
 def build_bar() -> FeedbackBar:
     with gr.Row(equal_height=True, elem_id="feedback-bar"):
@@ -102,14 +109,14 @@ def build_bar() -> FeedbackBar:
     return FeedbackBar(up, down, note, line)
 
 
-def wire_bar(s: AppState, bar: FeedbackBar, view: gr.State, shown: list) -> None:
-    """``shown``: the triggers of another answer being shown (an ask, a history row), which
-    give a fresh line and an empty note. (Not ``view.change``: Gradio hashes a watched State's
-    value, and ViewState holds lists.)"""
+def wire_bar(s: AppState, bar: FeedbackBar, view: gr.State, shown) -> None:
+    """``shown``: the trigger of an old answer shown again (a history row), which gives a
+    fresh line and an empty note, as an ask does (ask_handlers.clear_before_ask). (Not
+    ``view.change``: Gradio hashes a watched State's value, and ViewState holds lists.)"""
     private = dict(api_visibility="private", show_progress="hidden", queue=False)
     for button, rating in ((bar.up, "up"), (bar.down, "down")):
         button.click(bind(s, rate_shown, rating), [view, bar.note], bar.line, **private)
-    gr.on(shown, lambda: (ASK_LINE, ""), None, [bar.line, bar.note], **private)
+    shown(lambda: (ASK_LINE, ""), None, bar.outputs(), **private)
 
 
 # -- the Library tab's list ----------------------------------------------------------------------

@@ -142,7 +142,7 @@ def judge(q: ProbeQuestion, a: ProbeAnswer) -> Verdict:
 
 def answer_of(ans: Answer) -> ProbeAnswer:
     """The plain data ``judge`` reads, from an engine Answer."""
-    from engine.answer.evidence import strip_cut_marker
+    from engine.answer.passages.evidence import strip_cut_marker
 
     quote = ans.quote
     return ProbeAnswer(text=strip_cut_marker(ans.text or ""),
