@@ -113,6 +113,8 @@ def load_questions(path: Path = QUESTIONS_FILE, manuals: dict[str, Manual] | Non
             raise ValueError(f"{where}: kind {q.kind!r} is not one of {', '.join(KINDS)}")
         if q.id in seen:
             raise ValueError(f"{where}: id repeated")
+        if not q.key.strip():  # bench.feedback leaves it for the person to write
+            raise ValueError(f"{where}: the key is empty (write a regular expression for the fact)")
         try:
             q.pattern
         except re.error as e:
