@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.answer.evaluation import (ProbeAnswer, ProbeQuestion, Verdict, holds, judge,  # noqa: F401
-                               normal)
+from engine.answer.evaluation import (ProbeAnswer, ProbeQuestion, Verdict, fragment,  # noqa: F401
+                                      holds, judge, normal)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIR = ROOT / "bench" / "probe"

@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import select
 
 from storage.errors import StorageError
-from storage.library import Library, _as_utc, _query_record
+from storage.library import Library
 from storage.models import FeedbackRow, QueryAnswerRow, QueryRow, utc_now
-from storage.records import QueryRecord
+from storage.query_log import query_record
+from storage.records import QueryRecord, as_utc
 
 RATINGS = ("up", "down")
 NOTE_CHARS = 500  # one line of text
@@ -85,8 +86,8 @@ class Feedback:
                 .outerjoin(QueryAnswerRow, QueryAnswerRow.query_id == FeedbackRow.query_id)
                 .where(*where).order_by(QueryRow.id))
         with self.lib._sessions() as s:
-            return [Rated(query=_query_record(q), rating=f.rating, note=f.note,
-                          rated_at=_as_utc(f.created_at),
+            return [Rated(query=query_record(q), rating=f.rating, note=f.note,
+                          rated_at=as_utc(f.created_at),
                           quote=a.quote_json if a is not None else None,
                           check=a.check_json if a is not None else None)
                     for f, q, a in s.execute(stmt).all()]
