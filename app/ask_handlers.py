@@ -116,7 +116,8 @@ def final_updates(s: AppState, t: AskTab, a, doc, user: str | None = None) -> di
                                         else "(routing only: no answer generated)")
         notice, offer_text = a.warning or "", False
     view = replace(rv.view, notice=notice, offer_text=offer_text, evidence=evidence,
-                   evidence_note=evidence_summary(a, evidence, degenerate))
+                   evidence_note=evidence_summary(a, evidence, degenerate),
+                   query_id=getattr(a, "query_id", None))
     rv.summary.update(degenerate=degenerate, evidence=evidence, answer=a.text,
                       **{k: out[k] for k in ("cut", "cut_at", "quote", "not_covered", "reader",
                                              "reader_error")})
@@ -163,11 +164,12 @@ def clear_before_ask(s: AppState, t: AskTab, req: AskRequest) -> dict:
     """The last answer's notes and page view, cleared when a request is asked (no stale
     comparison while asking); a request the validator refuses keeps them."""
     if req.refused(s.settings):
-        return left_as_shown([*t.view_outputs(), *t.page_outputs()])
+        return left_as_shown([*t.view_outputs(), *t.page_outputs(), *t.feedback.outputs()])
     hidden = gr.update(value=None, visible=False)
     return {t.notice: "", t.agree_md: "", t.agree_table: [], t.evidence_table: [],
             t.evidence_note: "", t.text_btn: gr.update(visible=False), t.page_head: PAGE_HINT,
-            t.page_image: hidden, t.page_text: gr.update(value="", visible=False)}
+            t.page_image: hidden, t.page_text: gr.update(value="", visible=False),
+            **t.feedback.cleared()}
 
 
 def show_view(s: AppState, t: AskTab, view: ViewState) -> dict:

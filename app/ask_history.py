@@ -74,7 +74,7 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
         return {**out, t.cited: [], t.route_plot: empty_figure(msg),
                 t.manual_plot: empty_figure(msg), t.route_table: [], t.summary: {},
                 t.view: ViewState(notice="", agreement=msg, agreement_rows=[], evidence=[],
-                                  evidence_note="", offer_text=False)}
+                                  evidence_note="", offer_text=False, query_id=rec.id)}
     route = route_from_log(rec.route, rec.settings)
     fig = route_figure(route, None, title=f"Routing tree of query {rec.id} (from the log)",
                        folds=folds_of(s, route))
@@ -83,6 +83,7 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
     view = ViewState(notice="", agreement="The other router's selection is not kept in the "
                      "query log: ask again to compare the routers.", agreement_rows=[],
                      evidence=[], evidence_note="Evidence lines are not kept in the query "
-                     "log: select a cited section to read its page.", offer_text=False)
+                     "log: select a cited section to read its page.", offer_text=False,
+                     query_id=rec.id)
     return {**out, t.cited: cited, t.route_plot: fig, t.manual_plot: manual_figure(route),
             t.route_table: route_rows(route), t.summary: figure_summary(fig), t.view: view}

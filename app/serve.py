@@ -86,6 +86,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
           db_url: str | None = None, share: bool = False) -> None:
     """Load the runtime (backbone, trained parts, library) and serve the app until stopped."""
     from app.accounts import Accounts, check_listen
+    from app.mcp_auth import mcp_sign_in
     from app.page_cache import prune_rendered_pages
     from app.sessions import SESSION_CAPACITY, start_pruning
     from app.ui import build_app
@@ -115,7 +116,9 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
         auth=accounts.check if accounts.enabled else None,
         auth_message="Sign in with the name and password your team gave you.",
         max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False,
-        state_session_capacity=SESSION_CAPACITY)
+        state_session_capacity=SESSION_CAPACITY, mcp_server=settings.mcp,
+        # Gradio mounts MCP outside its login: the same names sign in there (HTTP Basic)
+        app_kwargs={"middleware": mcp_sign_in(accounts.check)} if accounts.enabled else None)
 
 
 def add_user(name: str, auth_file: Path | None) -> int:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app import ask_tab, compare_tab, library_tab
+from app import ask_tab, compare_tab, evaluation_tab, library_tab, mcp_tools
 from app.accounts import Accounts
 from app import examples as example_questions
 from app.answer_view import route_from_log
@@ -73,6 +73,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             lib = library_tab.build(s)
             ask = ask_tab.build(s)
             cmp = compare_tab.build(s)
+            evl = evaluation_tab.build(s)
 
         # -- events ----------------------------------------------------------------------------
         timer = gr.Timer(MEMORY_POLL_S)
@@ -81,14 +82,17 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         poll_in = [poll_key, ask.inputs.doc]
         poll_out = [lib.table, lib.mem_line, ask.mem_line, poll_key]
         library_tab.wire(s, lib, pickers_out, poll_in, poll_out)
-        demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library")
+        demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library",
+                  api_visibility="undocumented")
         demo.load(bind(s, poll), poll_in, poll_out, api_visibility="private",
                   show_progress="hidden")
         timer.tick(bind(s, poll), poll_in, poll_out, api_visibility="private",
                    show_progress="hidden", concurrency_id="poll", concurrency_limit=4)
         ask_tab.wire(s, ask)
-        gr.api(bind(s, node_api), api_name="node")
+        gr.api(bind(s, node_api), api_name="node", api_visibility="undocumented")
+        mcp_tools.wire(s)  # the documented API: the MCP tools
         compare_tab.wire(s, cmp)
+        evaluation_tab.wire(s, evl)
         if s.examples:
             example_questions.wire(s, demo, hint, pickers_out, ask.inputs.doc)
     s.writer.resume_incomplete()  # memories interrupted by a crash or a restart

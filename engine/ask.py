@@ -19,6 +19,7 @@ from engine.answer.checks.check import check_answer
 from engine.answer.checks.confidence import Confidence, answer_signals, route_margin
 from engine.answer.checks.verdict import judge
 from engine.answer.generation.decoding import Decoding
+from engine.answer.evaluation import Evaluation, ProbeQuestion, evaluation_row
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.passages.grounding import answer_evidence, find_quote, sentence_pager
 from engine.answer.generation.cleanup import clean_answer, degeneracy
@@ -279,11 +280,13 @@ def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) ->
     if req.reader is not None:
         answer.reader, answer.reader_error = rt.reader_label, reader_error
     if log and reader_error is None:  # a failed served reader's empty answer is no answer
-        rt.library.log_query(req.question, mode.name, answer.text,
-                             doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None,
-                             settings=asdict(opts), route=answer.as_json()["route"],
-                             metrics=asdict(metrics), asker=asker,
-                             keep_routes=rt.settings.query_log_routes)
+        answer.query_id = rt.library.log_query(
+            req.question, mode.name, answer.text,
+            doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None, settings=asdict(opts),
+            route=answer.as_json()["route"], metrics=asdict(metrics), asker=asker,
+            keep_routes=rt.settings.query_log_routes,
+            quote=quote.as_json() if quote is not None else None,
+            check=answer.check.as_json() if answer.check is not None else None)
     yield AnswerReady(answer)
 
 
@@ -309,3 +312,12 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
         if isinstance(event, AnswerReady):
             answer = event.answer
     return answer
+
+
+def evaluate(rt: Runtime, doc_id: int, q: ProbeQuestion, mode: str) -> Evaluation:
+    """Ask one question of a question file with the product's defaults (``AskOptions(mode=
+    mode)``, not logged) and judge it: the dev probe's and the Evaluation tab's one code
+    (engine/answer/evaluation.py)."""
+    t0 = time.perf_counter()
+    ans = ask(rt, doc_id, q.question, AskOptions(mode=mode), log=False)
+    return Evaluation(evaluation_row(ans, q, mode, (time.perf_counter() - t0) * 1e3), ans)

@@ -231,6 +231,9 @@ class Settings:
             return value
         body = ", ".join(f"{f.name}={shown(f.name)!r}" for f in fields(self) if f.repr)
         return f"Settings({body})"
+    # The app serves its documented API as an MCP server too (app/mcp_tools.py: list manuals,
+    # outline, ask, read a node, rate an answer) at /gradio_api/mcp/; H2MT_MCP=0 turns it off.
+    mcp: bool = True
 
     @property
     def checkpoint_path(self) -> Path | None:

@@ -1,5 +1,6 @@
 """The library's query log: each question asked, with its settings, route, answer and metrics,
-and who asked it when sign-in is on (``QueryLog``, a part of ``Library``)."""
+the answer's quote and check (``query_answers``), and who asked it when sign-in is on
+(``QueryLog``, a part of ``Library``)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +8,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from storage.models import DocumentRow, QueryAskerRow, QueryRow
+from storage.models import DocumentRow, QueryAnswerRow, QueryAskerRow, QueryRow
 from storage.records import QueryRecord, as_utc
 
 ROUTE_PRUNE_SPAN = 64  # ids below the kept routes looked at per logged question
@@ -19,22 +20,25 @@ class QueryLog:
     def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
                   settings: dict[str, Any] | None = None, route: Any = None,
                   metrics: dict[str, Any] | None = None, asker: str | None = None,
-                  keep_routes: int | None = None) -> int:
-        """Record one question (settings, route and metrics must be JSON-serialisable) and who
-        asked it (a signed-in name, or None); its id. A document deleted meanwhile (by another
-        process) is logged as none, as a deletion leaves its logged questions. ``keep_routes``:
-        only the newest n rows keep their route (the rows falling out of it drop theirs)."""
+                  keep_routes: int | None = None, quote: dict[str, Any] | None = None,
+                  check: dict[str, Any] | None = None) -> int:
+        """Record one question (settings, route, metrics, the answer's quote and check must be
+        JSON-serialisable) and who asked it (a signed-in name, or None); its id. A document
+        deleted meanwhile (by another process) is logged as none, as a deletion leaves its
+        logged questions. ``keep_routes``: only the newest n rows keep their route (the rows
+        falling out of it drop theirs)."""
         row = dict(question=question, mode=mode, answer=answer, settings_json=settings,
                    route_json=route, metrics_json=metrics)
+        parts = dict(quote_json=quote, check_json=check)
         try:
-            return self._log_query(doc_id, row, asker, keep_routes)
+            return self._log_query(doc_id, row, parts, asker, keep_routes)
         except IntegrityError:
             if doc_id is None:
                 raise
-            return self._log_query(None, row, asker, keep_routes)
+            return self._log_query(None, row, parts, asker, keep_routes)
 
-    def _log_query(self, doc_id: int | None, values: dict[str, Any], asker: str | None,
-                   keep_routes: int | None) -> int:
+    def _log_query(self, doc_id: int | None, values: dict[str, Any], parts: dict[str, Any],
+                   asker: str | None, keep_routes: int | None) -> int:
         with self._writing(), self._sessions() as s, s.begin():
             if doc_id is not None and s.get(DocumentRow, doc_id) is None:
                 doc_id = None
@@ -48,6 +52,8 @@ class QueryLog:
                 s.execute(update(QueryRow).where(
                     QueryRow.id <= old, QueryRow.id > old - ROUTE_PRUNE_SPAN,
                     QueryRow.route_json.is_not(None)).values(route_json=None))
+            if any(v is not None for v in parts.values()):
+                s.add(QueryAnswerRow(query_id=row.id, **parts))
             return row.id
 
     def list_queries(self, doc_id: int | None = None, *, newest: int | None = None,
