@@ -23,7 +23,8 @@ import pytest
 
 from app.figures import visible_tree
 from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
-from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, browser,  # noqa: F401
+from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, ask_and_wait,  # noqa: F401
+                                  browser,
                                   SCREENSHOTS, no_error_badge, open_folds, shot, value)
 from tests.support.memory_writer import hold_memory_writer
 
@@ -683,26 +684,6 @@ FLAGGED_Q = "How do I attach a data frame?"
 CLEAN_Q = "How do I quit an R session?"
 
 
-def _ask_and_wait(page, rt, doc_id: int, question: str) -> object:
-    """Asks ``question`` in text mode at 128 tokens and returns its query-log record once the
-    engine has logged it and the page shows the final answer (folded or in the answer box)."""
-    import time
-
-    n = len(rt.library.list_queries(doc_id))
-    page.locator("#ask-question textarea").fill(question)
-    page.locator("#ask-button").click()
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while len(rt.library.list_queries(doc_id)) == n and time.monotonic() < deadline:
-        time.sleep(1)
-    log = rt.library.list_queries(doc_id)
-    assert len(log) == n + 1 and log[-1].question == question
-    page.wait_for_function(
-        "(answer) => document.querySelector('#answer-fold details') || "
-        "(document.querySelector('#answer-text textarea')?.value || '').trim() === answer",
-        arg=log[-1].answer.strip(), timeout=TIMEOUT_MS)
-    return log[-1]
-
-
 def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         browser, explorer_server, shared_dir, tmp_path):
     """On R's manual: the answer naming an identifier that its passages do not hold is folded
@@ -724,7 +705,7 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         page.locator("#ask-max-new input").fill("128")
         page.locator("#ask-max-new input").press("Tab")
 
-        rec = _ask_and_wait(page, rt, doc.id, FLAGGED_Q)
+        rec = ask_and_wait(page, rt, doc.id, FLAGGED_Q)
         fold = page.locator("#answer-fold details.answer-fold")
         assert fold.count() == 1, f"the answer was not folded: {rec.answer!r}"
         line = page.locator("#answer-fold summary").inner_text()
@@ -745,7 +726,7 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         no_error_badge(page)
         shot(page, tmp_path, "answer-check-folded")
 
-        rec = _ask_and_wait(page, rt, doc.id, CLEAN_Q)
+        rec = ask_and_wait(page, rt, doc.id, CLEAN_Q)
         try:
             page.wait_for_function("() => !document.querySelector('#answer-fold details')")
         except Exception:

@@ -56,3 +56,23 @@ def shot(page, tmp_path: Path, name: str) -> None:
     page.screenshot(path=str(out), full_page=True)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(out, SCREENSHOTS / f"{name}.png")
+
+
+def ask_and_wait(page, rt, doc_id: int, question: str) -> object:
+    """Asks ``question`` in text mode at 128 tokens and returns its query-log record once the
+    engine has logged it and the page shows the final answer (folded or in the answer box)."""
+    import time
+
+    n = len(rt.library.list_queries(doc_id))
+    page.locator("#ask-question textarea").fill(question)
+    page.locator("#ask-button").click()
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while len(rt.library.list_queries(doc_id)) == n and time.monotonic() < deadline:
+        time.sleep(1)
+    log = rt.library.list_queries(doc_id)
+    assert len(log) == n + 1 and log[-1].question == question
+    page.wait_for_function(
+        "(answer) => document.querySelector('#answer-fold details') || "
+        "(document.querySelector('#answer-text textarea')?.value || '').trim() === answer",
+        arg=log[-1].answer.strip(), timeout=TIMEOUT_MS)
+    return log[-1]
