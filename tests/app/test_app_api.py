@@ -13,7 +13,7 @@ import pytest
 from app.figures import figure_summary, visible_tree
 from app.route_tables import CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.ui import HISTORY_ROWS, LIBRARY_COLUMNS, memory_writer, route_from_log
-from tests.app import hold_memory_writer
+from tests.support.memory_writer import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
 

@@ -13,7 +13,7 @@ from sqlalchemy import func, select, text
 from storage import DocumentMeta, DocumentNotFound, LeaseLost, Library, MemoryJobs
 from storage.jobs import MAX_ATTEMPTS
 from storage.models import Base, MemoryJobRow, MemoryRow
-from tests.storage.test_storage import PG_URL, library, sample_tree  # noqa: F401 (fixture)
+from tests.support.library import PG_URL, library, sample_tree  # noqa: F401 (fixture)
 
 FP = "fp-test"
 
