@@ -2,7 +2,7 @@
 key fact (issue 42).
 
     python -m bench.probe [--manuals LIST] [--modes quote,text] [--limit N] [--out DIR]
-                          [--db URL] [--check-only]
+                          [--db URL] [--check-only] [--from-rows ROWS]
 
 Every manual of bench/probe/manuals.json is ingested with the product's own ingest (phase one:
 tree and routing evidence, as ``python -m engine ingest --text-only`` does; bench.qa's
@@ -13,7 +13,10 @@ quote holds the key fact (its regex), the quote begins on a gold page, the answe
 the fact, a wrong answer shown unmarked (no flag, no fold, not "not covered"), a right answer
 flagged or folded. The summary gives these per mode, per manual and per size bucket (under 150
 pages, 150-400, over 400); every row (question, quote, its page, answer, the check, a route
-summary, timings) goes to OUT/rows.jsonl, the tables to OUT/summary.md.
+summary, timings) goes to OUT/rows.jsonl, the tables to OUT/summary.md. A generated answer's
+row also carries ``calibration`` (the answer check's signals, confidence, fold line and key line,
+labelled by the key fact: ``bench.calibration.calibration_fields``), and the run ends with the
+confidence's AUROC and risk-coverage curve (``bench.calibration.report``).
 
 --check-only checks the question file instead (every regex compiles and matches the text of
 each of its gold pages) and exits non-zero on a failure.
@@ -28,9 +31,10 @@ from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
+from bench.calibration import calibration_fields, report_probe
 from bench.metrics import mean, median
 from bench.probe_set import (BUCKETS, DATA_DIR, QUESTIONS_FILE, Manual, ProbeAnswer,
-                             ProbeQuestion, judge, key_on_pages, load_manuals, load_questions,
+                             ProbeQuestion, holds, judge, key_on_pages, load_manuals, load_questions,
                              manual_pdf)
 
 MODES = ("quote", "text")
@@ -39,7 +43,7 @@ ROUTE_TITLES = 5  # selected sections named in a row's route summary
 
 def answer_of(ans) -> ProbeAnswer:
     """The plain data ``judge`` reads, from an engine Answer."""
-    from engine.answer.evidence import strip_cut_marker
+    from engine.answer.passages.evidence import strip_cut_marker
 
     quote = ans.quote
     return ProbeAnswer(text=strip_cut_marker(ans.text or ""),
@@ -87,14 +91,18 @@ def ask_row(rt, doc_id: int, q: ProbeQuestion, m: Manual, mode: str) -> dict:
             "timings_ms": {"wall": wall, "total": met.total_ms, "route": met.route_ms,
                            "quote": met.quote_ms, "ttft": met.ttft_ms if mode != "quote" else None,
                            "evidence": met.evidence_ms},
-            "generated_tokens": met.generated_tokens}
+            "generated_tokens": met.generated_tokens,
+            # the answer check's signals, confidence and key line, labelled by the key fact
+            # (bench.calibration reads these rows: the fold threshold, the risk-coverage curve)
+            "calibration": calibration_fields(ans, lambda t: holds(q, t))
+            if ans.verdict is not None else None}
 
 
 # -- summary -------------------------------------------------------------------------------------
 
 COLUMNS = (("quote holds", "quote_holds"), ("quote page", "quote_page"),
            ("answer holds", "answer_holds"), ("wrong unmarked", "wrong_unmarked"),
-           ("right flagged", "right_flagged"))
+           ("right flagged", "right_flagged"), ("fragment quotes", "quote_fragment"))
 
 
 def rates(rows: list[dict]) -> dict:
@@ -170,6 +178,16 @@ def pick(questions: list[ProbeQuestion], manuals: list[str] | None, limit: int |
     return out
 
 
+def round_robin(questions: list[ProbeQuestion]) -> list[ProbeQuestion]:
+    """One question of each manual in turn (file order within a manual): a run cut short has
+    asked every manual alike."""
+    by: dict[str, list[ProbeQuestion]] = defaultdict(list)
+    for q in questions:
+        by[q.manual].append(q)
+    width = max((len(v) for v in by.values()), default=0)
+    return [v[i] for i in range(width) for v in by.values() if i < len(v)]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=Path, default=QUESTIONS_FILE)
@@ -181,8 +199,14 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"database URL (default: sqlite:///{DATA_DIR}/lib.sqlite3, reused)")
     ap.add_argument("--check-only", action="store_true",
                     help="only check that every key's regex matches its gold pages")
+    ap.add_argument("--from-rows", type=Path, default=None,
+                    help="only summarise an existing rows.jsonl (e.g. of an interrupted run)")
     args = ap.parse_args(argv)
     manuals = load_manuals()
+    if args.from_rows:
+        rows = [json.loads(x) for x in args.from_rows.read_text().splitlines() if x.strip()]
+        print(f"(from {args.from_rows}: {len(rows)} rows)\n\n{summary(rows, manuals)}")
+        return
     try:
         questions = load_questions(args.questions, manuals)
     except ValueError as e:
@@ -192,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     modes = [m for m in args.modes.split(",") if m]
     if unknown or any(m not in MODES for m in modes):
         raise SystemExit(f"error: manuals are {', '.join(manuals)}; modes {', '.join(MODES)}")
-    questions = pick(questions, chosen, args.limit)
+    questions = round_robin(pick(questions, chosen, args.limit))
     if args.check_only:
         bad = check_questions(questions, manuals)
         print("\n".join(bad) or f"{len(questions)} questions: every key matches its gold pages")
@@ -233,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
           f"channel); wall time {time.perf_counter() - t_start:.0f} s", "", summary(rows, manuals)]
     (args.out / "summary.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
+    report_probe(rows)  # the answer check's AUROC and risk-coverage curve (bench.calibration)
 
 
 if __name__ == "__main__":

@@ -192,6 +192,18 @@ class Verdict:
     marked: bool  # the user was warned: flagged, folded, or "not covered"
     wrong_unmarked: bool  # the answer lacks the fact and nothing warned the user
     right_flagged: bool  # the answer holds the fact and was flagged or folded anyway
+    quote_fragment: bool  # a quote of fewer than four words that is not a command line
+
+
+# A word with one of these is code or a command line ("scons -c", "\\patchcmd", "a=b")
+_CODE = re.compile(r"[-/\\=_$()\[\]{}<>.:;]")
+
+
+def fragment(quote: str | None) -> bool:
+    """A quote of fewer than four words none of which looks like code (issue 42: a quote is
+    never a fragment, such as the single word "The" of a title page)."""
+    words = normal(quote).split()
+    return bool(words) and len(words) < 4 and not any(_CODE.search(w.rstrip(".,;:!?")) for w in words)
 
 
 def judge(q: ProbeQuestion, a: ProbeAnswer) -> Verdict:
@@ -203,4 +215,5 @@ def judge(q: ProbeQuestion, a: ProbeAnswer) -> Verdict:
         quote_page=(a.quote_page in q.pages) if q.pages else None,
         answer_holds=right, marked=marked,
         wrong_unmarked=not right and not marked,
-        right_flagged=right and (bool(a.flagged) or bool(a.folded)))
+        right_flagged=right and (bool(a.flagged) or bool(a.folded)),
+        quote_fragment=fragment(a.quote))

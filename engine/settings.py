@@ -226,6 +226,13 @@ class Settings:
         return Path(self.fusion)
 
     @property
+    def write_batches(self) -> dict[str, int]:
+        """The memory writer's batch limits, as its keywords (``engine.memory.writer``): the one
+        place every writer (ingest, the memory worker, the flat baseline) reads them from."""
+        return {"max_batch_nodes": self.write_batch_nodes,
+                "max_batch_tokens": self.write_batch_tokens}
+
+    @property
     def reader_is_remote(self) -> bool:
         """The reader is a served model (an http(s) base URL), not one loaded here."""
         return is_url(self.reader)

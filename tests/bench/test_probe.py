@@ -5,9 +5,10 @@ from collections import Counter
 
 import pytest
 
-from bench.probe import check_questions, pick, rates, summary_table
-from bench.probe_set import (KINDS, ProbeAnswer, ProbeQuestion, holds, judge, key_on_pages,
-                             load_manuals, load_questions, manual_pdf, normal, size_bucket)
+from bench.probe import check_questions, pick, rates, round_robin, summary_table
+from bench.probe_set import (KINDS, ProbeAnswer, ProbeQuestion, fragment, holds, judge,
+                             key_on_pages, load_manuals, load_questions, manual_pdf, normal,
+                             size_bucket)
 
 # Held back (their questions are unseen) or reserved for evaluation: never in the probe
 HELD_BACK = ("r-intro", "why3", "gnuplot", "ngspice", "pseudo")
@@ -116,6 +117,13 @@ def test_judge_a_right_answer_flagged_and_a_quote_on_the_wrong_page():
     assert judge(no_gold, ProbeAnswer(text=right, quote=right, quote_page=12)).quote_page is None
 
 
+def test_a_fragment_is_a_short_quote_that_is_no_command_line():
+    assert fragment("The") and fragment("See below.")
+    assert not fragment("scons -c") and not fragment("\\patchcmd") and not fragment("~/.zshrc")
+    assert not fragment("Use the serif theme.") and not fragment(None)
+    assert judge(Q, ProbeAnswer(text="The", quote="The", quote_page=1)).quote_fragment
+
+
 # -- summary -------------------------------------------------------------------------------------
 
 def test_size_buckets():
@@ -129,7 +137,7 @@ def _row(manual, bucket, mode, quote_holds, answer_holds, wrong_unmarked, ms):
             "route": {"gold_page_selected": True},
             "verdict": {"quote_holds": quote_holds, "quote_page": None,
                         "answer_holds": answer_holds, "wrong_unmarked": wrong_unmarked,
-                        "right_flagged": False, "marked": False}}
+                        "right_flagged": False, "marked": False, "quote_fragment": False}}
 
 
 def test_rates_and_tables_count_what_they_say(manuals):
@@ -151,3 +159,9 @@ def test_pick_limits_per_manual(questions):
     assert Counter(q.manual for q in got) == {"zsh": 3, "pari": 3}
     assert len(pick(questions, None, None)) == len(questions)
 
+
+
+def test_round_robin_takes_each_manual_in_turn(questions):
+    got = round_robin(pick(questions, ["camlidl", "zsh"], 3))
+    assert [q.manual for q in got] == ["camlidl", "zsh"] * 3
+    assert [q.id for q in got if q.manual == "zsh"] == ["zsh-01", "zsh-02", "zsh-03"]
