@@ -161,10 +161,10 @@ def outline_rows(tree) -> list[list]:
         if fold is not None:
             skip.update(fold.ids)
             rows.append([n.id, indent + FOLD_MARK + fold.title,
-                         pages_label(fold.page_start, fold.page_end), fold.tokens, fold.kind])
+                         pages_label(fold.page_start, fold.page_end, tree), fold.tokens, fold.kind])
         else:
-            rows.append([n.id, indent + labels[n.id], pages_label(n.page_start, n.page_end),
-                         n.tokens, n.kind])
+            rows.append([n.id, indent + labels[n.id], pages_label(n.page_start, n.page_end, tree),
+                         n.tokens, n.kind + (" (OCR)" if tree.is_ocr(n) else "")])
     return rows
 
 

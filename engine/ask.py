@@ -17,7 +17,8 @@ import torch
 from engine.answer.check import check_answer
 from engine.answer.decoding import Decoding, GenerationResult, Plan
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
-from engine.answer.grounding import answer_evidence, find_quote
+from engine.routing.named_pages import pin_named_pages
+from engine.answer.grounding import answer_evidence, find_quote, label_citations
 from engine.answer.guard import clean_answer, degeneracy, degenerate_warning
 from engine.answer.measure import PeakMemory
 from engine.answer.remote_reader import ReaderError
@@ -149,6 +150,7 @@ def route(rt: Runtime, req: Request, metrics: Metrics) -> Routed:
                                   walk_how=opts.walk or rt.settings.walk)
     except RouterUnavailable as e:
         raise AskError(str(e)) from None
+    pin_named_pages(found, req.routing, req.trees, req.question)  # "what is on page 8"
     metrics.route_ms = query_ms + found.route_ms
     return Routed(found, query.dense, q)
 
@@ -194,7 +196,8 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
                              quote.text if quote is not None else None, cut=stopped)
     if cut:
         text = f"{text} (cut at {result.generated_tokens} tokens)"
-    return Answer(text=text, mode=mode.name, cited=citations, gate=gate, metrics=metrics,
+    return Answer(text=text, mode=mode.name, cited=label_citations(citations, req.trees),
+                  gate=gate, metrics=metrics,
                   route=shown, warning=" ".join(warnings) or None, evidence=evidence,
                   cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
                   stop=result.stop if result is not None else None, repetition_cut=trimmed,

@@ -37,10 +37,13 @@ class Quote:
     page: int | None  # physical 1-based page where the quote begins; None when unknown
     score: float  # the best sentence's score (sentences.score)
     rid: int  # routed node id
+    page_label: str | None = None  # the page's printed label where the PDF gives one
+    ocr: bool = False  # the section's text was read by OCR (a scanned page)
 
     def as_json(self) -> dict:
         return {"text": self.text, "doc": self.doc_id, "node": self.node_id,
-                "heading": self.heading, "page": self.page, "score": self.score}
+                "heading": self.heading, "page": self.page, "page_label": self.page_label,
+                "ocr": self.ocr, "score": self.score}
 
 
 def choose(question: str, ranked: list[Sentence], threshold: float = THRESHOLD,

@@ -3,6 +3,7 @@ document has no headings at all (H2MT 4.3), token-limit splitting, then evidence
 of contents and indexes marked, so routing and answers leave them out)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -27,4 +28,6 @@ def build_tree(path: str | Path, encode: TokenCounter, decode: Callable[[list[in
     if is_unstructured(raw):
         raw = induce_tree(raw, lambda text: len(encode(text)), embed,
                           chunk_tokens=min(CHUNK_TOKENS, limit))
-    return mark_evidence_hygiene(split_long_nodes(raw, encode, decode, limit))
+    tree = mark_evidence_hygiene(split_long_nodes(raw, encode, decode, limit))
+    # The pages' printed labels and OCR marks belong to the file, not to a stage's nodes.
+    return replace(tree, page_labels=raw.page_labels, ocr_pages=raw.ocr_pages)

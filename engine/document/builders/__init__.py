@@ -1,13 +1,15 @@
 """Raw tree builders (H2MT 3.1, before token-limit splitting), one per input kind.
 
 ``build_raw_tree`` picks the builder by content first, then by extension:
-- a ``%PDF-`` header: the outline builder when the PDF has one, else font statistics;
+- a ``%PDF-`` header: the outline builder when the PDF has one that is not junk, else font
+  statistics, else one node per page (``pdf_chain``: a failing builder hands over to the next);
 - ``.md``/``.markdown``, ``.html``/``.htm``, ``.txt`` (and extension-less text): markup builders;
 - ``.json``: the ORD-QA documentation format, recognised by its structure.
 Every problem a user can cause (empty, unreadable, unsupported, no text layer) is a DocumentError.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from engine.document.tree import DocumentError, Tree
@@ -135,8 +137,14 @@ def _build_pdf_tree(doc, path: Path) -> Tree:
     # The PDF's own title, else the one printed on its title page, else the file's name.
     title = ((doc.metadata or {}).get("title", "").strip() or title_page_title(doc)
              or path.stem)
-    if doc.get_toc(simple=True):
-        from engine.document.builders.pdf_outline import build_outline_tree
-        return build_outline_tree(doc, path, title)
-    from engine.document.builders.pdf_fonts import build_fonts_tree
-    return build_fonts_tree(doc, path, title)
+    from engine.document.builders.pdf_chain import build_pdf_tree
+    tree = build_pdf_tree(doc, path, title)
+    return replace(tree, page_labels=page_labels(doc))
+
+
+def page_labels(doc) -> tuple[str, ...]:
+    """Every page's printed label (``Page.get_label``; "" where none), or () when the PDF
+    defines no labels at all, so that pages are shown by their physical number."""
+    if not doc.get_page_labels():
+        return ()
+    return tuple(page.get_label() or "" for page in doc)
