@@ -216,4 +216,13 @@ def quote_outputs(s: AppState, quote, not_covered: bool, mode: str
         return gr.update(value=md, visible=bool(md)), None
     return (gr.update(value=md, visible=True),
             page_outputs(s, quote.doc_id, quote.node_id,
-                         [Line(quote.text, quote.page, quote.score)]))
+                         quote_lines(quote)))
+
+
+def quote_lines(quote) -> list[Line]:
+    """What the page view highlights for a quote: the quote whole, or a table row and its
+    header apart (they need not stand together on the page)."""
+    parts = quote.text.splitlines()
+    if len(parts) == 2 and all(" | " in p for p in parts):
+        return [Line(p, quote.page, quote.score) for p in parts]
+    return [Line(quote.text, quote.page, quote.score)]

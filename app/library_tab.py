@@ -94,7 +94,8 @@ def upload(s: AppState, files, progress=gr.Progress()):
 
         def report(done: int, total: int, *, stage: str, i=i, name=name) -> None:
             progress((i + 0.1 + 0.85 * done / max(total, 1)) / n,
-                     desc=f"{of}{name}: {stage} {done}/{total} nodes")
+                     desc=f"{of}{name}: {stage} {done}/{total} "
+                          f"{'pages' if stage == 'ocr' else 'nodes'}")
 
         of = f"file {i + 1} of {n}: " if n > 1 else ""
         progress(i / n, desc=f"{of}{name}: parsing and building the tree")

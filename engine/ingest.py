@@ -210,14 +210,16 @@ class _EvidenceEncoder:
         return self.shared._rows(texts)
 
 
-def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = None) -> Tree:
+def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> Tree:
     bb = rt.backbone
     # A document without headings gets an induced hierarchy (H2MT 4.3) over the dense
     # channel's sentence-encoder vectors (an LSA embedding when that channel is off).
     if shared is None and rt.encoder is not None:
         shared = SharedVectors(rt.encoder)
     embed = shared.embed if shared is not None else None
-    tree = build_tree(path, bb.encode, bb.decode, rt.settings.node_token_limit, embed=embed)
+    tree = build_tree(path, bb.encode, bb.decode, rt.settings.node_token_limit, embed=embed,
+                      ocr_languages=rt.settings.ocr_languages, progress=progress)
     check_tree_limits(Path(path).name, tree, rt.settings)
     return tree
 
@@ -297,7 +299,7 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
         return _reuse(existing, rt, progress, memories)
     t0 = time.perf_counter()
     shared = SharedVectors(rt.encoder) if rt.encoder is not None else None
-    tree = build_document_tree(path, rt, shared)
+    tree = build_document_tree(path, rt, shared, _stage(progress, "ocr"))
     tree_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
     evidence = tree_evidence(tree, rt, shared, _stage(progress, "evidence"))
@@ -305,7 +307,8 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     meta = DocumentMeta(title=tree.title or path.stem, file_name=path.name, sha256=sha,
                         pages=tree.pages, tree_ms=tree_ms, memory_ms=0.0)
     try:
-        doc_id = lib.add_document(meta, tree, evidence=evidence, source=source_file(path))
+        doc_id = lib.add_document(meta, tree, evidence=evidence,
+                                  source=source_file(path, tree.text_layer_pdf))
     except DuplicateDocument as e:  # another client stored the same file meanwhile
         existing = e.existing_id if e.existing_id is not None else lib.find_by_sha256(sha)
         if existing is None:

@@ -151,6 +151,9 @@ class Settings:
     max_pages: int = 2000  # pages of one PDF
     max_nodes: int = 50_000  # nodes of one document's tree (after token-limit splitting)
     max_question_chars: int = 2000
+    # Languages of the OCR of scanned PDF pages (Tesseract names joined by "+", e.g. "eng+deu");
+    # their trained data must be installed (engine/document/ocr.py).
+    ocr_languages: str = "eng"
     # Routing (``engine.routing.fused``): "fused" (every available evidence channel), "memory"
     # (H2MT's memory score alone), "lexical" (BM25 alone) or "dense" (sentence encoder alone).
     router: str = "fused"

@@ -8,7 +8,7 @@ and ``Tree`` from ``engine.document.tree``, where the rest of the code imports t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import networkx as nx
@@ -51,6 +51,9 @@ class Tree:
     # whose text was read by OCR.
     page_labels: tuple[str, ...] = ()
     ocr_pages: frozenset[int] = frozenset()
+    # The PDF with the OCR'd text written in as an invisible layer (what the library keeps as
+    # the document's file, so its pages can be searched and highlighted); None: the file as is.
+    text_layer_pdf: bytes | None = field(default=None, repr=False, compare=False)
 
     # -- access ---------------------------------------------------------------------------
     def node(self, node_id: int) -> Node:

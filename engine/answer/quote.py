@@ -59,6 +59,8 @@ def choose(question: str, ranked: list[Sentence], threshold: float = THRESHOLD,
     if best.leans and start > 0 and section[start - 1].index == best.index - 1:
         start -= 1  # the unit it refers to comes first ("It is as simple as" needs its subject)
     picked, words = [], 0
+    if best.kind == "row":  # one table row, with its header (the unit holds both)
+        section, start = [best], 0
     for s in section[start:]:
         n = len(s.text.split())
         if picked and (len(picked) >= MAX_SENTENCES or words + n > MAX_WORDS) and s is not best:

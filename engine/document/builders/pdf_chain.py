@@ -44,8 +44,9 @@ def repaired_outline(toc: list, page_count: int) -> tuple[list, str | None]:
     return kept, None
 
 
-def build_pdf_tree(doc: pymupdf.Document, path: Path, title: str) -> Tree:
-    """Outline, then fonts, then pages: the first builder that succeeds (module docstring).
+def build_pdf_tree(doc: pymupdf.Document, path: Path, title: str, *, fonts: bool = True) -> Tree:
+    """Outline, then fonts (unless ``fonts`` is False: OCR'd pages have no typography), then
+    pages: the first builder that succeeds (module docstring).
     DocumentError (a problem of the file itself, e.g. no text layer) ends the chain."""
     from engine.document.builders.pdf_fonts import build_fonts_tree
     from engine.document.builders.pdf_outline import build_outline_tree
@@ -55,11 +56,11 @@ def build_pdf_tree(doc: pymupdf.Document, path: Path, title: str) -> Tree:
     if toc:
         toc, junk = repaired_outline(toc, doc.page_count)
         if junk:
-            log.warning("%s: outline left out (%s); headings are found from the fonts",
-                        path.name, junk)
+            log.warning("%s: outline left out (%s)", path.name, junk)
         else:
             builders.append(("outline", lambda: build_outline_tree(doc, path, title, toc)))
-    builders.append(("fonts", lambda: build_fonts_tree(doc, path, title)))
+    if fonts:
+        builders.append(("fonts", lambda: build_fonts_tree(doc, path, title)))
     builders.append(("pages", lambda: build_pages_tree(doc, title)))
     for i, (name, build) in enumerate(builders):
         last = i == len(builders) - 1
