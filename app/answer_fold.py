@@ -1,4 +1,4 @@
-"""A checked answer as the Ask tab shows it (``engine.answer.check``): the answer's unsupported
+"""A checked answer as the Ask tab shows it (``engine.answer.checks.check``): the answer's unsupported
 terms highlighted (``<mark>``), and a flagged or degenerate answer folded under the line that says
 why (``<details>``, opened by a click), so the quote above stays the first thing read.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from engine.answer.terms import code_spans
+from engine.answer.checks.terms import code_spans
 
 _ENTITIES = {ord(c): f"&#{ord(c)};" for c in "\\`*_[]<>&#|~"}
 

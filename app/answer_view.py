@@ -22,7 +22,7 @@ from app.route_tables import (agreement_rows, agreement_summary, route_rows, rou
                               single_channel, single_channel_reason)
 from app.state import AppState, empty_figure, md_text, pending_unavailable, section_title
 from app.view_state import ViewState
-from engine.answer.modes import MODES
+from engine.answer.modes import MODES, ModeTraits
 from engine.ask import AskOptions
 from engine.routing.channels import LABELS
 from engine.routing.fused import ROUTERS
@@ -140,12 +140,13 @@ def folds_of(s: AppState, route) -> list:
     return route_folds(route, trees)
 
 
-def generating_md(opts: AskOptions, route, text: str) -> str:
-    if opts.mode == "route":
-        return "Routing done."
-    if opts.mode == "quote":
+def generating_md(mode: ModeTraits, route, text: str) -> str:
+    """The metrics box while an answer of a ``mode`` is being written."""
+    if mode.quote_is_answer:
         return "Routing done; the quote is the answer (no text generated)."
-    lines = [f"**Generating the answer** ({opts.mode} mode) …"]
+    if not mode.generates:
+        return "Routing done."
+    lines = [f"**Generating the answer** ({mode.name} mode) …"]
     if route is not None:
         lines.append(f"routed: {len(route.selected)} nodes selected "
                      f"(stop: {route.stop_reason})")
@@ -155,7 +156,7 @@ def generating_md(opts: AskOptions, route, text: str) -> str:
 
 
 def evidence_summary(a, evidence: list[dict], degenerate) -> str:
-    if a.mode not in ("text", "memory"):
+    if not a.traits.has_evidence:
         return f"The {a.mode} mode has no evidence lines."
     if degenerate:
         return "No evidence lines: the output is not an answer."
@@ -207,11 +208,11 @@ def page_outputs(s: AppState, doc_id, node_id, lines: list[Line]) -> PageUpdate:
     return PageUpdate(pv.caption, hidden, gr.update(value=pv.markdown, visible=True))
 
 
-def quote_outputs(s: AppState, quote, not_covered: bool, mode: str
+def quote_outputs(s: AppState, quote, not_covered: bool, mode: ModeTraits
                   ) -> tuple[dict, PageUpdate | None]:
     """The quote block, and its page with the quote highlighted (None: no page to show; the
     page view stays as it is) (app/quote_view.py)."""
-    md = quote_markdown(quote, not_covered, mode)
+    md = quote_markdown(quote, not_covered, mode.generates)
     if quote is None or quote.doc_id is None:
         return gr.update(value=md, visible=bool(md)), None
     return (gr.update(value=md, visible=True),

@@ -14,7 +14,7 @@ written says so in a notice and leaves the other outputs as they were.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, replace
+from dataclasses import replace
 from itertools import chain
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,7 @@ from app.route_tables import AGREEMENT_COLUMNS, ROUTE_COLUMNS
 from app.state import AppState, MemoriesPending, md_text, node_view
 from app.view_state import ViewState
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
-from engine.answer.guard import DEGENERATE_REASONS
+from engine.answer.notices import DEGENERATE_REASONS
 
 if TYPE_CHECKING:
     from app.ask_tab import AskTab
@@ -54,26 +54,27 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest):
         gr.Warning(str(e))
         yield {t.view: ViewState(notice=str(e))}
         return
-    text, quoted = "", False
+    text, quoted, mode = "", False, None
     for ev in chain([first], events):
         if isinstance(ev, RouteReady):
-            rv = route_views(s, ev.route, None, req.doc, opts.mode,
+            mode = ev.mode
+            rv = route_views(s, ev.route, None, req.doc, ev.mode.name,
                              [c.id for c in ev.cited], None)
-            rv.summary["generating"] = opts.mode not in ("route", "quote")
+            rv.summary["generating"] = ev.mode.generates
             rv.summary["quote"] = ev.quote.as_json() if ev.quote is not None else None
             quoted = ev.quote is not None or ev.not_covered
             yield {t.answer: "", t.answer_box: gr.update(visible=True),
                    t.answer_fold: gr.update(value="", visible=False),
-                   t.metrics: generating_md(opts, ev.route, ""),
+                   t.metrics: generating_md(ev.mode, ev.route, ""),
                    t.cited: cited_rows(ev.cited), **route_updates(t, rv), t.view: rv.view,
-                   **quote_updates(t, *quote_outputs(s, ev.quote, ev.not_covered, opts.mode))}
+                   **quote_updates(t, *quote_outputs(s, ev.quote, ev.not_covered, ev.mode))}
         elif isinstance(ev, TokenChunk):
             text += ev.text
-            yield {t.answer: text, t.metrics: generating_md(opts, None, text)}
+            yield {t.answer: text, t.metrics: generating_md(mode, None, text)}
         elif isinstance(ev, AnswerReady):
             a = ev.answer  # a quote found after generation (memory, full, flat) comes now
             late = ({} if quoted
-                    else quote_updates(t, *quote_outputs(s, a.quote, a.not_covered, a.mode)))
+                    else quote_updates(t, *quote_outputs(s, a.quote, a.not_covered, a.traits)))
             yield {**final_updates(s, t, a, req.doc), **late}
 
 
@@ -97,9 +98,8 @@ def quote_updates(t: AskTab, quote_md, page) -> dict:
 def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
     """The outputs of a finished answer (and its view State: notice, evidence lines)."""
     rv = figures(s, a, doc)
-    degenerate = getattr(a, "degenerate", None)
-    evidence = [asdict(e) for e in getattr(a, "evidence", None) or []]
-    reader_error = getattr(a, "reader_error", None)
+    out = a.as_json()  # the one serialisation of an answer
+    degenerate, evidence, reader_error = a.degenerate, out["evidence"], a.reader_error
     if reader_error:  # the served reader failed: its one line; the quote and route stay
         shown = "(no answer: the reader failed; see the note)"
         notice, offer_text = f"No answer: {reader_error}", False
@@ -110,47 +110,39 @@ def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
         notice = ((a.warning or "This output is not a usable answer.")
                   + (f" The model wrote: “{raw[:200]}{'…' if len(raw) > 200 else ''}”"
                      if raw else ""))
-        offer_text = a.mode != "text"
+        offer_text = a.traits.offers_text_mode
     else:
-        shown = a.text if a.text else ("(routing only: no answer generated)"
-                                        if a.mode == "route" else
-                                        "(the model generated nothing)")
+        shown = a.text if a.text else ("(the model generated nothing)" if a.traits.generates
+                                        else "(routing only: no answer generated)")
         notice, offer_text = a.warning or "", False
     view = replace(rv.view, notice=notice, offer_text=offer_text, evidence=evidence,
                    evidence_note=evidence_summary(a, evidence, degenerate))
-    quote = getattr(a, "quote", None)
-    rv.summary.update(degenerate=degenerate, cut=getattr(a, "cut", False),
-                      cut_at=getattr(a, "cut_at", None), evidence=evidence,
-                      answer=a.text, quote=quote.as_json() if quote is not None else None,
-                      not_covered=getattr(a, "not_covered", False),
-                      reader=getattr(a, "reader", None), reader_error=reader_error)
-    return {**answer_updates(t, a, shown), t.metrics: metrics_md(a), t.cited: cited_rows(a),
+    rv.summary.update(degenerate=degenerate, evidence=evidence, answer=a.text,
+                      **{k: out[k] for k in ("cut", "cut_at", "quote", "not_covered", "reader",
+                                             "reader_error")})
+    return {**answer_updates(t, a, out, shown), t.metrics: metrics_md(a), t.cited: cited_rows(a),
             **route_updates(t, rv), t.history: history_rows(s, doc), t.view: view}
 
 
-def answer_updates(t: AskTab, a, shown: str) -> dict:
-    """The answer box, or, for an answer the check flags (engine.answer.check), the answer
+def answer_updates(t: AskTab, a, out: dict, shown: str) -> dict:
+    """The answer box, or, for an answer the check flags (engine.answer.checks.check), the answer
     folded under the check's line with its unsupported terms marked (app/answer_fold.py): the
     quote above it stays the first thing read. A degenerate output is already kept out of the
-    answer box (``shown`` says so and the notice holds it)."""
-    check = getattr(a, "check", None)
-    if check is None or not check.flagged or getattr(a, "degenerate", None):
+    answer box (``shown`` says so and the notice holds it). ``out``: the answer's JSON."""
+    if not a.folded or a.degenerate:
         return {t.answer: shown, t.answer_box: gr.update(visible=True),
                 t.answer_fold: gr.update(value="", visible=False)}
-    body = answer_markdown(a.text, [asdict(u) for u in check.unsupported], check.line)
+    body = answer_markdown(a.text, out["unsupported"], out["check"]["line"])
     return {t.answer: shown, t.answer_box: gr.update(visible=False),
             t.answer_fold: gr.update(value=body, visible=True)}
 
 
 def validate_ask(s: AppState, t: AskTab, req: AskRequest) -> list:
     """Gradio validator of /ask (the page and API clients): a bad question or option value is
-    one line under its input (``AskRequest.option_problems``: the engine's rules, in every
+    one line under its input (``AskRequest.problems``: the engine's rules, in every
     mode), and nothing is asked, stored or wiped. One ``gr.validate`` per input, in
     ``AskRequest``'s order."""
-    problems = req.option_problems(s.settings)
-    question = req.question_problem(s.settings)
-    if question is not None:
-        problems["question"] = question
+    problems = req.problems(s.settings)
     return [gr.validate(name not in problems, problems.get(name, ""))
             for name in AskRequest.names()]
 

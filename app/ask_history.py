@@ -13,6 +13,7 @@ from app.icicle import manual_figure
 from app.route_tables import route_rows
 from app.state import ALL, AppState, doc_arg, empty_figure
 from app.view_state import ViewState
+from engine.answer.options import AskError, parse_doc_id
 
 if TYPE_CHECKING:
     from app.ask_tab import AskTab
@@ -27,8 +28,8 @@ def history_rows(s: AppState, doc) -> list[list]:
     if doc in (None, "", ALL):
         return []
     try:  # the picker takes typed values: not an id, no history
-        doc_id = int(doc)
-    except (TypeError, ValueError):
+        doc_id = parse_doc_id(doc)
+    except AskError:
         return []
     rows = []
     for q in reversed(s.rt.library.list_queries(doc_id, newest=HISTORY_ROWS)):

@@ -12,17 +12,13 @@ from dataclasses import dataclass, fields
 
 import gradio as gr
 
+from engine.answer.options import NUMBER_LABELS, question_problem, whole_number
 from engine.ask import AskError, AskOptions
 from engine.settings import Settings
 
 # The page's longest answer (the engine allows more, engine.ask.MAX_NEW_TOKENS; on a CPU an
 # answer of 512 tokens already takes minutes).
 APP_MAX_NEW_TOKENS = 512
-# What each number input is called in its one-line problem.
-NUMBER_LABELS = {"k": "k", "max_depth": "the depth cap", "budget": "the node budget",
-                 "max_new_tokens": "max new tokens"}
-
-
 @dataclass(frozen=True)
 class AskRequest:
     """The ask inputs, in /ask's parameter order (``router`` may be left out by a client: the
@@ -44,58 +40,52 @@ class AskRequest:
         """The fields in /ask's parameter order."""
         return [f.name for f in fields(cls)]
 
-    def question_problem(self, settings: Settings) -> str | None:
-        """What is wrong with the question the engine would refuse (its limits), or None."""
-        q = (self.question or "").strip()
-        if not q:
-            return "Type a question first."
-        if len(q) > settings.max_question_chars:
-            return (f"The question is {len(q)} characters long; the limit is "
-                    f"{settings.max_question_chars}.")
-        return None
-
-    def option_problems(self, settings: Settings) -> dict[str, str]:
-        """{field: one line} for each option the engine would refuse (each checked alone by
-        ``AskOptions.validate``, so the engine's rules are the only ones), in every mode: an
-        option the mode does not use is checked too. The longest answer is 1 to
-        ``APP_MAX_NEW_TOKENS`` here."""
+    def problems(self, settings: Settings) -> dict[str, str]:
+        """{input: one line} for each input the engine would refuse, in the inputs' order,
+        checked once by the engine's rules (``AskOptions.problems``, ``question_problem``) in
+        every mode: an option the mode does not use is checked too. The inputs' own readings:
+        a number arrives as sent (``whole_number``), 0 or blank is "no limit" for the depth cap
+        and the node budget, and the longest answer is 1 to ``APP_MAX_NEW_TOKENS`` here."""
         problems: dict[str, str] = {}
-
-        def check(name: str, **value) -> None:
-            try:
-                AskOptions(**value).validate()
-            except AskError as e:
-                problems[name] = str(e)
-
-        check("mode", mode=self.mode)
-        check("router", router=self.router or settings.router)
-        for name, label in NUMBER_LABELS.items():
+        numbers: dict[str, int | None] = {}
+        for name in ("k", "max_depth", "budget", "max_new_tokens"):
+            label = NUMBER_LABELS[name]
             try:
                 v = whole_number(getattr(self, name), label)
-            except ValueError as e:
+            except AskError as e:
                 problems[name] = str(e)
                 continue
             if name in ("max_depth", "budget"):
                 if v is not None and v < 0:
                     problems[name] = f"{label} must be 0 (no limit) or more, not {v}"
+                numbers[name] = v or None
             elif v is None:
                 problems[name] = f"{label} is missing"
             elif name == "max_new_tokens" and not 1 <= v <= APP_MAX_NEW_TOKENS:
                 problems[name] = (f"max new tokens must be 1 to {APP_MAX_NEW_TOKENS} here, "
                                   f"not {v}")
             else:
-                check(name, **{name: v})
-        return problems
+                numbers[name] = v
+        opts = AskOptions(mode=self.mode, router=self.router or settings.router, **numbers)
+        engine = opts.problems()
+        for name in ("mode", "router", *numbers):
+            if name in engine and name not in problems:
+                problems[name] = engine[name]
+        question = question_problem(self.question, settings.max_question_chars)
+        if question is not None:  # the page's words for an empty one
+            problems["question"] = ("Type a question first."
+                                    if not (self.question or "").strip() else
+                                    f"{question[0].upper()}{question[1:]}.")
+        return {name: problems[name] for name in self.names() if name in problems}
 
     def refused(self, settings: Settings) -> bool:
         """Whether /ask's validator refuses this request (then nothing is asked or wiped)."""
-        return (self.question_problem(settings) is not None
-                or bool(self.option_problems(settings)))
+        return bool(self.problems(settings))
 
     def options(self, settings: Settings) -> AskOptions:
         """The engine's options of this request; a bad value is one line (gr.Error, the first
-        of ``option_problems``) and nothing is asked or stored."""
-        problems = self.option_problems(settings)
+        of ``problems``) and nothing is asked or stored."""
+        problems = self.problems(settings)
         if problems:
             raise gr.Error(next(iter(problems.values())))
         return AskOptions(mode=self.mode, k=int(float(self.k)),
@@ -104,19 +94,6 @@ class AskRequest:
                           hier_pos=bool(self.hier_pos),
                           max_new_tokens=int(float(self.max_new_tokens)),
                           router=self.router or settings.router)
-
-
-def whole_number(x, name: str) -> int | None:
-    """A number input as an int (None when blank); ValueError with one line otherwise."""
-    if x is None or x == "":
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, not {x!r}") from None
-    if not v.is_integer():
-        raise ValueError(f"{name} must be a whole number, not {x!r}")
-    return int(v)
 
 
 def limit_or_none(x) -> int | None:

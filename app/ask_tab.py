@@ -15,8 +15,8 @@ the figure data and the history. At 1440x900 the answer, its page and the top of
 on the first screen (tests/app/test_app_browser.py checks it by bounding boxes). Gradio mounts a
 fold's components only when it is opened; their values are kept meanwhile.
 
-Bad option values (``AskRequest.option_problems``: the engine's own rules, each option checked
-alone, in every mode) are refused by the /ask validator with one line under the input they
+Bad option values (``AskRequest.problems``: the engine's own rules, checked once, in every
+mode) are refused by the /ask validator with one line under the input they
 concern, for the page and for API clients alike; nothing is asked, stored or wiped. The event
 runs without Gradio's preprocessing so that a value outside a component's range (k=0 from a
 script) reaches the validator instead of failing with a bare "400 Bad Request".

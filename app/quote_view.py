@@ -1,6 +1,6 @@
 """The quote block of the Ask tab: the manual's own words first, told apart from the model's.
 
-Renders ``engine.answer.quote.Quote`` (or its absence: the manual does not seem to cover the
+Renders ``engine.answer.passages.quote.Quote`` (or its absence: the manual does not seem to cover the
 question) as Markdown, in plain words: the quote is the manual's text, verbatim, with its
 section and page; the answer under it is written by the model.
 """
@@ -22,15 +22,16 @@ def _md(text: str) -> str:
     return text
 
 
-def quote_markdown(quote, not_covered: bool, mode: str) -> str:
-    """The quote block: the quote with its heading path and page, or the not-covered line."""
+def quote_markdown(quote, not_covered: bool, model_answers: bool) -> str:
+    """The quote block: the quote with its heading path and page, or the not-covered line;
+    ``model_answers``: a model's answer follows (the mode ``generates``), said under the quote."""
     if quote is None:
         return NOT_COVERED if not_covered else ""
     where = _md(quote.heading or "the manual")
     page = f", {page_name(quote.page, quote.page_label)}" if quote.page else ""
     if getattr(quote, "ocr", False):
         page += ", read by OCR from a scanned page"
-    note = f" {MODEL_NOTE}" if mode not in ("quote", "route") else ""
+    note = f" {MODEL_NOTE}" if model_answers else ""
     # a command or code line the passage introduces stays on a line of its own (a hard break
     # at each line's end; Markdown would otherwise run the quote's lines into one paragraph)
     lines = [f"> {_md(line)}" for line in quote.text.splitlines() if line.strip()]

@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 
 from app.hover import pages_label
 from app.memory_writer import MemoryWriter
+from engine.answer.options import parse_doc_id
 from engine.ask import AskError, AskOptions, ask, ask_stream
 from engine.ask import MemoriesPending as MemoriesNotWritten
 from engine.runtime import Runtime
@@ -111,9 +112,9 @@ def doc_arg(doc) -> int | str:
             raise gr.Error("Choose a manual first (upload one in the Library tab).")
         return ALL
     try:
-        return int(doc)
-    except (TypeError, ValueError):
-        raise gr.Error(f"not a manual id: {doc!r}") from None
+        return parse_doc_id(doc)
+    except AskError as e:
+        raise gr.Error(str(e)) from None
 
 
 class MemoriesPending(Exception):

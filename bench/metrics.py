@@ -9,7 +9,7 @@
   at least one reached, ``full`` = all reached.
 - Answer quality: ROUGE-L F (rouge-score, stemming) and SQuAD-style token F1 against ``answer``.
 - Key terms: the reference answer's identifiers, commands, options, file names, numbers and code
-  spans (``engine.answer.terms``) and the share of them a text holds (``term_recall``): the
+  spans (``engine.answer.checks.terms``) and the share of them a text holds (``term_recall``): the
   quote's (``quote_terms``) and the answer's (``answer_terms``).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections import Counter
 from typing import Iterable
 
 from engine.routing.hits import HitResult, gold_regions, routing_hit  # noqa: F401 (re-exported)
-from engine.answer import terms as key_terms
+from engine.answer.checks import terms as key_terms
 from engine.document.tree import Tree, clean_title
 
 # -- gold ----------------------------------------------------------------------------------------
@@ -84,7 +84,7 @@ def token_f1(prediction: str, reference: str) -> float:
 
 
 def term_recall(reference: str, text: str | None) -> float | None:
-    """Share of the reference's key terms (``engine.answer.terms``) found in ``text`` (no text:
+    """Share of the reference's key terms (``engine.answer.checks.terms``) found in ``text`` (no text:
     0); None when the reference has no key term."""
     return key_terms.recall(key_terms.key_terms(reference), text or "")
 

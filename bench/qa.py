@@ -29,15 +29,15 @@ Modes (--modes, comma separated; default all):
   --baseline-gen; routing hit is always reported).
 - ``bm25-3``: the BM25 top-3 nodes as text (always generated): the retrieval anchor of issue 16.
 
-Every generated row carries ``degenerate`` (engine.answer.guard: a loop, debris or nothing; the
+Every generated row carries ``degenerate`` (engine.answer.generation.cleanup: a loop, debris or nothing; the
 summary counts them per mode) and ``cut`` (stopped at the token limit); ROUGE-L and F1 are
 scored without the " (cut at N tokens)" marker. Text-mode rows also carry ``evidence_all``: the
 score of every sentence of the packed sections against the answer (to choose the evidence
 threshold: ``--from-results`` prints its precision table). Every engine row carries ``quote_hit``
 (the quote's node is a gold node or inside its subtree; no quote counts as a miss), the quote's
-node and score. Every answer the engine generates carries the answer check (engine.answer.check):
+node and score. Every answer the engine generates carries the answer check (engine.answer.checks.check):
 ``flagged``, ``folded``, ``unsupported`` (the terms) and ``answer_terms`` (the recall of the
-reference answer's key terms, engine.answer.terms); the summary's check table gives per mode the
+reference answer's key terms, engine.answer.checks.terms); the summary's check table gives per mode the
 share flagged and how often flagged and unflagged answers hold the reference's key terms
 (``bench.metrics.check_rates``). --resume keeps the rows of questions already in
 results.jsonl and runs the rest.
@@ -81,11 +81,12 @@ from bench.metrics import (HELD, check_rates, clean_reference, evidence_precisio
                            routing_hit, term_recall, token_f1)
 from bench.routers import FLAT, flat_rows, parse_router, router_row
 from bench.readers import IN_PROCESS, SERVED, comparison_table, differences
-from engine.answer.evidence import Section, evidence_lines, strip_cut_marker
-from engine.answer.guard import clean_answer, degeneracy
-from engine.answer.context import pack_blocks, readable
-from engine.answer.decoding import Decoding, run_plan
-from engine.answer.prompts import TEXT_PROMPTS, text_plan
+from engine.answer.passages.evidence import Section, evidence_lines, strip_cut_marker
+from engine.answer.generation.cleanup import clean_answer, degeneracy
+from engine.answer.passages.sections import pack_blocks, readable
+from engine.answer.generation.decoding import Decoding, run_plan
+from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
+from engine.answer.generation.reader import InProcessReader
 from engine.routing.router import RoutingTree
 from engine.ask import AskOptions, MemoriesPending, ask
 from engine.ingest import file_sha256, ingest_file
@@ -271,9 +272,9 @@ class Runner:
                        cut=ans.cut, warning=ans.warning, stop=ans.stop,
                        reader=ans.reader, reader_error=ans.reader_error,
                        evidence=[[e.node_id, e.page, e.score, e.text] for e in ans.evidence])
-            if ans.check is not None:  # the answer check (engine.answer.check)
+            if ans.check is not None:  # the answer check (engine.answer.checks.check)
                 row.update(flagged=ans.check.flagged, folded=ans.folded,
-                           unsupported=[u.term for u in ans.check.unsupported],
+                           unsupported=[u.text for u in ans.check.unsupported],
                            check_line=ans.check.line,
                            answer_terms=term_recall(q.answer, strip_cut_marker(ans.text)))
         else:
@@ -311,7 +312,8 @@ class Runner:
         """The backbone's answer to ``q`` from ``context`` (none: the question alone) under the
         text mode's prompt and decoding."""
         a = self.args
-        return run_plan(text_plan(self.rt.backbone, q.question, context, TEXT_PROMPTS[a.text_prompt]),
+        return run_plan(text_plan(InProcessReader(self.rt.backbone), q.question, context,
+                                  TEXT_PROMPTS[a.text_prompt]),
                         Decoding(max_new_tokens=self.max_new_tokens(q),
                                  repetition_penalty=a.repetition_penalty,
                                  no_repeat_ngram=a.no_repeat_ngram))
@@ -671,7 +673,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resume", action="store_true",
                     help="keep the questions already in --out's results.jsonl, run the others")
     ap.add_argument("--text-prompt", choices=tuple(TEXT_PROMPTS), default=AskOptions.text_prompt,
-                    help="text-mode system prompt (engine.answer.prompts.TEXT_PROMPTS); the "
+                    help="text-mode system prompt (engine.answer.generation.prompts.TEXT_PROMPTS); the "
                          "product's default unless given")
     ap.add_argument("--repetition-penalty", type=float, default=AskOptions.repetition_penalty,
                     help="decoding: transformers' repetition penalty for every generating mode")
@@ -844,8 +846,8 @@ def main(argv: list[str] | None = None) -> None:
     for s in sorted({s for s, _ in summ}):
         md += [f"## {s}", "", summary_table(summ, s), ""]
         if any(r.get("flagged") is not None for r in rows if r["set"] == s):
-            md += ["The answer check (engine.answer.check): answers flagged, and the reference's "
-                   "key terms (engine.answer.terms) in flagged and unflagged answers, in %:", "",
+            md += ["The answer check (engine.answer.checks.check): answers flagged, and the reference's "
+                   "key terms (engine.answer.checks.terms) in flagged and unflagged answers, in %:", "",
                    check_table(rows, s), ""]
         if args.routers:
             md += [routers_table(summ, s), "", "Where the routes lost their gold:", "",

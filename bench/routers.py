@@ -1,7 +1,7 @@
 """Routers side by side (``python -m bench.qa --routers fused,memory,lexical,dense``).
 
 Per question and router: the engine's route (mode ``route``, the router chosen), then the text
-mode's context packed from it (``engine.answer.context.pack_context``, the same budget as text
+mode's context packed from it (``engine.answer.passages.sections.pack_context``, the same budget as text
 mode). Beside them, three flat retrievers over the SAME nodes and evidence (the stored lexical
 tokens and sentence-encoder vectors; tables of contents and indexes left out as the routers
 leave them out), with the same node budget (n = the number of nodes the fused route selected)
@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from bench.metrics import routing_hit
-from engine.answer.context import pack_blocks, pack_context
+from engine.answer.passages.sections import pack_blocks, pack_context
 from engine.ask import AskError, AskOptions, ask, load_documents
 from engine.routing import lexical
 from engine.routing.fused import ROUTERS, WALKS

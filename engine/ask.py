@@ -2,7 +2,7 @@
 
 The one entry point the CLI, the app and the benches call. ``ask_stream`` is a short pipeline:
 check the request and load its documents (``engine.documents``), route, plan (the mode's class,
-``engine.answer.modes``), stream the answer (``engine.answer.decoding``), finish it (clean-up,
+``engine.answer.modes``), stream the answer (``engine.answer.generation.decoding``), finish it (clean-up,
 warnings, evidence lines) and log it, the routing and streaming under one peak-memory
 measurement (``engine.answer.measure``). Whatever depends on the mode is declared by its class.
 """
@@ -14,25 +14,27 @@ from typing import Iterator
 
 import torch
 
-from engine.answer.check import check_answer
-from engine.answer.decoding import Decoding, GenerationResult, Plan
+from engine.answer.checks.check import check_answer
+from engine.answer.generation.decoding import Decoding
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.routing.named_pages import pin_named_pages
-from engine.answer.grounding import answer_evidence, find_quote, label_citations
-from engine.answer.guard import clean_answer, degeneracy, degenerate_warning
+from engine.answer.passages.grounding import answer_evidence, find_quote, label_citations
+from engine.answer.generation.cleanup import clean_answer, degeneracy
 from engine.answer.measure import PeakMemory
-from engine.answer.remote_reader import ReaderError
+from engine.answer.notices import degenerate_warning
+from engine.serving.remote_reader import ReaderError
 from engine.answer.modes import MODES, NOT_COVERED, Mode, ModeInputs, Step
 from engine.answer.response import Answer, Citation, Metrics, citation
 from engine.answer.options import (MAX_NEW_TOKENS, AskError, AskOptions, MemoriesPending,
-                                checked_question)
+                                   checked_question, parse_doc_id)
 from engine.documents import load_documents, memories_pending, pending_line, routing_tree
 from engine.routing import lexical
 from engine.routing.fused import RouteQuery, RouterUnavailable, route_on_evidence
 from engine.routing.query import gathered_query_vector
 from engine.routing.router import Route, RoutingTree
 from engine.runtime import Runtime
-from engine.serving.worker import GenerationWorker, worker_for
+from engine.serving.request import GenerationResult
+from engine.serving.worker import worker_for
 from engine.settings import SettingsError
 from storage import MemoryProgress
 
@@ -70,10 +72,7 @@ def resolve_docs(rt: Runtime, doc: int | str | None) -> list[int]:
         if not ids:
             raise AskError("the library is empty: ingest a manual first")
         return ids
-    try:
-        doc_id = int(doc)
-    except (TypeError, ValueError):
-        raise AskError(f"not a document id: {doc!r}") from None
+    doc_id = parse_doc_id(doc)
     from storage import DocumentNotFound
 
     try:
@@ -196,18 +195,18 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
                              quote.text if quote is not None else None, cut=stopped)
     if cut:
         text = f"{text} (cut at {result.generated_tokens} tokens)"
-    return Answer(text=text, mode=mode.name, cited=label_citations(citations, req.trees),
-                  gate=gate, metrics=metrics,
+    return Answer(text=text, mode=mode.name, traits=mode.traits(),
+                  cited=label_citations(citations, req.trees), gate=gate, metrics=metrics,
                   route=shown, warning=" ".join(warnings) or None, evidence=evidence,
                   cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
                   stop=result.stop if result is not None else None, repetition_cut=trimmed,
                   quote=quote, not_covered=quote is None, check=check)
 
 
-def generation_worker(rt: Runtime, plan: Plan) -> GenerationWorker:
-    """The generation worker of the plan's model (one per model of the runtime), which
-    decodes the asks of the moment together, at most ``max_asks_in_flight`` of them."""
-    return worker_for(rt.cache, plan.model.model, rt.settings.max_asks_in_flight)
+def generation_workers(rt: Runtime):
+    """``workers(model)``: the generation worker of a model of the runtime (one per model),
+    which decodes the asks of the moment together, at most ``max_asks_in_flight`` of them."""
+    return lambda model: worker_for(rt.cache, model, rt.settings.max_asks_in_flight)
 
 
 def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
@@ -227,15 +226,14 @@ def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
         step = mode.plan(ModeInputs(rt, req.question, opts, req.doc_ids, req.routing, req.trees,
                                     routed.route, routed.query_vector, req.reader), ranked, quote)
         citations = [citation(req.routing, i) for i in step.cited]
-        yield RouteReady(shown, citations, quote, not_covered=mode.quote_first and quote is None)
+        yield RouteReady(shown, citations, mode.traits(), quote,
+                         not_covered=mode.quote_first and quote is None)
         result, reader_error = None, None
         if step.plan is not None:
             streamed, parts = step.plan.streamed(Decoding(
                 max_new_tokens=opts.max_new_tokens, max_time=rt.settings.request_timeout_s,
                 repetition_penalty=opts.repetition_penalty,
-                no_repeat_ngram=opts.no_repeat_ngram),
-                # a served reader's plan (ChatPlan) is batched by its server
-                generation_worker(rt, step.plan) if isinstance(step.plan, Plan) else None), []
+                no_repeat_ngram=opts.no_repeat_ngram), generation_workers(rt)), []
             try:
                 for piece in streamed:
                     parts.append(piece)

@@ -106,7 +106,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return failed
     if answer.warning:
         print(f"note: {answer.warning}", file=sys.stderr)
-    if answer.quote is not None and answer.mode != "quote":
+    if answer.quote is not None and not answer.traits.quote_is_answer:
         q = answer.quote
         page = f", p.{q.page}" if q.page else ""
         print(f"the manual ({q.heading}{page}):\n  \"{q.text}\"\n\nthe model's answer:")

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from engine.answer.remote_decoding import ServedReader
-from engine.answer.remote_reader import RemoteReader
+from engine.answer.generation.reader import InProcessReader
 from engine.memory.backbone import Backbone, load_backbone
 from engine.memory.parts import H2MTParts, load_or_init_parts
 from engine.routing.fusion import FusionWeights
+from engine.serving.reader import Reader
+from engine.serving.remote_decoding import ServedReader
+from engine.serving.remote_reader import RemoteReader
 from engine.settings import Settings, SettingsError
 from storage import Library
 
@@ -29,7 +31,7 @@ class Runtime:
 
     fusion: FusionWeights = field(init=False)
     _encoder: object = field(default=None, init=False, repr=False)
-    _reader: Backbone | ServedReader | None = field(default=None, init=False, repr=False)
+    _reader: Reader | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.fingerprint = self.parts.fingerprint(self.backbone.name)
@@ -48,33 +50,31 @@ class Runtime:
         return self._encoder
 
     @property
-    def reader(self) -> Backbone | ServedReader:
+    def reader(self) -> Reader:
         """The model that reads text (``Settings.reader``): the backbone itself when the setting
         names it; a served model's client when it is a URL (nothing loaded: the backbone's
         tokenizer counts for it); else loaded on first use like a backbone (``load_backbone``)."""
+        if self._reader is not None:
+            return self._reader
         spec = getattr(self.settings, "reader", self.settings.backbone)
         if self.settings.reader_is_remote:
-            if self._reader is None:
-                self._reader = ServedReader(RemoteReader.from_settings(self.settings),
-                                            self.backbone)
-            return self._reader
-        if spec == self.settings.backbone:
-            return self.backbone
-        if self._reader is None:
+            self._reader = ServedReader(RemoteReader.from_settings(self.settings), self.backbone)
+        elif spec == self.settings.backbone:
+            self._reader = InProcessReader(self.backbone)
+        else:
             try:
-                self._reader = load_backbone(replace(self.settings, backbone=spec))
+                model = load_backbone(replace(self.settings, backbone=spec))
             except (OSError, ValueError) as e:  # a missing folder or file, a bad or unreachable hub id
                 raise SettingsError(f"H2MT_READER={spec!r} cannot be loaded: "
                                     f"{str(e).splitlines()[0]}") from None
+            self._reader = InProcessReader(model)
         return self._reader
 
     @property
     def reader_label(self) -> str:
         """Who reads text, as the app, the CLI and the JSON show it: the served model and its
         URL, or the local model's name (loading it if it is not the backbone)."""
-        if self.settings.reader_is_remote:
-            return self.reader.label
-        return f"{self.reader.name} (in this process)"
+        return self.reader.label
 
     @classmethod
     def load(cls, settings: Settings) -> "Runtime":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import typing
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -120,7 +121,7 @@ class Settings:
     # The model that reads text to answer (text and full modes): "smollm2" (the bundled
     # backbone), a local model folder, a GGUF file, a Hugging Face id (hub only then), or the
     # http(s) base URL (``.../v1``) of an OpenAI-compatible server (vLLM, a llama.cpp server,
-    # Ollama: engine.answer.remote_reader). Separate from the backbone, whose trained parts the
+    # Ollama: engine.serving.remote_reader). Separate from the backbone, whose trained parts the
     # memories and routing need; when it names the backbone the one loaded model serves both.
     reader: str = DEFAULT_BACKBONE
     # A served reader: the model's name on the server; its API key (optional; never logged,
@@ -232,31 +233,21 @@ class Settings:
         command's flags) win over them, and are checked together with them."""
         env = os.environ if environ is None else environ
         kwargs = {}
+        types = typing.get_type_hints(cls)
         for f in fields(cls):
             raw = env.get(f"H2MT_{f.name.upper()}")
-            if raw is None:
-                continue
-            if f.name == "checkpoint":
-                kwargs[f.name] = raw if raw.lower() in ("auto", "none", "") else Path(raw)
-            elif f.name in ("data_dir", "cache_dir"):
-                kwargs[f.name] = Path(raw).expanduser()
-            elif f.name in _INT_FIELDS or f.name == "candidates_min_nodes":
-                kwargs[f.name] = _parse(f.name, raw, int)
-            elif f.name in _FLOAT_FIELDS:
-                kwargs[f.name] = _parse(f.name, raw, float)
-            elif f.name in _BOOL_FIELDS:
-                kwargs[f.name] = _parse_bool(f.name, raw)
-            elif f.name in ("reader_model", "reader_api_key"):
-                kwargs[f.name] = raw.strip() or None  # set but empty: none
-            else:
-                kwargs[f.name] = raw
+            if raw is not None:
+                kwargs[f.name] = _parse(f.name, raw, types[f.name])
         kwargs.update({k: v for k, v in given.items() if v is not None})
         return cls(**kwargs)
 
     def __post_init__(self) -> None:
-        for name in _INT_FIELDS + _FLOAT_FIELDS:
-            if not getattr(self, name) > 0:
-                raise SettingsError(f"H2MT_{name.upper()} must be positive, not {getattr(self, name)!r}")
+        types = typing.get_type_hints(type(self))
+        for f in fields(self):  # every number is positive but the candidate stage's threshold
+            if types[f.name] in (int, float) and f.name != "candidates_min_nodes":
+                if not getattr(self, f.name) > 0:
+                    raise SettingsError(f"H2MT_{f.name.upper()} must be positive, not "
+                                        f"{getattr(self, f.name)!r}")
         if self.candidates_min_nodes < 0:
             raise SettingsError("H2MT_CANDIDATES_MIN_NODES must be 0 (always) or more, not "
                                 f"{self.candidates_min_nodes!r}")
@@ -288,12 +279,6 @@ class Settings:
                                 "to the name it serves the model under")
 
 
-_INT_FIELDS = ("node_token_limit", "write_batch_nodes", "write_batch_tokens", "max_pages",
-               "max_nodes", "max_question_chars", "max_asks_in_flight",
-               "reader_context_tokens")
-_FLOAT_FIELDS = ("max_upload_mb", "request_timeout_s", "job_lease_s", "worker_poll_s",
-                 "reader_connect_s", "reader_stall_s")
-_BOOL_FIELDS = ("examples", "app_worker")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -302,11 +287,23 @@ def is_url(spec: str | None) -> bool:
     return bool(spec) and urlsplit(spec.strip()).scheme.lower() in ("http", "https")
 
 
-def _parse(name: str, raw: str, kind: type):
-    try:
-        return kind(raw)
-    except ValueError:
-        raise SettingsError(f"H2MT_{name.upper()}={raw!r} is not a number") from None
+def _parse(name: str, raw: str, kind):
+    """An ``H2MT_*`` value as its field's type says: a number, a yes/no, a folder, a name that
+    may be unset (set but empty: none), the checkpoint (a file, or auto/none), else the text."""
+    if kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            raise SettingsError(f"H2MT_{name.upper()}={raw!r} is not a number") from None
+    if kind is bool:
+        return _parse_bool(name, raw)
+    if kind is Path:
+        return Path(raw).expanduser()
+    if kind == Path | str | None:  # the checkpoint
+        return raw if raw.lower() in ("auto", "none", "") else Path(raw)
+    if kind == str | None:
+        return raw.strip() or None
+    return raw
 
 
 def _parse_bool(name: str, raw: str) -> bool:

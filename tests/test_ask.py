@@ -52,7 +52,14 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
                         "repetition_cut", "stop", "quote", "not_covered", "unsupported",
-                        "folded", "check", "reader", "reader_error"}
+                        "folded", "check", "reader", "reader_error", "mode_traits"}
+    # what the mode declares is what it did: it generated (a stop reason) or not; no evidence
+    # lines where it has none; the quote as the answer only where it says so
+    traits = out["mode_traits"]
+    assert traits["name"] == mode and traits["generates"] == (out["stop"] is not None)
+    assert traits["has_evidence"] or not out["evidence"]
+    if traits["quote_is_answer"]:
+        assert out["answer"] == (out["quote"]["text"] if out["quote"] else out["answer"])
     assert set(out["metrics"]) == {"ttft_ms", "total_ms", "route_ms", "prefill_tokens",
                                    "generated_tokens", "peak_mem_mb", "evidence_ms", "quote_ms",
                                    "query_vector_ms"}
@@ -74,7 +81,7 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
         assert set(out["alternatives"]) == {"memory"}
     if mode in ("route", "quote"):  # nothing generated: nothing to check
         assert out["check"] is None and out["unsupported"] == [] and out["folded"] is False
-    else:  # the check's spans point into the answer (engine.answer.check)
+    else:  # the check's spans point into the answer (engine.answer.checks.check)
         assert set(out["check"]) == {"denies_coverage", "number_conflict", "flagged", "line"}
         assert all(out["answer"][u["start"]:u["end"]] == u["term"] for u in out["unsupported"])
         assert out["folded"] == (out["degenerate"] or out["check"]["flagged"])
@@ -200,11 +207,11 @@ def test_the_reader_is_a_setting_of_its_own(real_backbone, reader_folder, tmp_pa
     doc = ingest_file(md, rt).doc_id
     q = "Which supply do large widgets need?"
     opts = AskOptions(mode="text", k=2, max_new_tokens=8)
-    assert rt.reader is rt.backbone
+    assert rt.reader.backbone is rt.backbone
     default = ask(rt, doc, q, opts, log=False)
     other = Runtime(rt.settings.with_(reader=str(reader_folder)), real_backbone, rt.parts,
                     rt.library)
-    assert other.reader is not other.backbone and other.reader.name.startswith("local:")
+    assert other.reader.backbone is not other.backbone and other.reader.name.startswith("local:")
     folder = ask(other, doc, q, opts, log=False)
     # the same weights read greedily: the same answer, from the same quote and context
     assert folder.text == default.text and folder.quote.text == default.quote.text

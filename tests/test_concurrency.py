@@ -47,7 +47,7 @@ def _run_all(fns, workers: int | None = None):
 
 def test_memory_generation_and_writer_run_concurrently(tiny_backbone, tiny_parts, tmp_path):
     from engine.memory.aligner import ArcAligner
-    from engine.answer.decoding import generate
+    from engine.answer.generation.decoding import generate
     from engine.document.build import build_tree
     from engine.memory.writer import write_memories
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.answer.modes.base import ModeTraits
 from engine.answer.response import Answer, Citation
-from engine.answer.quote import Quote
+from engine.answer.passages.quote import Quote
 from engine.routing.router import Route
 
 
@@ -14,7 +15,8 @@ from engine.routing.router import Route
 class RouteReady:
     route: Route | None  # None in full mode
     cited: list[Citation]  # the nodes the answer will read (text mode: those packed)
-    quote: Quote | None = None  # the manual's best passage (engine.answer.quote)
+    mode: ModeTraits  # what the answer's mode does (engine.answer.modes.base)
+    quote: Quote | None = None  # the manual's best passage (engine.answer.passages.quote)
     not_covered: bool = False  # no sentence reached the threshold: no quote
 
 

@@ -6,9 +6,9 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from engine.answer import sentences as sentence_evidence
+from engine.answer.passages import sentences as sentence_evidence
 from engine.answer.modes import MODES, TEXT_PACKINGS
-from engine.answer.prompts import TEXT_PROMPTS
+from engine.answer.generation.prompts import TEXT_PROMPTS
 from engine.routing.fused import ROUTERS, WALKS
 
 # The most new tokens an answer may ask for: SmolLM2's context window (8192 positions) less
@@ -50,7 +50,7 @@ class AskOptions:
     flat_segment_tokens: int = 256
     router: str = "fused"  # fused | memory | lexical | dense (engine.routing.fused)
     walk: str | None = None  # engine.routing.fused.WALKS; None: the settings' walk
-    # Text mode's system prompt (engine.answer.prompts.TEXT_PROMPTS). "generic" is the default by
+    # Text mode's system prompt (engine.answer.generation.prompts.TEXT_PROMPTS). "generic" is the default by
     # measurement: on the manual dev questions it scored 13.12 ROUGE-L against 12.04 for the
     # stricter "manual" prompt, whose "say the manual does not say" made SmolLM2-135M refuse
     # or answer in a few words (docs/results.md, "Text-mode prompt and decoding").
@@ -58,70 +58,105 @@ class AskOptions:
     repetition_penalty: float = 1.0  # decoding; 1.0 = off
     no_repeat_ngram: int = 0  # decoding; 0 = off
     # Text mode's context (engine.answer.modes.TEXT_PACKINGS): "sentences" (the best sentences
-    # of the routed sections within sentence_budget tokens, engine.answer.sentences) or
+    # of the routed sections within sentence_budget tokens, engine.answer.passages.sentences) or
     # "sections" (the earlier packing: whole sections within text_budget tokens).
     text_packing: str = "sentences"
     sentence_budget: int = sentence_evidence.BUDGET
     quote_threshold: float = sentence_evidence.THRESHOLD
 
-    def validate(self) -> None:
-        """One line (AskError) for the first bad value, whatever the mode: an option a mode
-        does not use is still checked, so a bad request fails the same way in every mode."""
-        if self.mode not in MODES:
-            raise AskError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
-        if self.router not in ROUTERS:
-            raise AskError(f"unknown router {self.router!r}; choose one of {', '.join(ROUTERS)}")
-        for name, value in (("k", self.k), ("the depth cap", self.max_depth),
-                            ("the node budget", self.budget),
-                            ("max new tokens", self.max_new_tokens),
-                            ("the text budget", self.text_budget),
-                            ("the flat segment size", self.flat_segment_tokens)):
-            if value is not None and (isinstance(value, bool)
-                                      or not isinstance(value, numbers.Integral)):
-                raise AskError(f"{name} must be a whole number, not {value!r}")
-        if self.k < 1:
-            raise AskError(f"k must be at least 1, not {self.k}")
-        if self.max_depth is not None and self.max_depth < 1:
-            raise AskError(f"the depth cap must be at least 1, not {self.max_depth}")
-        if self.budget is not None and self.budget < 1:
-            raise AskError(f"the node budget must be at least 1, not {self.budget}")
-        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
-            raise AskError(f"max new tokens must be 1 to {MAX_NEW_TOKENS}, not "
-                           f"{self.max_new_tokens}")
-        if self.text_budget < 1:
-            raise AskError(f"the text budget must be at least 1 token, not {self.text_budget}")
-        if self.flat_segment_tokens < 1:
-            raise AskError("the flat segment size must be at least 1 token, not "
-                           f"{self.flat_segment_tokens}")
+    def problems(self) -> dict[str, str]:
+        """{field: one line} for every bad value, whatever the mode: an option a mode does not
+        use is still checked, so a bad request fails the same way in every mode."""
+        out: dict[str, str] = {}
+        for name, value, allowed in (("mode", self.mode, MODES), ("router", self.router, ROUTERS),
+                                     ("walk", self.walk, WALKS),
+                                     ("text_prompt", self.text_prompt, TEXT_PROMPTS),
+                                     ("text_packing", self.text_packing, TEXT_PACKINGS)):
+            if value is not None and value not in allowed:
+                what = name.replace("_", " ")
+                out[name] = f"unknown {what} {value!r}; choose one of {', '.join(allowed)}"
+        for name, (least, line) in WHOLE_NUMBERS.items():
+            value = getattr(self, name)
+            label = NUMBER_LABELS.get(name, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                out[name] = f"{label} must be a whole number, not {value!r}"
+            elif value < least or (name == "max_new_tokens" and value > MAX_NEW_TOKENS):
+                out[name] = line.format(label=label, value=value, most=MAX_NEW_TOKENS)
         if not (isinstance(self.temperature, numbers.Real) and math.isfinite(self.temperature)
                 and self.temperature > 0):
-            raise AskError(f"the temperature must be a positive number, not {self.temperature!r}")
-        if self.walk is not None and self.walk not in WALKS:
-            raise AskError(f"unknown walk {self.walk!r}; choose one of {', '.join(WALKS)}")
-        if self.text_prompt not in TEXT_PROMPTS:
-            raise AskError(f"unknown text prompt {self.text_prompt!r}; choose one of "
-                           f"{', '.join(TEXT_PROMPTS)}")
+            out["temperature"] = (f"the temperature must be a positive number, not "
+                                  f"{self.temperature!r}")
         if not 1.0 <= self.repetition_penalty <= 2.0:
-            raise AskError("the repetition penalty must lie in [1, 2] (1 = off)")
-        if self.text_sections is not None and self.text_sections < 1:
-            raise AskError("text_sections must be at least 1 (or None: as many as fit)")
-        if self.text_packing not in TEXT_PACKINGS:
-            raise AskError(f"unknown text packing {self.text_packing!r}; choose one of "
-                           f"{', '.join(TEXT_PACKINGS)}")
-        if self.sentence_budget < 1:
-            raise AskError("sentence_budget must be at least 1 token")
-        if self.no_repeat_ngram < 0:
-            raise AskError("no_repeat_ngram must be 0 (off) or more")
+            out["repetition_penalty"] = "the repetition penalty must lie in [1, 2] (1 = off)"
         if not 0 < self.query_fraction <= 1:
-            raise AskError("query_fraction must lie in (0, 1]")
+            out["query_fraction"] = "query_fraction must lie in (0, 1]"
+        return out
+
+    def validate(self) -> None:
+        """AskError with the first of ``problems`` (in the order above)."""
+        problems = self.problems()
+        if problems:
+            raise AskError(next(iter(problems.values())))
+
+
+# What each whole-number option is called in its one-line problem (its field name otherwise).
+NUMBER_LABELS = {"k": "k", "max_depth": "the depth cap", "budget": "the node budget",
+                 "max_new_tokens": "max new tokens", "text_budget": "the text budget",
+                 "flat_segment_tokens": "the flat segment size"}
+# The whole-number options (None allowed where the field's default is None): the least value
+# and the line for one out of range.
+WHOLE_NUMBERS = {
+    "k": (1, "{label} must be at least 1, not {value}"),
+    "max_depth": (1, "{label} must be at least 1, not {value}"),
+    "budget": (1, "{label} must be at least 1, not {value}"),
+    "max_new_tokens": (1, "{label} must be 1 to {most}, not {value}"),
+    "text_budget": (1, "{label} must be at least 1 token, not {value}"),
+    "flat_segment_tokens": (1, "{label} must be at least 1 token, not {value}"),
+    "text_sections": (1, "{label} must be at least 1 (or None: as many as fit)"),
+    "sentence_budget": (1, "{label} must be at least 1 token"),
+    "no_repeat_ngram": (0, "{label} must be 0 (off) or more"),
+}
+
+
+def whole_number(x, name: str) -> int | None:
+    """A number as sent by a form or a client (an int, a float, a string; blank: None) as an
+    int; AskError (a ValueError) with one line when it is not a whole number."""
+    if x is None or x == "":
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise AskError(f"{name} must be a whole number, not {x!r}") from None
+    if not v.is_integer():
+        raise AskError(f"{name} must be a whole number, not {x!r}")
+    return int(v)
+
+
+def parse_doc_id(doc) -> int:
+    """A document id as given (an int, or its digits from a form, a URL or the CLI); AskError
+    with one line otherwise."""
+    try:
+        return int(doc)
+    except (TypeError, ValueError):
+        raise AskError(f"not a document id: {doc!r}") from None
+
+
+def question_problem(question: str | None, limit: int) -> str | None:
+    """What is wrong with a question (empty, or over ``limit`` characters:
+    ``Settings.max_question_chars``), or None."""
+    question = (question or "").strip()
+    if not question:
+        return "the question is empty"
+    if len(question) > limit:
+        return f"the question is {len(question)} characters long; the limit is {limit}"
+    return None
 
 
 def checked_question(question: str | None, limit: int) -> str:
-    """The question without surrounding space; AskError when empty or over ``limit`` characters
-    (``Settings.max_question_chars``)."""
-    question = (question or "").strip()
-    if not question:
-        raise AskError("the question is empty")
-    if len(question) > limit:
-        raise AskError(f"the question is {len(question)} characters long; the limit is {limit}")
-    return question
+    """The question without surrounding space; AskError when ``question_problem`` finds one."""
+    problem = question_problem(question, limit)
+    if problem is not None:
+        raise AskError(problem)
+    return question.strip()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from engine.answer.check import Check
-from engine.answer.evidence import EvidenceLine
-from engine.answer.quote import Quote
+from engine.answer.checks.check import Check
+from engine.answer.modes import MODES, ModeTraits
+from engine.answer.passages.evidence import EvidenceLine
+from engine.answer.passages.quote import Quote
 from engine.routing.router import Route
 
 
@@ -57,29 +58,35 @@ class Answer:
     evidence: list[EvidenceLine] = field(default_factory=list)  # supporting sentences, best first
     cut: bool = False  # generation stopped at the token (or time) limit, mid-answer
     cut_at: int | None = None  # generated tokens when cut
-    degenerate: str | None = None  # why the output is not an answer (engine.answer.guard)
+    degenerate: str | None = None  # why the output is not an answer (generation.cleanup)
     stop: str | None = None  # why generation ended (GenerationResult.stop); None: no generation
-    repetition_cut: bool = False  # a loop at the end was cut off (engine.answer.guard.trim_loop)
-    quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.quote)
+    repetition_cut: bool = False  # a loop at the end was cut off (generation.cleanup.trim_loop)
+    quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.passages.quote)
     not_covered: bool = False  # no sentence of the routed sections reached the threshold
-    check: Check | None = None  # the generated answer against its sources (engine.answer.check)
+    check: Check | None = None  # the generated answer against its sources (checks.check)
+    reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
+    reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
+    traits: ModeTraits | None = None  # what its mode does (None: its mode's, from MODES)
+
+    def __post_init__(self) -> None:
+        if self.traits is None:
+            self.traits = MODES[self.mode].traits()
 
     @property
     def folded(self) -> bool:
         """Shown folded under a line saying why: flagged by the check, or degenerate."""
         return self.degenerate is not None or (self.check is not None and self.check.flagged)
-    reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
-    reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
 
     def as_json(self) -> dict:
-        """The CLI's --json object."""
+        """The answer as JSON: the CLI's --json, the app's API and its figure data."""
         route = None
         if self.route is not None:
             route = [{k: r[k] for k in ("id", "parent", "doc_id", "node_id", "title", "depth",
                                         "page_start", "page_end", "score", "prob", "status",
                                         "visit", "channels")}
                      for r in self.route.as_records()]
-        return {"answer": self.text, "mode": self.mode, "route": route,
+        return {"answer": self.text, "mode": self.mode, "mode_traits": self.traits.as_json(),
+                "route": route,
                 "router": self.route.router if self.route is not None else None,
                 "alternatives": dict(self.route.alternatives) if self.route is not None else {},
                 "warning": self.warning,
@@ -89,7 +96,7 @@ class Answer:
                 "evidence": [asdict(e) for e in self.evidence],
                 "quote": self.quote.as_json() if self.quote is not None else None,
                 "not_covered": self.not_covered,
-                "unsupported": [asdict(u) for u in self.check.unsupported] if self.check else [],
+                "unsupported": [u.as_json() for u in self.check.unsupported] if self.check else [],
                 "folded": self.folded,
                 "check": ({k: v for k, v in self.check.as_json().items() if k != "unsupported"}
                           if self.check is not None else None),

@@ -99,3 +99,20 @@ class Ticket:
         if self._error is not None:
             raise self._error
         return self._outcome
+
+
+@dataclass
+class GenerationResult:
+    """What one answer's generation gave, whichever reader generated it, and why it ended."""
+
+    text: str
+    prefill_tokens: int
+    generated_tokens: int
+    first_token_at: float | None
+    loops: torch.Tensor | None = None  # [n_slots, n_gated_layers] when the gate ran
+    stop: str = "eos"  # why generation ended: eos | length | time | loop (cut off) | repeat
+
+    @property
+    def cut(self) -> bool:
+        """Stopped by the token or time limit, not by the model (nor by the repetition stop)."""
+        return self.stop in ("length", "time")

@@ -1,7 +1,8 @@
 """engine.answer.response: an answer is folded when the check flags it or it is degenerate."""
 from __future__ import annotations
 
-from engine.answer.check import Check, Unsupported
+from engine.answer.checks.check import Check
+from engine.answer.checks.terms import Term
 from engine.answer.response import Answer, Metrics
 
 
@@ -10,7 +11,7 @@ def _answer(**kw) -> Answer:
 
 
 def test_folded_when_flagged_or_degenerate():
-    flagged = Check(unsupported=[Unsupported("--frob", "option", 4, 10)], checked=1)
+    flagged = Check(unsupported=[Term("--frob", "option", 4, 10)], checked=1)
     assert _answer(check=flagged).folded
     assert _answer(check=Check(checked=1), degenerate="repeat").folded
     assert not _answer(check=Check(checked=1)).folded and not _answer().folded

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
-from engine.answer.guard import degeneracy
+from engine.answer.generation.cleanup import degeneracy
 from engine.ask import AskError, AskOptions, ask, ask_stream
 from engine.ingest import ingest_file
 from tests.test_ask import make_runtime, tiny_rt  # noqa: F401  (tiny_rt: the widgets manual)
@@ -71,8 +71,8 @@ def test_text_mode_json_on_a_real_manual(real_backbone, shared_dir, tmp_path):
     """`ask --mode text --json` on etoolbox's manual (the question of issue 16): the answer
     names \\patchcmd, and its evidence lines are exactly the cited sentences at or above the
     threshold, each with a page inside its section's pages."""
-    from engine.answer.evidence import THRESHOLD, evidence_lines
-    from engine.answer.grounding import sections
+    from engine.answer.passages.evidence import THRESHOLD, evidence_lines
+    from engine.answer.passages.grounding import sections
     from engine.documents import load_documents, routing_tree
 
     rt = make_runtime(real_backbone, tmp_path)

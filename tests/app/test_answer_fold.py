@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.answer_fold import answer_markdown, folded, marked_answer
-from engine.answer.check import check_answer
+from engine.answer.checks.check import check_answer
 
 
 def _spans(text: str, *terms: str) -> list[tuple[int, int]]:

@@ -210,7 +210,7 @@ def _page_view(page) -> tuple[str, int]:
 
 
 def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_server, shared_dir, tmp_path, monkeypatch):
-    import engine.answer.grounding as grounding
+    import engine.answer.passages.grounding as grounding
 
     url, rt = explorer_server
     # Every evidence line is kept here (no threshold), so that whatever the small model writes
@@ -722,7 +722,7 @@ def test_outline_shows_contents_as_one_folded_row(browser, explorer_server, shar
 CHECK_PDF = "r-intro.pdf"
 # Two real questions on R's manual, text mode, 128 tokens: the model's answer to the first names
 # an identifier its passages do not hold (data_frame_to_list), the second names only read.table(),
-# which they do (engine.answer.check).
+# which they do (engine.answer.checks.check).
 FLAGGED_Q = "How do I attach a data frame?"
 # (the read.table question was clean before the quote read by units; its answer now invents
 # "file.csv", which the check rightly flags)

@@ -29,7 +29,7 @@ def test_fields_are_the_ask_api_parameters_in_order():
 
 def test_a_good_request_has_no_problem_and_becomes_the_engines_options():
     req = request(k=4.0, max_depth="0", budget=5, max_new_tokens="64", router=None)
-    assert req.option_problems(SETTINGS) == {} and not req.refused(SETTINGS)
+    assert req.problems(SETTINGS) == {} and not req.refused(SETTINGS)
     assert req.options(SETTINGS) == AskOptions(mode="text", k=4, max_depth=None, budget=5,
                                                gate=True, hier_pos=False, max_new_tokens=64,
                                                router=SETTINGS.router)
@@ -49,7 +49,7 @@ def test_a_good_request_has_no_problem_and_becomes_the_engines_options():
 ])
 def test_each_bad_option_is_one_line_naming_it(changes, field, words):
     req = request(**changes)
-    problems = req.option_problems(SETTINGS)
+    problems = req.problems(SETTINGS)
     assert list(problems) == [field] and words in problems[field], problems
     assert req.refused(SETTINGS)
     with pytest.raises(gr.Error) as e:
@@ -58,15 +58,15 @@ def test_each_bad_option_is_one_line_naming_it(changes, field, words):
 
 
 def test_an_option_the_mode_does_not_use_is_checked_too():
-    assert "k" in request(mode="route", k=0).option_problems(SETTINGS)
-    assert "max_new_tokens" in request(mode="quote", max_new_tokens=0).option_problems(SETTINGS)
+    assert "k" in request(mode="route", k=0).problems(SETTINGS)
+    assert "max_new_tokens" in request(mode="quote", max_new_tokens=0).problems(SETTINGS)
 
 
 def test_the_question_is_checked_by_the_settings_limit():
-    assert request(question="  ").question_problem(SETTINGS) == "Type a question first."
+    assert request(question="  ").problems(SETTINGS) == {"question": "Type a question first."}
     assert request(question=None).refused(SETTINGS)
     long = "x" * (SETTINGS.max_question_chars + 1)
-    assert "the limit is 2000" in request(question=long).question_problem(SETTINGS)
+    assert "the limit is 2000" in request(question=long).problems(SETTINGS)["question"]
     short = SETTINGS.with_(max_question_chars=10)
     assert request(question="a question of more than ten").refused(short)
-    assert request().question_problem(SETTINGS) is None
+    assert request().problems(SETTINGS) == {}

@@ -157,7 +157,7 @@ def test_bm25_on_tree_nodes_and_context_budget():
     assert used == [4, 0] and ctx.startswith("[1] \\patchcmd (p. 3):")
     assert "[2] Manual" in ctx
     # text mode's cap on sections: the first fitting blocks only, however much room is left
-    from engine.answer.context import pack_blocks
+    from engine.answer.passages.sections import pack_blocks
 
     ctx, used = pack_blocks(encode, 100, [(t, 4), (t, 3), (t, 0)], max_blocks=2)
     assert used == [0, 1] and "[2] " in ctx and "[3] " not in ctx

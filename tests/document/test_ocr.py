@@ -59,7 +59,7 @@ def test_a_scanned_manual_is_indexed_quoted_and_highlighted(tiny_backbone, share
     ans = ask(rt, doc, "How do I patch a command?", AskOptions(mode="quote", k=2), log=False)
     quote = ans.as_json()["quote"]
     assert "\\patchcmd" in quote["text"] and quote["ocr"] is True
-    assert "read by OCR" in quote_markdown(ans.quote, False, "quote")
+    assert "read by OCR" in quote_markdown(ans.quote, False, False)
     source = rt.library.get_source(doc)  # the file kept with its OCR text layer
     view = render_pdf(source.data, [Line(ans.quote.text, quote["page"], 1.0)], quote["page"],
                       quote["page"], title=quote["heading"])

@@ -71,7 +71,7 @@ def test_quote_on_physical_page_10_says_page_8(tiny_backbone, shared_dir, tmp_pa
     quote = ans.as_json()["quote"]
     assert "prevents further expansion" in quote["text"]
     assert quote["page"] == 10 and quote["page_label"] == "8"
-    assert "p. 8 (PDF page 10)" in quote_markdown(ans.quote, False, "quote")
+    assert "p. 8 (PDF page 10)" in quote_markdown(ans.quote, False, False)
     assert all(c["page_label"] == rt.library.get_tree(doc).page_label(c["page_start"])
                for c in ans.as_json()["cited"])
     view = render_pdf(pdf.read_bytes(), [Line(ans.quote.text, 10, 1.0)], 10, 10,

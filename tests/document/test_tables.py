@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pymupdf
 
-from engine.answer.passages import split_units
+from engine.answer.passages.units import split_units
 from engine.document.builders.markup import build_html_tree, build_markdown_tree
 from engine.document.builders.pdf_pages import join_lines, read_lines
 from engine.document.builders.pdf_tables import plausible_table

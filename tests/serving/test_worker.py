@@ -1,4 +1,4 @@
-"""The generation worker against the unbatched path (engine.answer.decoding.generate): greedy
+"""The generation worker against the unbatched path (engine.answer.generation.decoding.generate): greedy
 tokens, stop reasons and gate loops identical for asks decoded together, joining and leaving
 between steps; cancellation; the time limit."""
 from __future__ import annotations
@@ -9,9 +9,10 @@ import time
 import pytest
 import torch
 
-from engine.answer.guard import GuardedStreamer, RepeatStop
-from engine.answer.decoding import generate
-from engine.answer.prompts import SYSTEM_PROMPT, chat_parts
+from engine.answer.generation.streamer import GuardedStreamer
+from engine.serving.stops import RepeatStop
+from engine.answer.generation.decoding import generate
+from engine.answer.generation.prompts import SYSTEM_PROMPT, chat_parts
 from engine.memory.aligner import ArcAligner
 from engine.serving.request import GenerationRequest
 from engine.serving.worker import GenerationWorker

@@ -3,14 +3,30 @@ prompt it generates from, or none), how its output is cleaned and whether eviden
 The pipeline that runs a mode is ``engine.ask``; the table of modes is ``engine.answer.modes``."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import ClassVar, Mapping
 
 import torch
 
-from engine.answer.decoding import GenerationResult, Plan
-from engine.answer.quote import Quote
-from engine.answer.sentences import Sentence
+from engine.answer.generation.decoding import GenerationResult, Plan
+from engine.answer.passages.quote import Quote
+from engine.answer.passages.sentences import Sentence
+
+
+@dataclass(frozen=True)
+class ModeTraits:
+    """What a mode does, as its events and its Answer carry it to the app, the CLI and the API
+    (``Mode.traits``): they read these, never the mode's name."""
+
+    name: str
+    generates: bool  # a model writes the answer (False: the route or the quote is the answer)
+    has_evidence: bool  # a generated answer gets evidence lines
+    offers_text_mode: bool  # a degenerate output offers asking again in text mode
+    reads_memories: bool  # reads the sections' memories (refused until they are written)
+    quote_is_answer: bool  # the quote is the whole answer (not shown twice)
+
+    def as_json(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -32,7 +48,7 @@ class ModeInputs:
 class Step:
     """A mode's plan for one question: the prompt (None: nothing is generated), the routed ids
     it reads or cites, a warning for the user (or None), and the texts the answer is checked
-    against (``engine.answer.check``: what the model was given to read)."""
+    against (``engine.answer.checks.check``: what the model was given to read)."""
 
     plan: Plan | None
     cited: list[int]
@@ -60,6 +76,16 @@ class Mode:
     # degenerate output is said, never trimmed (``guard.degeneracy``).
     trims_loops: ClassVar[bool] = False
     fast_path: ClassVar[bool] = False  # the memory path: a degenerate output offers text mode
+    generates: ClassVar[bool] = True  # its plan generates (False: ``text_without_generation``)
+    has_evidence: ClassVar[bool] = False  # a generated answer gets evidence lines
+    offers_text_mode: ClassVar[bool] = False  # a degenerate output offers text mode instead
+    quote_is_answer: ClassVar[bool] = False  # ``text_without_generation`` is the quote
+
+    @classmethod
+    def traits(cls) -> ModeTraits:
+        """The declarations the app, the CLI and the API read (``ModeTraits``)."""
+        return ModeTraits(cls.name, cls.generates, cls.has_evidence, cls.offers_text_mode,
+                          cls.needs_memories, cls.quote_is_answer)
 
     def plan(self, inputs: ModeInputs, ranked: list[Sentence], quote: Quote | None) -> Step:
         """The prompt and cited ids (``ranked``, ``quote``: found already when ``quote_first``,
@@ -72,7 +98,7 @@ class Mode:
 
     def keeps_evidence(self, reason: str | None) -> bool:
         """Whether a generated answer degenerate for ``reason`` (None: not) gets evidence lines."""
-        return False
+        return self.has_evidence and reason is None
 
     def gate(self, result: GenerationResult, cited: list[int]) -> dict[int, list[int]]:
         """Routed node id -> the gate's extra loops per gated layer (empty: no gate shown)."""

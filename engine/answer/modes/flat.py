@@ -1,11 +1,11 @@
 """``flat``: HMT-style: fixed-length segments of the manual, one memory each from the same
 writer, memory search by the same scaled dot-product over all segment memories, no tree
-(``engine.answer.flat``); as many segments as the route selected nodes."""
+(``engine.memory.flat``); as many segments as the route selected nodes."""
 from __future__ import annotations
 
-from engine.answer.flat import flat_index, search
+from engine.memory.flat import flat_index, search
 from engine.answer.modes.base import Mode, ModeInputs, Step
-from engine.answer.prompts import slots_plan
+from engine.answer.generation.prompts import slots_plan
 
 
 class FlatMode(Mode):
@@ -15,6 +15,7 @@ class FlatMode(Mode):
     needs_query_vector = True
     one_document = "the flat baseline answers about one document at a time"
     fast_path = True
+    offers_text_mode = True
 
     def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
         rt, doc_id = inputs.rt, inputs.doc_ids[0]

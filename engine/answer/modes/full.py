@@ -2,9 +2,8 @@
 baseline); it reads no route (it routes for its quote only)."""
 from __future__ import annotations
 
-from engine.answer.context import context_window
 from engine.answer.modes.base import Mode, ModeInputs, Step
-from engine.answer.prompts import TEXT_PROMPTS, text_plan
+from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
 
 
 class FullMode(Mode):
@@ -13,10 +12,11 @@ class FullMode(Mode):
     needs_reader = True
     shows_route = False
     trims_loops = True
+    offers_text_mode = True
 
     def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
         model, question = inputs.reader, inputs.question
-        room = context_window(model) - inputs.opts.max_new_tokens - 200 - len(model.encode(question))
+        room = model.context_window() - inputs.opts.max_new_tokens - 200 - len(model.encode(question))
         texts, used = [], 0
         for tree in inputs.trees.values():
             for n in tree.preorder():

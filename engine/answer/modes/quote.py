@@ -1,4 +1,4 @@
-"""``quote``: the manual's best passage alone (``engine.answer.quote``), no generation."""
+"""``quote``: the manual's best passage alone (``engine.answer.passages.quote``), no generation."""
 from __future__ import annotations
 
 from engine.answer.modes.base import Mode, ModeInputs, Step
@@ -10,6 +10,8 @@ class QuoteMode(Mode):
     name = "quote"
     help = "only the manual's best passage, in its own words (no answer written)"
     quote_first = True  # the quote is the answer
+    generates = False
+    quote_is_answer = True
 
     def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
         return Step(None, [quote.rid] if quote is not None else [])

@@ -1,15 +1,15 @@
-"""``text``: the reader reads the best sentences of the routed sections (``engine.answer.sentences``,
+"""``text``: the reader reads the best sentences of the routed sections (``engine.answer.passages.sentences``,
 RECOMP-style extractive compression), in document order under their heading paths and pages,
 within a small token budget; with no sentence above the threshold it answers without context.
 ``AskOptions.text_packing = "sections"`` keeps the earlier packing (the selected nodes' whole
 text, best routing score first, within ``text_budget``, ``context.pack_context``)."""
 from __future__ import annotations
 
-from engine.answer import sentences as sentence_evidence
-from engine.answer.context import pack_context
-from engine.answer.grounding import sentence_pager
+from engine.answer.passages import sentences as sentence_evidence
+from engine.answer.passages.sections import pack_context
+from engine.answer.passages.grounding import sentence_pager
 from engine.answer.modes.base import Mode, ModeInputs, Step
-from engine.answer.prompts import TEXT_PROMPTS, text_plan
+from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
 
 TEXT_PACKINGS = ("sentences", "sections")
 NO_PASSAGE = ("No passage of the manual matched the question closely enough: this answer is the "
@@ -22,6 +22,7 @@ class TextMode(Mode):
     needs_reader = True
     quote_first = True  # the reader reads the ranked sentences
     trims_loops = True
+    has_evidence = True
 
     def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
         opts, model = inputs.opts, inputs.reader

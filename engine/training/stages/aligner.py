@@ -15,7 +15,7 @@ import random
 
 import torch
 
-from engine.answer.prompts import prompt_around_slots
+from engine.answer.generation.prompts import prompt_around_slots
 from engine.memory.parts import H2MTParts
 from engine.routing.router import route
 from engine.training.config import StageConfig
@@ -93,7 +93,7 @@ def retrieved_slots(run: Run, st: StageConfig, row: int) -> list[int]:
 
 
 def gen_loss(run: Run, st: StageConfig, rows: list[int]) -> dict[str, torch.Tensor]:
-    """ArcAligner stages II/III: L_gen with the memory mode's prompt (engine.answer.prompts)."""
+    """ArcAligner stages II/III: L_gen with the memory mode's prompt (engine.answer.generation.prompts)."""
     bb, aligner = run.backbone, run.parts.aligner
     cache = ensure_memories(run)
     prefixes, masks, answers = [], [], []

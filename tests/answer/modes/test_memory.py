@@ -34,7 +34,7 @@ def test_the_answer_is_checked_against_the_routed_sections_text(tiny_rt, monkeyp
     """Memory mode reads vectors, not text: its check reads the selected nodes' text and their
     descendants'."""
     import engine.ask
-    from engine.answer.check import check_answer
+    from engine.answer.checks.check import check_answer
 
     seen = {}
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from engine.answer.generation.reader import InProcessReader
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.modes import MODES, Mode, ModeInputs, Step, register
-from engine.answer.prompts import text_plan
+from engine.answer.generation.prompts import text_plan
 from engine.ask import AskError, AskOptions, ask_stream
 
 
@@ -20,7 +21,7 @@ class TitlesMode(Mode):
     def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
         ids = sorted(inputs.route.selected)
         titles = "\n".join(inputs.routing.title[i] for i in ids)
-        return Step(text_plan(inputs.rt.backbone, inputs.question, titles), ids,
+        return Step(text_plan(InProcessReader(inputs.rt.backbone), inputs.question, titles), ids,
                     "a toy mode: titles only")
 
 

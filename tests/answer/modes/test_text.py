@@ -35,7 +35,7 @@ def test_sections_packing_reads_whole_sections(tiny_rt):
 
 def test_the_answer_is_checked_against_the_context_the_reader_read(tiny_rt, monkeypatch):
     import engine.ask
-    from engine.answer.check import check_answer
+    from engine.answer.checks.check import check_answer
 
     seen = {}
 

@@ -1,0 +1,84 @@
+"""Where an answer stands in the manual: the routed sections' sentences ranked against the
+question, the quote chosen from them (``engine.answer.passages.quote``), the evidence lines of a generated
+answer (``engine.answer.passages.evidence``), and the pages they are on
+(``engine.answer.passages.pages``)."""
+from __future__ import annotations
+
+from engine.answer.passages import quote as quoting
+from engine.answer.passages import sentences as sentence_evidence
+from engine.answer.passages.sections import heading_path, routed_sections
+from engine.answer.passages.evidence import EvidenceLine, Section, evidence_lines
+from engine.answer.passages.pages import locate_page, pages_lookup
+
+
+def sections(routing, trees: dict, cited: list[int]) -> list[Section]:
+    """The cited nodes as evidence sections (``engine.answer.passages.sections.routed_sections``)."""
+    return [Section(s.doc_id, s.node_id, routing.title[s.rid], s.node.text, s.node.page_start,
+                    s.node.page_end) for s in routed_sections(routing, trees, cited)]
+
+
+def answer_evidence(rt, routing, trees: dict, text: str, cited: list[int]) -> list[EvidenceLine]:
+    """The evidence lines of an answer from its cited nodes (engine.answer.passages.evidence)."""
+    found = sections(routing, trees, cited)
+    if not found or not text.strip():
+        return []
+    lines = evidence_lines(rt.encoder, text, found, pages_of=pages_lookup(rt))
+    for line in lines:
+        line.page_label = page_label(trees, line.doc_id, line.page)
+    return lines
+
+
+def ranked_sentences(rt, routing, trees: dict, question: str, route,
+                     query_dense=None) -> list[sentence_evidence.Sentence]:
+    """The routed sections' sentences scored against the question, best first
+    (engine.answer.passages.sentences); ``query_dense``: the question's dense vector when routing had it."""
+    if route is None:
+        return []
+    found = [sentence_evidence.SectionText(
+        rid=s.rid, doc_id=s.doc_id, node_id=s.node_id,
+        heading=heading_path(s.tree, s.node_id) or routing.title[s.rid], body=s.node.text,
+        page_start=s.node.page_start, page_end=s.node.page_end)
+        for s in routed_sections(routing, trees, sorted(route.selected))]
+    return sentence_evidence.score(rt.encoder, question, sentence_evidence.candidates(found),
+                                   query_vec=query_dense)
+
+
+def sentence_pager(rt):
+    """``page_of(sentence)``: the physical 1-based page where a sentence begins (its section's
+    first page when the section is one page; None when unknown: never guessed)."""
+    pages_of = pages_lookup(rt)
+
+    def page_of(s: sentence_evidence.Sentence) -> int | None:
+        if s.page_start is None or s.page_end is None or s.page_end <= s.page_start:
+            return s.page_start
+        return locate_page(s.text, s.page_start, s.page_end, pages_of(s))
+
+    return page_of
+
+
+def find_quote(rt, routing, trees: dict, question: str, route, query_dense,
+               threshold: float) -> tuple[list[sentence_evidence.Sentence], quoting.Quote | None]:
+    """(ranked sentences, the quote or None below the threshold)."""
+    ranked = ranked_sentences(rt, routing, trees, question, route, query_dense)
+    quote = quoting.choose(question, ranked, threshold, sentence_pager(rt))
+    if quote is not None and quote.doc_id in trees:
+        tree = trees[quote.doc_id]
+        quote.page_label = tree.page_label(quote.page)
+        quote.ocr = tree.is_ocr(tree.node(quote.node_id))
+    return ranked, quote
+
+
+def page_label(trees: dict, doc_id: int | None, page: int | None) -> str | None:
+    """The printed label of a physical page of a document (None: none, or unknown)."""
+    tree = trees.get(doc_id)
+    return tree.page_label(page) if tree is not None else None
+
+
+def label_citations(citations: list, trees: dict) -> list:
+    """The citations with their first page's printed label and their OCR mark filled in."""
+    for c in citations:
+        tree = trees.get(c.doc_id)
+        if tree is not None and tree.graph.has_node(c.node_id):
+            c.page_label = tree.page_label(c.page_start)
+            c.ocr = tree.is_ocr(tree.node(c.node_id))
+    return citations

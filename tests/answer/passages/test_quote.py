@@ -1,0 +1,127 @@
+"""Sentence-level evidence and the quote (engine.answer.passages.sentences, engine.answer.passages.quote), with the
+real sentence encoder."""
+from __future__ import annotations
+
+import pytest
+
+from engine.answer.passages import quote as quoting
+from engine.answer.passages import sentences as S
+
+SECTIONS = [
+    S.SectionText(rid=1, doc_id=1, node_id=10, heading="Installing", page_start=3, page_end=3,
+                  body="Run the installer and answer its questions. The installer writes "
+                       "widget.conf for you. Afterwards restart the widget service once."),
+    S.SectionText(rid=2, doc_id=1, node_id=20, heading="Sizes > Large widgets", page_start=5,
+                  page_end=5,
+                  body="Large widgets are the heavy models of the range. Large widgets need a "
+                       "12 V supply. Never connect them to 230 V. Their casing is made of steel."),
+    S.SectionText(rid=3, doc_id=1, node_id=30, heading="Colours", page_start=7, page_end=7,
+                  body="Widgets come in red, green and blue paint. Custom colours cost extra "
+                       "and take six weeks to deliver."),
+]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from engine.routing.dense import load_encoder
+
+    return load_encoder("cpu")
+
+
+def ranked(encoder, question):
+    return S.score(encoder, question, S.candidates(SECTIONS))
+
+
+def test_the_quote_is_the_best_sentence_and_its_sequel_verbatim(encoder):
+    r = ranked(encoder, "Which power supply voltage does a large widget need?")
+    assert r[0].text == "Large widgets need a 12 V supply."
+    assert r[0].score >= r[-1].score
+    q = quoting.choose("Which power supply voltage does a large widget need?", r)
+    assert q is not None and (q.node_id, q.page, q.heading) == (20, 5, "Sizes > Large widgets")
+    # forward from the best sentence, contiguous, within three sentences
+    assert q.text.startswith("Large widgets need a 12 V supply. Never connect them to 230 V.")
+    assert q.text in " ".join(SECTIONS[1].body.split())
+    assert q.as_json()["page"] == 5 and q.as_json()["doc"] == 1
+
+
+def test_a_how_to_question_quotes_its_best_sentence_forward(encoder):
+    """No special case for how-to questions (measured: a section's opening scored lower than its
+    best sentence on both dev sets): the quote starts at the best sentence."""
+    question = "How do I get widget.conf written?"
+    r = ranked(encoder, question)
+    q = quoting.choose(question, r)
+    assert q is not None and q.node_id == 10
+    assert q.text.startswith("The installer writes widget.conf for you.")  # not the opening
+    assert q.text in " ".join(SECTIONS[0].body.split())
+
+
+def test_only_the_best_sentences_by_words_are_encoded(encoder):
+    """``encoded`` caps the encoder's work; the others stay ranked, with cosine 0."""
+    question = "Which power supply voltage does a large widget need?"
+    few = S.score(encoder, question, S.candidates(SECTIONS), encoded=2)
+    assert sum(1 for s in few if s.cosine != 0.0) == 2 and len(few) == len(S.candidates(SECTIONS))
+    assert few[0].text == "Large widgets need a 12 V supply."
+    # nothing matched by words: every sentence is encoded
+    none = S.score(encoder, "Zzyzx qwvb?", S.candidates(SECTIONS), encoded=2)
+    assert sum(1 for s in none if s.cosine != 0.0) == len(none)
+
+
+def test_an_unrelated_question_gets_no_quote_and_no_context(encoder):
+    question = "Who won the football world cup in 1954?"
+    r = ranked(encoder, question)
+    assert quoting.choose(question, r) is None
+    assert S.select(r, lambda t: len(t.split())) == []
+
+
+def test_selection_keeps_the_budget_and_document_order(encoder):
+    r = ranked(encoder, "What voltage do large widgets need, and what colours exist?")
+    kept = S.select(r, lambda t: len(t.split()), budget=30, threshold=0.0)
+    assert kept and sum(len(s.text.split()) + 4 for s in kept) <= 30
+    assert [s.order for s in kept] == sorted(s.order for s in kept)
+    text = S.context_text(kept)
+    assert "(p. " in text and text.startswith("[1] ")
+    for s in kept:
+        assert s.text in text
+
+
+def _real_section(tree, title, rid=1):
+    n = next(x for x in tree.preorder() if x.title == title)
+    return S.SectionText(rid=rid, doc_id=1, node_id=n.id, heading=title, body=n.text,
+                         page_start=n.page_start, page_end=n.page_end)
+
+
+def test_how_to_quote_holds_the_command_and_the_sentence_it_leans_on(encoder, corpus_tree):
+    """Why3's install section: "It is as simple as" introduces `opam install why3` on a line of
+    its own (3 words), and "It" leans on the sentence naming Opam: the quote has all three."""
+    tree = corpus_tree("why3-manual.pdf")
+    secs = [_real_section(tree, "Installation via Opam", 1),
+            _real_section(tree, "Installation via Docker", 2),
+            _real_section(tree, "Installation from Source Distribution", 3)]
+    question = "How do I install Why3 with opam?"
+    q = quoting.choose(question, S.score(encoder, question, S.candidates(secs)))
+    assert q is not None and q.heading == "Installation via Opam"
+    assert q.text.startswith("The simplest way to install Why3 is via Opam")
+    assert "It is as simple as\nopam install why3" in q.text
+
+
+def test_r_help_quote_holds_the_command(encoder, corpus_tree):
+    tree = corpus_tree("r-intro.pdf")
+    secs = [_real_section(tree, "Getting help with functions and features")]
+    question = "How do I get help about a function such as solve?"
+    q = quoting.choose(question, S.score(encoder, question, S.candidates(secs)))
+    assert q is not None and "> help(solve)" in q.text.split("\n")
+
+
+def test_the_reader_gets_the_same_passage_with_its_lines(encoder, corpus_tree):
+    """Text mode's selection: the introduced command keeps its line, and the unit it leans on
+    comes along, in document order under the heading."""
+    tree = corpus_tree("why3-manual.pdf")
+    secs = [_real_section(tree, "Installation via Opam", 1)]
+    question = "How do I install Why3 with opam?"
+    ranked = S.score(encoder, question, S.candidates(secs))
+    assert ranked[0].text == "It is as simple as\nopam install why3" and ranked[0].kind == "intro"
+    kept = S.select(ranked, lambda t: len(t.split()), budget=40)
+    assert [s.text.split("\n")[0][:24] for s in kept[:2]] == [
+        "The simplest way to inst", "It is as simple as"]
+    ctx = S.context_text(kept)
+    assert "package manager. It is as simple as\nopam install why3" in ctx
