@@ -65,6 +65,7 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest):
             quoted = ev.quote is not None or ev.not_covered
             yield {t.answer: "", t.answer_box: gr.update(visible=True),
                    t.answer_fold: gr.update(value="", visible=False),
+                   t.key_md: gr.update(value="", visible=False),
                    t.metrics: generating_md(ev.mode, ev.route, ""),
                    t.cited: cited_rows(ev.cited), **route_updates(t, rv), t.view: rv.view,
                    **quote_updates(t, *quote_outputs(s, ev.quote, ev.not_covered, ev.mode))}
@@ -125,16 +126,28 @@ def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
 
 
 def answer_updates(t: AskTab, a, out: dict, shown: str) -> dict:
-    """The answer box, or, for an answer the check flags (engine.answer.checks.check), the answer
-    folded under the check's line with its unsupported terms marked (app/answer_fold.py): the
-    quote above it stays the first thing read. A degenerate output is already kept out of the
-    answer box (``shown`` says so and the notice holds it). ``out``: the answer's JSON."""
+    """The key line (the manual's line that answers, with its page, engine.answer.checks.key_line)
+    above the answer box, or, for an answer the check flags or doubts
+    (engine.answer.checks.check, engine.answer.checks.verdict), the answer folded under one line
+    saying why, its unsupported terms marked (app/answer_fold.py): the quote and the key line
+    above it stay the first things read. A degenerate output is already kept out of the answer
+    box (``shown`` says so and the notice holds it). ``out``: the answer's JSON."""
+    key = out.get("key_line")
+    keyed = {t.key_md: gr.update(value=key_line_md(key), visible=True) if key is not None
+             else gr.update(value="", visible=False)}
     if not a.folded or a.degenerate:
         return {t.answer: shown, t.answer_box: gr.update(visible=True),
-                t.answer_fold: gr.update(value="", visible=False)}
-    body = answer_markdown(a.text, out["unsupported"], out["check"]["line"])
+                t.answer_fold: gr.update(value="", visible=False), **keyed}
+    body = answer_markdown(a.text, out["unsupported"], a.fold_line)
     return {t.answer: shown, t.answer_box: gr.update(visible=False),
-            t.answer_fold: gr.update(value=body, visible=True)}
+            t.answer_fold: gr.update(value=body, visible=True), **keyed}
+
+
+def key_line_md(key: dict) -> str:
+    """The key line as shown (its JSON): the manual's line in code, its page and section."""
+    where = f"p. {key['page']}" if key["page"] else "page unknown"
+    body = key["text"].replace("`", "\u02cb")
+    return f"**From the manual ({where}, {md_text(key['heading'] or 'section')}):** `{body}`"
 
 
 def validate_ask(s: AppState, t: AskTab, req: AskRequest) -> list:

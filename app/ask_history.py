@@ -57,7 +57,8 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData) -> dict:
     logged = rec.settings or {}
     # shown unfolded: the log keeps the answer, not what its model read
     out = {t.answer: rec.answer, t.answer_box: gr.update(visible=True),
-           t.answer_fold: gr.update(value="", visible=False), t.metrics: metrics,
+           t.answer_fold: gr.update(value="", visible=False),
+           t.key_md: gr.update(value="", visible=False), t.metrics: metrics,
            t.inputs.question: rec.question}
     if rec.mode in MODE_HELP:
         out[t.inputs.mode] = rec.mode

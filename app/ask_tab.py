@@ -85,6 +85,7 @@ class AskTab:
     text_btn: gr.Button
     view: gr.State
     quote_md: gr.Markdown
+    key_md: gr.Markdown  # the manual's key line and its page (engine.answer.key_line)
     answer_fold: gr.Markdown  # a flagged answer, folded under its line (app/answer_fold.py)
     answer_box: gr.Column  # holds the answer; hidden while the answer is folded
     answer: gr.Textbox
@@ -110,7 +111,8 @@ class AskTab:
         page view and the view State follow."""
         return [self.answer, self.metrics, self.cited, self.route_plot, self.manual_plot,
                 self.route_table, self.summary, self.history, self.quote_md, self.page_head,
-                self.page_image, self.page_text, self.answer_fold, self.answer_box, self.view]
+                self.page_image, self.page_text, self.answer_fold, self.answer_box, self.key_md,
+                self.view]
 
     def view_outputs(self) -> list:
         """What ``show_view`` and ``clear_before_ask`` update."""
@@ -191,6 +193,7 @@ def build(s: AppState) -> AskTab:
         with gr.Row():
             with gr.Column(scale=3):
                 quote_md = gr.Markdown(visible=False, elem_id="quote-view")
+                key_md = gr.Markdown(visible=False, elem_id="key-line")
                 answer_fold = gr.Markdown(visible=False, elem_id="answer-fold")
                 # the box, not the Textbox, is hidden for a folded answer: /ask's first output
                 # stays the answer's text for API clients (README "API")
@@ -264,7 +267,7 @@ def build(s: AppState) -> AskTab:
                          budget=budget, gate=gate, hier_pos=hier_pos, max_new_tokens=max_new,
                          router=router),
         ask_btn=ask_btn, mem_line=ask_mem_line, reader_line=reader_line, notice=notice,
-        text_btn=text_btn, view=view, quote_md=quote_md, answer_fold=answer_fold, answer_box=answer_box, answer=answer,
+        text_btn=text_btn, view=view, quote_md=quote_md, key_md=key_md, answer_fold=answer_fold, answer_box=answer_box, answer=answer,
         metrics=metrics, cited=cited,
         evidence_note=evidence_note, evidence_table=evidence_table, page_head=page_head,
         page_image=page_image, page_text=page_text, route_plot=route_plot, agree_md=agree_md,
@@ -297,7 +300,7 @@ def wire(s: AppState, t: AskTab) -> None:
     t.inputs.doc.change(bind(s, history_rows), t.inputs.doc, t.history, api_visibility="private")
     t.inputs.doc.change(bind(s, doc_memory_line), t.inputs.doc, t.mem_line, **private)
     t.history.select(bind(s, history_select, t), t.inputs.doc,
-                     [t.answer, t.answer_fold, t.answer_box, t.metrics, t.cited, t.route_plot, t.manual_plot,
+                     [t.answer, t.answer_fold, t.answer_box, t.key_md, t.metrics, t.cited, t.route_plot, t.manual_plot,
                       t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,
                       t.inputs.router],
                      api_visibility="private").then(

@@ -116,7 +116,7 @@ class ExampleManual:
             with self._lock:
                 self._status = ExampleStatus("indexing", stage="parsing")
             r = ingest_file(self.path, self.rt, self._report, memories=False,
-                            timeout_s=self.rt.settings.request_timeout_s)
+                            timeout_s=self.rt.settings.request_timeout_s, preflighted=True)
         except (UploadRejected, DocumentError, StorageError) as e:  # a broken install (the
             # file missing), a full disk, a database refusing: the page says it in one line
             log.warning("the example manual %s could not be indexed: %s", self.path.name, e)

@@ -101,7 +101,7 @@ def upload(s: AppState, files, progress=gr.Progress()):
         progress(i / n, desc=f"{of}{name}: parsing and building the tree")
         try:
             r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s,
-                            memories=False)
+                            memories=False, preflighted=True)  # check_upload ran preflight
         except DocumentError as e:
             msg = str(e)
             messages.append(f"✗ {msg if msg.startswith(name) else f'{name}: {msg}'}")

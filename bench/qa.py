@@ -160,9 +160,18 @@ def load_questions(files: list[Path], docs_dir: Path, limit: int | None) -> list
 def prepare_documents(rt: Runtime, questions: list[Question], no_ingest: bool,
                       memories: bool = True) -> dict[str, int]:
     """doc file name -> doc id, ingesting (or re-writing memories of) what is missing."""
+    paths = {q.doc: q.doc_path for q in reversed(questions)}  # the first question's path wins
+    return ingest_documents(rt, paths, no_ingest, memories)
+
+
+def ingest_documents(rt: Runtime, paths: dict[str, Path], no_ingest: bool,
+                     memories: bool = True) -> dict[str, int]:
+    """name -> doc id for documents at ``paths`` (name -> file), ingesting (or re-writing
+    memories of) what is missing; a missing file or (with ``no_ingest``) an unstored document
+    is reported and left out."""
     ids: dict[str, int] = {}
-    for name in sorted({q.doc for q in questions}):
-        path = next(q.doc_path for q in questions if q.doc == name)
+    for name in sorted(paths):
+        path = paths[name]
         if not path.exists():
             print(f"  {name}: file not found at {path}; its questions are skipped", flush=True)
             continue

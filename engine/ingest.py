@@ -37,8 +37,8 @@ from engine.runtime import Runtime
 from engine.settings import Settings
 from engine.document.tree import DocumentError, Tree
 from engine.document.build import build_tree
-from engine.memory.worker import MemoryWorker
-from engine.memory.writer import ProgressFn, WriteStats, write_memories
+from engine.memory.worker import MemoryWorker, WriteFn
+from engine.memory.worker import write_document_memories as write_memories_of
 from engine.routing.evidence import (compute_evidence, evidence_fingerprint, evidence_text,
                                      has_evidence)
 from storage import DocumentMeta, DuplicateDocument, NodeEvidence, SourceFile
@@ -234,14 +234,6 @@ def tree_evidence(tree: Tree, rt: Runtime, shared: SharedVectors | None = None,
     return compute_evidence(tree, shared.for_evidence(tree), progress)
 
 
-def write_tree_memories(tree: Tree, rt: Runtime, progress: ProgressFn | None = None,
-                        stats: WriteStats | None = None):
-    return write_memories(tree, rt.backbone, rt.parts,
-                          max_batch_nodes=rt.settings.write_batch_nodes,
-                          max_batch_tokens=rt.settings.write_batch_tokens,
-                          progress=progress, stats=stats)
-
-
 class IngestProgress(Protocol):
     """Ingest progress: ``done`` of ``total`` nodes in ``stage`` ("evidence", then "memories")."""
 
@@ -279,16 +271,19 @@ def document_evidence(doc_id: int, tree: Tree, rt: Runtime) -> NodeEvidence:
 
 
 def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None = None, *,
-                timeout_s: float | None = None, memories: bool = True) -> IngestResult:
+                timeout_s: float | None = None, memories: bool = True,
+                preflighted: bool = False) -> IngestResult:
     """Phase one (tree + evidence, stored in one transaction) and, with ``memories``, phase two
     (node memories, stored height by height) of one file; or reuse the stored document (its
     missing memories are written). DocumentError on bad files.
 
     ``timeout_s``: stop (IngestTimeout) when writing runs past it; phase one stores nothing
     then, phase two keeps the heights already stored and resumes on the next ingest.
+    ``preflighted``: the caller ran ``preflight`` on the file already (an upload's checks).
     """
     path = Path(path)
-    preflight(path, rt.settings)
+    if not preflighted:
+        preflight(path, rt.settings)
     progress = _with_deadline(path.name, progress, timeout_s)
     sha = file_sha256(path)
     lib = rt.library
@@ -321,28 +316,12 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
 
 
 def write_document_memories(doc_id: int, rt: Runtime, progress: IngestProgress | None = None, *,
-                            tree: Tree | None = None,
-                            store: Callable[[dict], None] | None = None) -> float:
-    """Phase two: write the document's missing node memories under the runtime's fingerprint,
-    storing each tree height as it finishes; resumes an interrupted write. Milliseconds spent.
-    ``store``: how a finished height is stored (a worker's store checks it still holds the
-    document's job, engine/memory/worker.py); by default straight into the library."""
-    lib = rt.library
-    if store is None:
-        def store(new: dict) -> None:
-            lib.add_memories(doc_id, new, rt.fingerprint)
-    tree = tree if tree is not None else lib.get_tree(doc_id)
-    known = lib.get_memories(doc_id, rt.fingerprint, partial=True)
-    if len(known) == len(tree):
-        return 0.0
-    t0 = time.perf_counter()
-    write_memories(tree, rt.backbone, rt.parts, max_batch_nodes=rt.settings.write_batch_nodes,
-                   max_batch_tokens=rt.settings.write_batch_tokens,
-                   progress=_stage(progress, "memories"), known=known,
-                   on_level=store)
-    memory_ms = (time.perf_counter() - t0) * 1e3
-    lib.set_memory_ms(doc_id, memory_ms)
-    return memory_ms
+                            tree: Tree | None = None) -> float:
+    """Phase two in this call (``engine.memory.worker.write_document_memories`` over the
+    runtime): the document's missing node memories, each height stored as it finishes.
+    Milliseconds spent."""
+    return write_memories_of(rt.library, doc_id, rt.fingerprint, rt.backbone, rt.parts,
+                             rt.settings.write_batches, _stage(progress, "memories"), tree=tree)
 
 
 def _stage(progress: IngestProgress | None, stage: str):
@@ -371,12 +350,11 @@ def _reuse(existing: int, rt: Runtime, progress: IngestProgress | None,
     return _result(existing, tree, info.file_name, info.tree_ms, info.memory_ms, True, evidence_ms)
 
 
-def memory_worker(rt: Runtime, write=None, holder: str | None = None) -> MemoryWorker:
-    """A memory worker (engine/memory/worker.py) over the runtime: it writes with ``write``
-    (``write_document_memories`` by default, called as it is) under the runtime's fingerprint
-    and the settings' lease and poll interval."""
-    write = write_document_memories if write is None else write
-    return MemoryWorker(rt.library, rt.fingerprint,
-                        lambda doc_id, progress, store: write(doc_id, rt, progress, store=store),
-                        lease_s=rt.settings.job_lease_s, poll_s=rt.settings.worker_poll_s,
-                        holder=holder)
+def memory_worker(rt: Runtime, write: WriteFn | None = None,
+                  holder: str | None = None) -> MemoryWorker:
+    """A memory worker (engine/memory/worker.py) over the runtime: it writes with the runtime's
+    backbone, parts and batch limits under its fingerprint (``write``: instead, for tests), with
+    the settings' lease and poll interval."""
+    return MemoryWorker(rt.library, rt.fingerprint, rt.backbone, rt.parts,
+                        batches=rt.settings.write_batches, lease_s=rt.settings.job_lease_s,
+                        poll_s=rt.settings.worker_poll_s, holder=holder, write=write)

@@ -104,6 +104,8 @@ def default_cache_dir(environ=None, *, persistent: Path = SPACE_PERSISTENT_DIR) 
 SHIPPED_CHECKPOINT = _assets_dir() / "smollm2-135m-instruct.h2mt.safetensors"
 # Learned fusion of the routing channels (trained on Debian documentation, assets/MODEL_CARD.md).
 SHIPPED_FUSION = _assets_dir() / "fusion.json"
+# The learned passage ranker of the quote (assets/PASSAGE_RANKER_CARD.md).
+SHIPPED_PASSAGE_RANKER = _assets_dir() / "passage_ranker.json"
 # The routers and walks ``engine.routing.fused`` offers; defined here only (it imports them).
 ROUTERS = ("fused", "memory", "lexical", "dense")
 WALKS = ("leaf-rescue", "rescue", "leaf", "topk")
@@ -172,6 +174,10 @@ class Settings:
     # Fusion weights: "auto" = the learned weights shipped in assets/ when present, "none" =
     # the untrained z-score sum, or a JSON path (``engine.routing.fusion.FusionWeights``).
     fusion: str = "auto"
+    # The quote's second stage (engine.answer.ranking): "auto" = the learned passage ranker
+    # shipped in assets/passage_ranker.json, "none" = the linear score of engine.answer.sentences
+    # over the routed sections only, or a JSON path.
+    passage_ranker: str = "auto"
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0
@@ -205,6 +211,15 @@ class Settings:
         return Path(self.checkpoint)
 
     @property
+    def passage_ranker_path(self) -> Path | None:
+        """The passage ranker's JSON file, or None for the linear score over routed sections."""
+        if str(self.passage_ranker).lower() in ("", "none"):
+            return None
+        if self.passage_ranker == "auto":
+            return SHIPPED_PASSAGE_RANKER if SHIPPED_PASSAGE_RANKER.is_file() else None
+        return Path(self.passage_ranker)
+
+    @property
     def fusion_path(self) -> Path | None:
         """The JSON file of learned fusion weights, or None for the untrained z-score sum."""
         if str(self.fusion).lower() in ("", "none"):
@@ -212,6 +227,13 @@ class Settings:
         if self.fusion == "auto":
             return SHIPPED_FUSION if SHIPPED_FUSION.is_file() else None
         return Path(self.fusion)
+
+    @property
+    def write_batches(self) -> dict[str, int]:
+        """The memory writer's batch limits, as its keywords (``engine.memory.writer``): the one
+        place every writer (ingest, the memory worker, the flat baseline) reads them from."""
+        return {"max_batch_nodes": self.write_batch_nodes,
+                "max_batch_tokens": self.write_batch_tokens}
 
     @property
     def reader_is_remote(self) -> bool:

@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from storage.errors import DocumentNotFound, StorageError
-from storage.library import _insert_memories
+from storage.memory_store import insert_memories
 from storage.models import DocumentRow, MemoryJobRow, MemoryRow
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ class MemoryJobs:
                 s.execute(delete(MemoryRow).where(
                     MemoryRow.doc_id == job.doc_id, MemoryRow.fingerprint == job.fingerprint,
                     MemoryRow.node_id.in_(ids[i:i + 500])))
-            _insert_memories(s, job.doc_id, memories, job.fingerprint)
+            insert_memories(s, job.doc_id, memories, job.fingerprint)
 
     def finish(self, job: MemoryJob, holder: str) -> bool:
         """Mark the job done (True), if ``holder`` still holds it."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 
@@ -90,3 +90,8 @@ class MemoryProgress:
     @property
     def complete(self) -> bool:
         return self.done >= self.total
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite drops time zones; everything stored is UTC."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment

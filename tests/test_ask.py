@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from engine.answer.checks.confidence import SIGNALS
+
 from engine.answer.modes import MODES
 from engine.ask import AskError, AskOptions, ask
 from engine.ingest import ingest_file
@@ -52,7 +54,8 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
                         "repetition_cut", "stop", "quote", "not_covered", "unsupported",
-                        "folded", "check", "reader", "reader_error", "mode_traits"}
+                        "folded", "check", "reader", "reader_error", "mode_traits",
+                        "confidence", "key_line"}
     # what the mode declares is what it did: it generated (a stop reason) or not; no evidence
     # lines where it has none; the quote as the answer only where it says so
     traits = out["mode_traits"]
@@ -66,7 +69,7 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     # every mode carries the quote (the manual's words), generation or not
     assert out["quote"] is not None and out["not_covered"] is False
     assert set(out["quote"]) == {"text", "doc", "node", "heading", "page", "page_label", "ocr",
-                                 "score"}
+                                 "score", "channel"}
     assert "widget" in out["quote"]["text"] and out["quote"]["text"] in " ".join(MANUAL.split())
     if mode == "full":
         assert out["route"] is None
@@ -81,10 +84,19 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
         assert set(out["alternatives"]) == {"memory"}
     if mode in ("route", "quote"):  # nothing generated: nothing to check
         assert out["check"] is None and out["unsupported"] == [] and out["folded"] is False
+        assert out["confidence"] is None
     else:  # the check's spans point into the answer (engine.answer.checks.check)
         assert set(out["check"]) == {"denies_coverage", "number_conflict", "flagged", "line"}
         assert all(out["answer"][u["start"]:u["end"]] == u["term"] for u in out["unsupported"])
-        assert out["folded"] == (out["degenerate"] or out["check"]["flagged"])
+        conf = out["confidence"]  # the calibrated confidence (engine.answer.checks.verdict)
+        assert set(conf["signals"]) == set(SIGNALS)
+        if conf["confidence"] is None:  # no fitted model (assets/answer_check.json): no fold
+            assert conf["low"] is False and conf["reason"] is None
+        else:
+            assert 0 <= conf["confidence"] <= 1
+            assert conf["low"] == (conf["confidence"] < conf["threshold"])
+        assert out["folded"] == (out["degenerate"] or out["check"]["flagged"] or conf["low"])
+        assert (conf["reason"] is not None) == conf["low"]
     if mode == "route":
         assert out["answer"] == "" and out["metrics"]["generated_tokens"] == 0
     elif mode == "quote":

@@ -62,7 +62,9 @@ class AskOptions:
     # "sections" (the earlier packing: whole sections within text_budget tokens).
     text_packing: str = "sentences"
     sentence_budget: int = sentence_evidence.BUDGET
-    quote_threshold: float = sentence_evidence.THRESHOLD
+    # the least score a quote needs; None: the passage ranker's own bar (its JSON file), or
+    # sentences.THRESHOLD for the linear score
+    quote_threshold: float | None = None
 
     def problems(self) -> dict[str, str]:
         """{field: one line} for every bad value, whatever the mode: an option a mode does not

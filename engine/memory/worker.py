@@ -1,4 +1,4 @@
-"""The memory worker: phase two of ingest (``ingest.write_document_memories``) as shared work.
+"""The memory worker: phase two of ingest (``write_document_memories``) as shared work.
 
 Every process that writes memories is a worker of this kind: ``python -m engine worker`` on its
 own (a GPU box), or the app's background thread (app/memory_writer.py). A worker claims one
@@ -19,6 +19,7 @@ import time
 import uuid
 from typing import Callable, Protocol
 
+from engine.memory.writer import write_memories
 from storage import DocumentNotFound, Library, LeaseLost, MemoryJob, MemoryJobs
 
 log = logging.getLogger(__name__)
@@ -35,10 +36,31 @@ def holder_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+def write_document_memories(library: Library, doc_id: int, fingerprint: str, backbone, parts,
+                            batches: dict, progress: Callable[[int, int], None] | None = None, *,
+                            tree=None, store: Callable[[dict], None] | None = None) -> float:
+    """Phase two of one document: write its missing node memories under ``fingerprint``
+    (``engine.memory.writer``, H2MT 3.2), storing each tree height as it finishes; resumes an
+    interrupted write. Milliseconds spent. ``store``: how a finished height is stored (the
+    worker's checks it still holds the document's job); by default straight into the library."""
+    if store is None:
+        def store(new: dict) -> None:
+            library.add_memories(doc_id, new, fingerprint)
+    tree = tree if tree is not None else library.get_tree(doc_id)
+    known = library.get_memories(doc_id, fingerprint, partial=True)
+    if len(known) == len(tree):
+        return 0.0
+    t0 = time.perf_counter()
+    write_memories(tree, backbone, parts, **batches, progress=progress, known=known,
+                   on_level=store)
+    memory_ms = (time.perf_counter() - t0) * 1e3
+    library.set_memory_ms(doc_id, memory_ms)
+    return memory_ms
+
+
 class WriteFn(Protocol):
-    """Writes one document's missing memories (``engine.ingest.write_document_memories`` over a
-    runtime), reporting ``progress(done, total)`` and storing each finished height with
-    ``store(memories)``; milliseconds spent."""
+    """Writes one document's missing memories, reporting ``progress(done, total)`` and storing
+    each finished height with ``store(memories)``; milliseconds spent."""
 
     def __call__(self, doc_id: int, progress: Callable[..., None],
                  store: Callable[[dict], None]) -> float: ...
@@ -47,22 +69,33 @@ class WriteFn(Protocol):
 class MemoryWorker:
     """Claims and writes the library's memory jobs under ``fingerprint`` until stopped.
 
-    ``write`` writes one document (``WriteFn``; ``engine.ingest.memory_worker`` builds a worker
-    over a runtime); ``lease_s``: the lease renewed at every batch; ``poll_s``: the pause of an
-    idle worker between looks for work."""
+    The worker writes each document itself (``write_document``: ``write_document_memories``
+    with ``backbone``, ``parts`` and the settings' ``batches``); ``write`` replaces that (a
+    ``WriteFn``: tests hold a write back or make one fail). ``engine.ingest.memory_worker``
+    builds a worker over a runtime. ``lease_s``: the lease renewed at every batch; ``poll_s``:
+    the pause of an idle worker between looks for work."""
 
-    def __init__(self, library: Library, fingerprint: str, write: WriteFn, *, lease_s: float,
-                 poll_s: float, holder: str | None = None):
+    def __init__(self, library: Library, fingerprint: str, backbone, parts, *, batches: dict,
+                 lease_s: float, poll_s: float, holder: str | None = None,
+                 write: WriteFn | None = None):
         self.library = library
         self.fingerprint = fingerprint
+        self.backbone, self.parts, self.batches = backbone, parts, batches
         self.jobs = MemoryJobs(library)
         self.holder = holder or holder_name()
         self.lease_s = lease_s
         self.poll_s = poll_s
-        self.write = write
+        self.write: WriteFn = write if write is not None else self.write_document
         self.current: MemoryJob | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
+
+    def write_document(self, doc_id: int, progress: Callable[..., None],
+                       store: Callable[[dict], None]) -> float:
+        """Phase two of one document (``write_document_memories``), each height stored by
+        ``store``."""
+        return write_document_memories(self.library, doc_id, self.fingerprint, self.backbone,
+                                       self.parts, self.batches, progress, store=store)
 
     # -- queueing -------------------------------------------------------------------------------
     def enqueue(self, doc_id: int) -> bool:

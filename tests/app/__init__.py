@@ -12,11 +12,11 @@ def hold_memory_writer(rt, monkeypatch, timeout_s: float):
     writer = memory_writer(rt)
     assert writer.wait_idle(timeout_s)
     gate = threading.Event()
-    write = writer._write
+    write = writer.worker.write_document
 
-    def held(doc_id, rt_, progress, **kw):
+    def held(doc_id, progress, store):
         gate.wait(timeout_s)
-        return write(doc_id, rt_, progress, **kw)
+        return write(doc_id, progress, store)
 
-    monkeypatch.setattr(writer, "_write", held)
+    monkeypatch.setattr(writer.worker, "write", held)
     return writer, gate

@@ -328,3 +328,21 @@ def test_pruned_branch_that_held_a_strong_hit_is_ringed():
     assert [row[4] for row in ring.customdata] == [1, 3]  # the best rank each branch held
     assert "Section 12" in ring.hovertext[0] and "#1 best" in ring.hovertext[0]
     assert summ["nodes"]["pruned"] == 3  # still drawn as pruned beneath the ring
+
+
+def test_the_quotes_section_is_starred_and_an_undrawn_one_marks_its_ancestor():
+    """The routing view marks the node the quote came from; a quote the flat BM25 found in a
+    section the walk never drew (9, unvisited below 4) stars its nearest drawn ancestor."""
+    from engine.answer.passages.quote import Quote
+
+    route = make_route(PARENTS, STATUS)
+    for rid, at, channel in ((6, 6, "routed section"), (9, 4, "flat BM25")):
+        quote = Quote(text="Some words of the manual.", doc_id=1, node_id=rid, heading="H",
+                      page=1, score=0.9, rid=rid, channel=channel)
+        answer = Answer(text="", mode="quote", cited=[], gate={}, metrics=Metrics(), route=route,
+                        quote=quote)
+        (star,) = [t for t in route_figure(route, answer).data if (t.meta or {}).get("kind") == "quote"]
+        assert star.customdata[0][0] == rid and channel in star.hovertext[0]
+        drawn = {row[0] for t in route_figure(route).data if t.customdata is not None
+                 for row in t.customdata}
+        assert at in drawn and (rid == at) == ("not drawn" not in star.hovertext[0])

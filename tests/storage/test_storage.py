@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
-import storage.library as library_module
+import storage.memory_store as memory_store_module
 from engine.document.tree import Tree, TreeAssembler
 from storage import (DocumentMeta, DocumentNotFound, DuplicateDocument, Library, MissingMemories,
                      StaleMemories)
@@ -277,8 +277,8 @@ def test_memory_rows_need_their_node(library):
 def test_failed_memory_write_leaves_nothing(library, monkeypatch):
     """A failure after the document, its nodes and some memory rows were sent rolls all back."""
     tree = sample_tree()
-    monkeypatch.setattr(library_module, "MEMORY_INSERT_BATCH", 2)
-    real_encode = library_module.encode_vector
+    monkeypatch.setattr(memory_store_module, "MEMORY_INSERT_BATCH", 2)
+    real_encode = memory_store_module.encode_vector
     calls = []
 
     def failing_encode(vector):
@@ -287,7 +287,7 @@ def test_failed_memory_write_leaves_nothing(library, monkeypatch):
             raise RuntimeError("disk full")
         return real_encode(vector)
 
-    monkeypatch.setattr(library_module, "encode_vector", failing_encode)
+    monkeypatch.setattr(memory_store_module, "encode_vector", failing_encode)
     with pytest.raises(RuntimeError, match="disk full"):
         library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
     assert row_counts(library) == {"documents": 0, "nodes": 0, "memories": 0, "queries": 0}

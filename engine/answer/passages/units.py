@@ -104,6 +104,12 @@ def is_table(lines: list[str]) -> bool:
     return len(lines) >= 2 and all(TABLE_SEPARATOR in ln for ln in lines)
 
 
+def is_command_line(line: str) -> bool:
+    """A line with a prompt or code punctuation (``$ make``, ``\\pause``, ``f(x)``): a command,
+    however short."""
+    return bool(_PROMPT.match(line) or _CODE.search(line))
+
+
 def introduces(sentence: str) -> bool:
     """Whether a sentence ends the way a sentence introducing a line does (module docstring)."""
     s = sentence.rstrip()

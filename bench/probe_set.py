@@ -1,0 +1,219 @@
+"""The practical dev probe's data and verdicts: manuals, questions, and the per-question check.
+
+A probe question is what a new user would ask a manual, with a Python regular expression for
+the key fact (``key``, matched case-insensitively on whitespace-collapsed, NFKC-normalised
+text) and the physical 1-based page(s) where the manual prints it (``pages``). Format:
+bench/README.md ("The practical dev probe"). ``judge`` is the whole per-question evaluation:
+a question and what the product answered -> the verdicts (plain data, no engine), so that a
+bench, a test or an app tab score answers the same way.
+
+Manuals (bench/probe/manuals.json) are the dev manuals of ../shared/corpus and PDFs from Debian
+documentation packages, fetched and unpacked as engine.training's data step does
+(``fetch_packages``) under data/probe/.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE_DIR = ROOT / "bench" / "probe"
+MANUALS_FILE = PROBE_DIR / "manuals.json"
+QUESTIONS_FILE = PROBE_DIR / "questions.jsonl"
+CORPUS = ROOT.parent / "shared" / "corpus"
+DATA_DIR = ROOT / "data" / "probe"  # fetched packages (debs/, root/) and unpacked PDFs (pdf/)
+KINDS = ("how", "which-option", "default", "what-does", "command", "value", "file", "syntax")
+# Size buckets in pages: (name, first page count past the previous bucket's last)
+BUCKETS = (("under 150 pages", 150), ("150-400 pages", 401), ("over 400 pages", None))
+
+
+# -- manuals -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Manual:
+    manual: str  # the key the questions use
+    package: str | None  # Debian documentation package; None: a file of ../shared/corpus
+    version: str | None
+    path: str  # path inside the package (or the corpus file name); ".gz": gzip-compressed
+    pages: int
+    outline: bool
+    sha256: str  # of the (uncompressed) PDF
+
+    @property
+    def bucket(self) -> str:
+        return size_bucket(self.pages)
+
+
+def size_bucket(pages: int) -> str:
+    """The size bucket of a manual of ``pages`` pages: under 150, 150-400, over 400."""
+    for name, below in BUCKETS:
+        if below is None or pages < below:
+            return name
+    raise AssertionError("unreachable: the last bucket has no bound")
+
+
+def load_manuals(path: Path = MANUALS_FILE) -> dict[str, Manual]:
+    return {m["manual"]: Manual(**m) for m in json.loads(path.read_text())}
+
+
+def manual_pdf(m: Manual, data_dir: Path = DATA_DIR, fetch: bool = True) -> Path:
+    """The manual's PDF on disk: the corpus file, or the package's file under ``data_dir``
+    (fetched with engine.training.data.fetch_packages when missing and ``fetch``; a .gz is
+    unpacked to data_dir/pdf/). FileNotFoundError when it is not there; ValueError when its
+    sha256 is not the one recorded (another package version)."""
+    if m.package is None:
+        pdf = CORPUS / m.path
+    else:
+        packed = data_dir / "root" / m.path
+        if not packed.exists() and fetch:
+            from engine.training.data import fetch_packages
+
+            fetch_packages([m.package], data_dir)
+        if not packed.exists():
+            raise FileNotFoundError(f"{m.manual}: {packed} missing (package {m.package})")
+        pdf = packed
+        if m.path.endswith(".gz"):
+            pdf = data_dir / "pdf" / Path(m.path).name[:-3]
+            if not pdf.exists():
+                pdf.parent.mkdir(parents=True, exist_ok=True)
+                pdf.write_bytes(gzip.decompress(packed.read_bytes()))
+    if not pdf.exists():
+        raise FileNotFoundError(f"{m.manual}: {pdf} missing")
+    if hashlib.sha256(pdf.read_bytes()).hexdigest() != m.sha256:
+        raise ValueError(f"{m.manual}: {pdf} is not the recorded file (sha256 differs)")
+    return pdf
+
+
+# -- questions -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProbeQuestion:
+    id: str
+    manual: str
+    question: str
+    key: str  # regex for the key fact (case-insensitive, on normalised text)
+    pages: tuple[int, ...]  # physical 1-based pages where the fact is printed; may be empty
+    kind: str
+
+    @property
+    def pattern(self) -> re.Pattern:
+        return _compiled(self.key)
+
+
+@lru_cache(maxsize=None)
+def _compiled(key: str) -> re.Pattern:
+    return re.compile(key, re.IGNORECASE)
+
+
+def load_questions(path: Path = QUESTIONS_FILE, manuals: dict[str, Manual] | None = None
+                   ) -> list[ProbeQuestion]:
+    """The probe's questions; ValueError naming the line for a bad row (unknown manual or kind,
+    a regex that does not compile, a repeated id)."""
+    manuals = load_manuals() if manuals is None else manuals
+    out, seen = [], set()
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        pages = r.get("pages", [])
+        q = ProbeQuestion(str(r["id"]), r["manual"], r["question"], r["key"],
+                          tuple(pages if isinstance(pages, list) else [pages]), r["kind"])
+        where = f"{path.name}:{n} ({q.id})"
+        if q.manual not in manuals:
+            raise ValueError(f"{where}: unknown manual {q.manual!r}")
+        if q.kind not in KINDS:
+            raise ValueError(f"{where}: kind {q.kind!r} is not one of {', '.join(KINDS)}")
+        if q.id in seen:
+            raise ValueError(f"{where}: id repeated")
+        try:
+            q.pattern
+        except re.error as e:
+            raise ValueError(f"{where}: key does not compile: {e}") from None
+        if any(not 1 <= p <= manuals[q.manual].pages for p in q.pages):
+            raise ValueError(f"{where}: a gold page is outside 1..{manuals[q.manual].pages}")
+        seen.add(q.id)
+        out.append(q)
+    return out
+
+
+# -- matching ------------------------------------------------------------------------------------
+
+def normal(text: str | None) -> str:
+    """NFKC (ligatures and compatibility forms unfolded) and whitespace collapsed to one space:
+    the regexes match wording, not the PDF's line breaks."""
+    return " ".join(unicodedata.normalize("NFKC", text or "").split())
+
+
+def holds(q: ProbeQuestion, text: str | None) -> bool:
+    """Whether ``text`` holds the question's key fact (its regex matches)."""
+    return q.pattern.search(normal(text)) is not None
+
+
+def page_texts(pdf: Path, pages: list[int]) -> dict[int, str]:
+    """Physical 1-based pages' text as the product reads PDFs (ligatures unfolded)."""
+    import pymupdf
+
+    from engine.document.builders.pdf_pages import TEXT_FLAGS
+
+    with pymupdf.open(pdf) as doc:
+        return {p: doc[p - 1].get_text("text", flags=TEXT_FLAGS, sort=True) for p in pages}
+
+
+def key_on_pages(q: ProbeQuestion, pdf: Path) -> dict[int, bool]:
+    """Gold page -> whether the key's regex matches that page's text (the question file's own
+    check: every gold page should say True)."""
+    return {p: holds(q, text) for p, text in page_texts(pdf, list(q.pages)).items()}
+
+
+# -- verdicts ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """What the product returned for a question, as plain data."""
+    text: str  # the answer shown (quote mode: the quote, or the not-covered line)
+    quote: str | None  # the quote's text (None: no quote)
+    quote_page: int | None  # physical page where the quote begins
+    flagged: bool | None = None  # the answer check flagged it (None: no check ran)
+    folded: bool | None = None  # shown folded (flagged or degenerate)
+    not_covered: bool = False  # the product said the manual does not cover it
+
+
+@dataclass(frozen=True)
+class Verdict:
+    quote_holds: bool  # the quote holds the key fact (no quote: False)
+    quote_page: bool | None  # the quote begins on a gold page (None: no gold page given)
+    answer_holds: bool  # the answer shown holds the key fact
+    marked: bool  # the user was warned: flagged, folded, or "not covered"
+    wrong_unmarked: bool  # the answer lacks the fact and nothing warned the user
+    right_flagged: bool  # the answer holds the fact and was flagged or folded anyway
+    quote_fragment: bool  # a quote of fewer than four words that is not a command line
+
+
+# A word with one of these is code or a command line ("scons -c", "\\patchcmd", "a=b")
+_CODE = re.compile(r"[-/\\=_$()\[\]{}<>.:;]")
+
+
+def fragment(quote: str | None) -> bool:
+    """A quote of fewer than four words none of which looks like code (issue 42: a quote is
+    never a fragment, such as the single word "The" of a title page)."""
+    words = normal(quote).split()
+    return bool(words) and len(words) < 4 and not any(_CODE.search(w.rstrip(".,;:!?")) for w in words)
+
+
+def judge(q: ProbeQuestion, a: ProbeAnswer) -> Verdict:
+    """The per-question evaluation: a question and the product's answer -> verdicts."""
+    right = holds(q, a.text)
+    marked = bool(a.flagged) or bool(a.folded) or a.not_covered
+    return Verdict(
+        quote_holds=a.quote is not None and holds(q, a.quote),
+        quote_page=(a.quote_page in q.pages) if q.pages else None,
+        answer_holds=right, marked=marked,
+        wrong_unmarked=not right and not marked,
+        right_flagged=right and (bool(a.flagged) or bool(a.folded)),
+        quote_fragment=fragment(a.quote))
