@@ -104,7 +104,7 @@ def explorer_server(real_backbone, tmp_path_factory):
     demo = build_app(rt)
     port = free_port()
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
-                        ssr_mode=False, quiet=True)
+                        ssr_mode=False, quiet=True, mcp_server=settings.mcp)
     try:
         yield f"http://127.0.0.1:{port}/", rt
     finally:

@@ -159,6 +159,8 @@ def test_kill_in_phase_two_resumes(shared_dir, tmp_path, tiny_backbone, tiny_par
         if run < RUNS_PER_PHASE - 1:  # each run starts phase two afresh; the last one resumes
             with sqlite3.connect(db) as con:
                 con.execute("DELETE FROM memories")
+                # the killed CLI's job still holds its lease: a fresh start, not a take-over
+                con.execute("DELETE FROM memory_jobs")
     print(f"\nkill -9 in phase two, {RUNS_PER_PHASE} runs: memories stored {written}")
 
     # The real backbone wrote those memories; a runtime with another model asks in text mode
@@ -296,6 +298,8 @@ def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_mode
     for run in range(RUNS_PER_PHASE):
         with engine.begin() as con:
             con.execute(text("DELETE FROM memories WHERE doc_id = :d"), {"d": doc})
+            # the killed CLI's job still holds its lease: a fresh start, not a take-over
+            con.execute(text("DELETE FROM memory_jobs WHERE doc_id = :d"), {"d": doc})
         # k >= 1 heights committed, then a random point of the rest (counted in nodes written),
         # leaving two heights unwritten at least so that the kill lands inside phase two
         k = rng.randint(1, len(heights) - 3)

@@ -427,3 +427,15 @@ def test_document_states_in_one_query(library):
     assert 999 not in states and set(library.document_states(None, "fp")) == {a, b}
     library.delete_document(b)
     assert set(library.document_states(None, "fp")) == {a}
+
+
+def test_query_log_keeps_who_asked(library):
+    """Issue 44: a signed-in asker is kept with the question; a question logged without one
+    (sign-in off, or a library from before) stays readable and is listed for everyone."""
+    old = library.log_query("before sign-in?", "route")
+    bob = library.log_query("bob's?", "route", asker="bob")
+    carol = library.log_query("carol's?", "route", asker="carol")
+    assert [r.id for r in library.list_queries(asker="bob")] == [bob]
+    assert [r.asker for r in library.list_queries()] == [None, "bob", "carol"]
+    assert [r.id for r in library.list_queries(newest=1, asker="carol")] == [carol]
+    assert library.get_query(bob).asker == "bob" and library.get_query(old).asker is None
