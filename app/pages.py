@@ -18,13 +18,20 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from engine.document.tree import page_name
+
 MIN_SPLIT_CHARS = 12  # the part of a sentence left on a page before a break: at least this long
 DPI = 110  # about 935 x 1210 pixels for a letter page
 MAX_PAGES = 4  # pages rendered at once (a citation spanning more shows those with highlights)
+# The most pixels one rendered page may have (a letter page at DPI is about 1.1 million): a
+# page that declares a huge size (an untrusted PDF can say 200 inches) is rendered at a lower
+# resolution instead of allocating gigabytes.
+MAX_PAGE_PIXELS = 4_000_000
 PAGE_GAP = 12  # pixels between stacked pages
 HIGHLIGHT = (1.0, 0.92, 0.0)  # annotation colour (yellow)
 
@@ -215,12 +222,22 @@ def render_pdf(data: bytes, lines: list[Line], first: int | None, last: int | No
                 annot = page.add_highlight_annot(rects)
                 annot.set_colors(stroke=HIGHLIGHT)
                 annot.update()
-            images.append(page.get_pixmap(dpi=dpi, annots=True))
+            images.append(page.get_pixmap(dpi=capped_dpi(page.rect, dpi), annots=True))
         png = _stack(images)
+        labels = {p: pdf.doc[p - 1].get_label() for p in pages}
     finally:
         pdf.doc.close()
-    return PageView(caption=_caption(title, lines, placements, pages), png=png, pages=pages,
+    return PageView(caption=_caption(title, lines, placements, pages, labels), png=png, pages=pages,
                     placements=placements)
+
+
+def capped_dpi(rect, dpi: int, max_pixels: int = MAX_PAGE_PIXELS) -> int:
+    """``dpi``, or less so that a page of ``rect`` (PDF points) renders to at most
+    ``max_pixels`` pixels."""
+    pixels = (rect.width * dpi / 72) * (rect.height * dpi / 72)
+    if pixels <= max_pixels:
+        return dpi
+    return max(1, int(dpi * math.sqrt(max_pixels / pixels)))
 
 
 def _stack(pixmaps) -> bytes:
@@ -243,8 +260,11 @@ def _stack(pixmaps) -> bytes:
 
 
 def _caption(title: str, lines: list[Line], placements: list[Placement],
-             pages: list[int]) -> str:
-    where = f"p. {pages[0]}" if len(pages) == 1 else f"pp. {', '.join(map(str, pages))}"
+             pages: list[int], labels: dict[int, str] | None = None) -> str:
+    """``labels``: the pages' printed labels (``Page.get_label``), shown first where they differ."""
+    labels = labels or {}
+    named = [page_name(p, labels.get(p)) for p in pages]
+    where = named[0] if len(pages) == 1 else "pp. " + ", ".join(n[3:] for n in named)
     head = f"**{escape_md(title) or '(untitled)'}**, {where}"
     if not lines:
         return (f"{head}: no sentence of this section passed the evidence threshold, so "
@@ -255,7 +275,8 @@ def _caption(title: str, lines: list[Line], placements: list[Placement],
     for p in placements:
         if p.split:
             a, b = sorted(p.rects)
-            parts.append(f"One runs over the page break from p. {a} to p. {b}")
+            parts.append(f"One runs over the page break from {page_name(a, labels.get(a))} "
+                         f"to {page_name(b, labels.get(b))}")
     missing = [p for p in placements if not p.found]
     if missing:
         parts.append("Not found on the page (shown without a highlight): "

@@ -65,6 +65,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(json.dumps({"file": str(path), "error": str(e)}), flush=True)
             failures += 1
             continue
+        except Exception as e:  # one file's failure never stops the rest of the batch
+            logging.getLogger(__name__).exception("ingest of %s failed", path)
+            print(json.dumps({"file": str(path), "error": f"could not be read "
+                              f"({type(e).__name__}: {e})"}), flush=True)
+            failures += 1
+            continue
         finally:
             bar.close()
         print(json.dumps(result.as_json()), flush=True)
@@ -84,7 +90,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                       router=args.router or settings.router,
                       text_packing=args.text_packing)
     try:  # bad option values: one line before anything is loaded, in every mode
-        opts.validate()
+        opts.validate(settings)
     except AskError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

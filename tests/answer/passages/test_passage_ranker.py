@@ -80,12 +80,14 @@ def _node(tree, title):
 
 
 def test_the_shipped_ranker_ranks_a_known_passage_first(ranker, encoder, corpus_tree):
-    """etoolbox (a dev manual): appending code to a macro is \\apptocmd's passage."""
+    """etoolbox (a dev manual), the walk routed "Author Commands > Patching": inserting code at
+    the start of a command by a patch is \\pretocmd's passage, found by both channels."""
     tree = _tree(corpus_tree, "etoolbox-manual.pdf")
-    patching = _node(tree, "Patching")
-    routed = [patching] + [c.id for c in tree.children(patching)]
-    ranked, q = _ask(ranker, encoder, tree, "How do I append code to a macro?", routed)
-    assert q is not None and "\\apptocmd" in q.text, q
+    patching = next(n.id for n in tree.preorder()
+                    if heading_path(tree, n.id).endswith("Author Commands > Patching"))
+    question = "How do I insert code at the beginning of a command with a patch?"
+    ranked, q = _ask(ranker, encoder, tree, question, sorted(tree.subtree_ids(patching)))
+    assert q is not None and "\\pretocmd" in q.text and q.channel == "both", q
 
 
 def test_a_flat_bm25_candidate_reaches_the_quote(ranker, encoder, corpus_tree):
