@@ -42,6 +42,7 @@ INDUCED_SYMBOL = "diamond"
 # retriever over the same evidence would rank first) is ringed: routing lost a strong hit there.
 STRONG_HITS = 10
 STRONG_RING = "#dc2626"
+QUOTE_FILL = "#f59e0b"  # the star on the quote's section
 
 
 def _symbols(nodes, ids: list[int]) -> list[str]:
@@ -170,6 +171,28 @@ def _strong_trace(route, pos: dict, strong: dict[int, list[tuple[int, int]]]) ->
         customdata=[[i, "strong-pruned", nodes[i].doc_id, nodes[i].node_id, strong[i][0][0]]
                     for i in ids],
         meta={"kind": "strong-pruned"})
+
+
+def _quote_trace(route, pos: dict, quote) -> go.Scatter | None:
+    """A star on the node the quote came from; a quote from a section the walk did not draw
+    (found by the flat passage BM25) marks its nearest drawn ancestor, the hover says so."""
+    nodes = route.nodes
+    rid = getattr(quote, "rid", None)
+    if rid is None or not 0 <= rid < len(nodes):
+        return None
+    at = rid
+    while at is not None and at not in pos:
+        at = nodes[at].parent
+    if at is None:
+        return None
+    where = "" if at == rid else f"<br>(in {esc(nodes[rid].title, 70)}, not drawn: below here)"
+    return go.Scatter(
+        x=[pos[at][0]], y=[pos[at][1]], mode="markers", name="the quote's section",
+        marker=dict(symbol="star", size=20, color=QUOTE_FILL, line=dict(color="#92400e", width=1.5)),
+        hovertext=[f"<b>the quote came from here</b><br>{esc(nodes[at].title, 70)}{where}<br>"
+                   f"found by: {esc(getattr(quote, 'channel', 'routed section'))}"],
+        hoverinfo="text", customdata=[[rid, "quote", nodes[rid].doc_id, nodes[rid].node_id]],
+        meta={"kind": "quote", "rid": rid})
 
 
 # -- the routing tree ----------------------------------------------------------------------------
@@ -311,6 +334,9 @@ def route_figure(route, answer=None, title: str | None = None, folds=()) -> go.F
             customdata=[[m, "folded", vt.folded[m][0], vt.folded[m][1]] for m in fm],
             meta={"status": "folded"}))
 
+    quote = _quote_trace(route, pos, getattr(answer, "quote", None)) if answer is not None else None
+    if quote is not None:
+        traces.append(quote)
     depth = max((-p[1] for p in pos.values()), default=0)
     router = getattr(route, "router", None)
     head = title or (f"Routing tree — {router or 'memory'} router, k={route.k}, "

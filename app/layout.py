@@ -38,11 +38,3 @@ def tidy_layout(children: Mapping[int, Sequence[int]], root: int = 0,
         for c in reversed(kids):  # leftmost child popped first
             stack.append((c, depth + 1, False))
     return pos
-
-
-def layout_width(pos: Mapping[int, tuple[float, float]]) -> float:
-    """Horizontal extent of a layout (0 for a single node)."""
-    if not pos:
-        return 0.0
-    xs = [p[0] for p in pos.values()]
-    return max(xs) - min(xs)

@@ -14,28 +14,29 @@ from __future__ import annotations
 import threading
 import time
 
-from engine.ingest import memory_worker as runtime_worker, write_document_memories
+from engine.ingest import memory_worker as runtime_worker
+from engine.memory.worker import WriteFn
 from engine.runtime import Runtime
 from storage import MemoryJobs
 
 IDLE_POLL_S = 0.2  # how often ``wait_idle`` looks at the library's open jobs
+# A job waiting this long while no worker writes anything under the runtime's fingerprint is
+# one nobody takes (no worker running, or only workers with other model settings).
+UNCLAIMED_S = 60.0
 
 
 class MemoryWriter:
     """The app's side of the memory jobs: queue (``submit``), show (``state``), drop before a
-    deletion (``cancel``), and, unless the settings turn it off, one worker thread."""
+    deletion (``cancel``), and, unless the settings turn it off, one worker thread (the
+    engine's worker, which writes each document itself; ``write``: its ``WriteFn`` instead)."""
 
-    def __init__(self, rt: Runtime, write=write_document_memories):
+    def __init__(self, rt: Runtime, write: WriteFn | None = None):
         self.rt = rt
-        self._write = write  # replaceable (tests hold a write back)
         self.jobs = MemoryJobs(rt.library)
         self.enabled = rt.settings.app_worker
-        self.worker = runtime_worker(rt, write=self._call_write)
+        self.worker = runtime_worker(rt, write=write)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-
-    def _call_write(self, doc_id, rt, progress, **kw):
-        return self._write(doc_id, rt, progress, **kw)
 
     def _start(self) -> None:
         with self._lock:
@@ -65,8 +66,10 @@ class MemoryWriter:
 
     def state(self, doc_id: int) -> tuple[str, tuple[int, int] | None]:
         """From the library: ("writing", (done, total) its holder last reported) |
-        ("queued", None) (waiting, or held by a worker that stopped beating) |
-        ("failed", None) | ("", None)."""
+        ("retrying", None) (a write failed; tried again after a pause) | ("queued", None)
+        (waiting, or held by a worker that stopped beating) | ("unclaimed", None) (waiting
+        ``UNCLAIMED_S`` while no worker writes anything under this fingerprint: nobody can
+        take it) | ("failed", None) | ("", None)."""
         job = self.jobs.get(doc_id, self.rt.fingerprint)
         if job is None or job.state == "done":
             return "", None
@@ -74,11 +77,12 @@ class MemoryWriter:
             return "failed", None
         if job.live():
             return "writing", (job.done, job.total)
+        if job.backing_off():
+            return "retrying", None
+        if (time.time() - job.updated_at > UNCLAIMED_S
+                and self.jobs.live_count(self.rt.fingerprint) == 0):
+            return "unclaimed", None
         return "queued", None
-
-    def failure(self, doc_id: int) -> str | None:
-        job = self.jobs.get(doc_id, self.rt.fingerprint)
-        return job.error if job is not None and job.state == "failed" else None
 
     def busy(self) -> bool:
         """Any document's memories queued or being written, by any worker on the library."""

@@ -32,4 +32,12 @@ def quote_markdown(quote, not_covered: bool, model_answers: bool) -> str:
     # at each line's end; Markdown would otherwise run the quote's lines into one paragraph)
     lines = [f"> {_md(line)}" for line in quote.text.splitlines() if line.strip()]
     return "\n".join([f"**From the manual** ({where}{page}), its own words.{note}", "",
-                      "  \n".join(lines)])
+                      "  \n".join(lines), "", rank_reason(quote)])
+
+
+def rank_reason(quote) -> str:
+    """One line: why this passage was quoted (the ranker's score, the channel that found it)."""
+    found = {"both": "both the routed sections and the flat BM25 over the whole manual",
+             "routed section": "a routed section", "flat BM25": "the flat BM25 over the whole "
+             "manual (its section was not routed)"}.get(quote.channel, quote.channel)
+    return f"<small>Ranked first: score {quote.score:.2f}, found by {found}.</small>"

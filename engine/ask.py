@@ -14,10 +14,14 @@ from typing import Iterator
 
 import torch
 
+from engine.answer.checks import key_line
 from engine.answer.checks.check import check_answer
+from engine.answer.checks.confidence import Confidence, answer_signals, route_margin
+from engine.answer.checks.verdict import judge
 from engine.answer.generation.decoding import Decoding
+from engine.answer.evaluation import Evaluation, ProbeQuestion, evaluation_row
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
-from engine.answer.passages.grounding import answer_evidence, find_quote
+from engine.answer.passages.grounding import answer_evidence, find_quote, sentence_pager
 from engine.answer.generation.cleanup import clean_answer, degeneracy
 from engine.answer.measure import PeakMemory
 from engine.answer.notices import degenerate_warning
@@ -86,7 +90,7 @@ def check(rt: Runtime, doc: int | str | None, question: str,
     """The request checked and its documents loaded; AskError (or MemoriesPending) for what the
     user can fix."""
     opts = opts or AskOptions()
-    opts.validate()
+    opts.validate(rt.settings)
     question = checked_question(question, rt.settings.max_question_chars)
     mode = MODES[opts.mode]()
     doc_ids = resolve_docs(rt, doc)
@@ -161,9 +165,19 @@ def quote_for(rt: Runtime, req: Request, routed: Routed, metrics: Metrics):
     return found
 
 
+def answer_check_model(rt: Runtime) -> Confidence | None:
+    """The fitted confidence (``assets/answer_check.json``), read once per runtime."""
+    if "answer_check" not in rt.cache:
+        rt.cache["answer_check"] = Confidence.load()
+    return rt.cache["answer_check"]
+
+
 def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations: list[Citation],
-           text: str, result: GenerationResult | None, quote, metrics: Metrics) -> Answer:
-    """The answer as returned: cleaned as the mode says, with its warnings and evidence lines."""
+           text: str, result: GenerationResult | None, quote, metrics: Metrics,
+           ranked: list | None = None, routed: Route | None = None) -> Answer:
+    """The answer as returned: cleaned as the mode says, with its warnings, evidence lines, key
+    line (``engine.answer.key_line``, from ``ranked``: the routed sections' units) and the
+    answer check's verdict (``engine.answer.verdict``; ``routed``: the route, shown or not)."""
     mode = req.mode
     warnings = [step.warning] if step.warning else []
     if req.pending and req.opts.router == "fused" and shown is not None:
@@ -185,19 +199,30 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
             evidence = answer_evidence(rt, req.routing, req.trees, text, step.cited)
             metrics.evidence_ms = (time.perf_counter() - te) * 1e3
     cut = result is not None and result.cut and not trimmed
-    check = None
+    check, verdict, key = None, None, None
+    quote_text = quote.text if quote is not None else None
+    if ranked:  # the manual's line for a question that asks for a name or a value
+        given = "\n".join(step.sources)
+        key = key_line.choose(req.question, ranked, [s for s in ranked if s.text in given],
+                              quote, text if result is not None else "", sentence_pager(rt))
     if result is not None:  # what the answer names, against what its model was given
         # stopped by a limit or the repetition stop, not by the model: the text may end mid-name
         stopped = result.stop != "eos" and not trimmed
-        check = check_answer(text, list(step.sources), req.question,
-                             quote.text if quote is not None else None, cut=stopped)
+        check = check_answer(text, list(step.sources), req.question, quote_text, cut=stopped)
+        signals = answer_signals(rt.encoder, req.question, text, list(step.sources), quote_text,
+                                 key, check, result.logprobs, result.stop, route_margin(routed),
+                                 quote.score if quote is not None else 0.0)
+        verdict = judge(answer_check_model(rt), signals, req.question, text, check, key,
+                        quote_text)
     if cut:
         text = f"{text} (cut at {result.generated_tokens} tokens)"
     return Answer(text=text, mode=mode.name, traits=mode.traits(), cited=citations, gate=gate, metrics=metrics,
                   route=shown, warning=" ".join(warnings) or None, evidence=evidence,
                   cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
                   stop=result.stop if result is not None else None, repetition_cut=trimmed,
-                  quote=quote, not_covered=quote is None, check=check)
+                  quote=quote, not_covered=quote is None, check=check, verdict=verdict,
+                  key_line=key, logprobs=result.logprobs if result is not None else None,
+                  sources=tuple(step.sources))
 
 
 def generation_workers(rt: Runtime):
@@ -206,7 +231,7 @@ def generation_workers(rt: Runtime):
     return lambda model: worker_for(rt.cache, model, rt.settings.max_asks_in_flight)
 
 
-def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
+def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) -> Iterator:
     """Route, plan, stream, finish, log. Its first step ends after routing (``ask_stream``
     takes it, so that routing's errors are raised before any event); TTFT and total time run
     from the start of routing (from its end in a mode that ``shows_route`` not)."""
@@ -248,37 +273,51 @@ def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
             metrics.ttft_ms = metrics.route_ms + metrics.quote_ms
         metrics.total_ms = (time.perf_counter() - t0) * 1e3
         if not mode.quote_first:
-            _, quote = quote_for(rt, req, routed, metrics)
+            ranked, quote = quote_for(rt, req, routed, metrics)
     metrics.peak_mem_mb = max(0.0, peak.mb)
-    answer = finish(rt, req, shown, step, citations, text, result, quote, metrics)
+    answer = finish(rt, req, shown, step, citations, text, result, quote, metrics, ranked,
+                    routed.route)
     if req.reader is not None:
         answer.reader, answer.reader_error = rt.reader_label, reader_error
     if log and reader_error is None:  # a failed served reader's empty answer is no answer
-        rt.library.log_query(req.question, mode.name, answer.text,
-                             doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None,
-                             settings=asdict(opts), route=answer.as_json()["route"],
-                             metrics=asdict(metrics))
+        answer.query_id = rt.library.log_query(
+            req.question, mode.name, answer.text,
+            doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None, settings=asdict(opts),
+            route=answer.as_json()["route"], metrics=asdict(metrics), asker=asker,
+            keep_routes=rt.settings.query_log_routes,
+            quote=quote.as_json() if quote is not None else None,
+            check=answer.check.as_json() if answer.check is not None else None)
     yield AnswerReady(answer)
 
 
 def ask_stream(rt: Runtime, doc: int | str | None, question: str,
-               opts: AskOptions | None = None, log: bool = True) -> Iterator:
+               opts: AskOptions | None = None, log: bool = True, *,
+               asker: str | None = None) -> Iterator:
     """Answer ``question`` about one document (id) or the whole library (None / "all"), as
     events: ``RouteReady`` when routing ends, ``TokenChunk``s as the answer is generated,
     ``AnswerReady`` at the end (engine.answer.events). The chunks join to the answer's text (a
     cut answer's text then gets " (cut at N tokens)"). Problems with the request raise AskError
     (or MemoriesPending) here, before any event."""
-    events = _pipeline(rt, check(rt, doc, question, opts), log)
+    events = _pipeline(rt, check(rt, doc, question, opts), log, asker)
     next(events)  # routing: its errors are the request's
     return events
 
 
 def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | None = None,
-        log: bool = True) -> Answer:
+        log: bool = True, *, asker: str | None = None) -> Answer:
     """Answer ``question`` about one document (id) or the whole library (None / "all"): the
     last event of ``ask_stream``."""
     answer = None
-    for event in ask_stream(rt, doc, question, opts, log):
+    for event in ask_stream(rt, doc, question, opts, log, asker=asker):
         if isinstance(event, AnswerReady):
             answer = event.answer
     return answer
+
+
+def evaluate(rt: Runtime, doc_id: int, q: ProbeQuestion, mode: str) -> Evaluation:
+    """Ask one question of a question file with the product's defaults (``AskOptions(mode=
+    mode)``, not logged) and judge it: the dev probe's and the Evaluation tab's one code
+    (engine/answer/evaluation.py)."""
+    t0 = time.perf_counter()
+    ans = ask(rt, doc_id, q.question, AskOptions(mode=mode), log=False)
+    return Evaluation(evaluation_row(ans, q, mode, (time.perf_counter() - t0) * 1e3), ans)

@@ -16,27 +16,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import networkx as nx
 import numpy as np
-from sqlalchemy import (Engine, create_engine, delete, event, func, insert, select, text,
-                        update)
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (ArgumentError, IntegrityError, InterfaceError, NoSuchModuleError,
                             OperationalError)
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import StaticPool
 
-from storage.blobs import decode_array, decode_vector, encode_array, encode_vector
-from storage.errors import (DatabaseUnavailable, DocumentNotFound, DuplicateDocument,
-                            MissingMemories, StaleMemories)
+from storage.blobs import decode_array, encode_array
+from storage.connection import first_line, make_engine, safe_url
+from storage.errors import DatabaseUnavailable, DocumentNotFound, DuplicateDocument
+from storage.memory_store import (MEMORY_INSERT_BATCH, MemoryStore, check_covers, insert_batched,
+                                  insert_memories)
 from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryJobRow,
                             MemoryRow, NodeRow, QueryRow, SourceFileRow)
-from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
-                             QueryRecord, SourceFile)
+from storage.query_log import QueryLog
+from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence, SourceFile,
+                             as_utc)
 from storage.tree import Node, Tree
 
 if TYPE_CHECKING:
@@ -44,20 +43,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-MEMORY_INSERT_BATCH = 256  # memory rows per INSERT (bounds the bytes held at once)
 SCHEMA_LOCK_KEY = 0x48324D54  # PostgreSQL advisory lock held while the tables are created
 
 
-class Library:
+class Library(MemoryStore, QueryLog):
     """All stored documents; construct with any SQLAlchemy URL (tables are created if missing)."""
 
     def __init__(self, url: str, *, echo: bool = False):
         self.url = url
         try:
-            self.engine = _make_engine(url, echo=echo)
+            self.engine = make_engine(url, echo=echo)
         except (ArgumentError, NoSuchModuleError, ImportError, OSError) as e:
-            raise DatabaseUnavailable(_safe_url(url), _first_line(e)) from e
+            raise DatabaseUnavailable(safe_url(url), first_line(e)) from e
         self._sqlite = self.engine.dialect.name == "sqlite"
         # One writer path per process on SQLite (it has one writer slot per database file).
         self._write_lock = threading.RLock() if self._sqlite else None
@@ -70,7 +67,7 @@ class Library:
                 Base.metadata.create_all(con)
         except (OperationalError, InterfaceError) as e:
             self.engine.dispose()
-            raise DatabaseUnavailable(_safe_url(url), _first_line(e.orig or e)) from e
+            raise DatabaseUnavailable(safe_url(url), first_line(e.orig or e)) from e
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.recovered = self.recover()
 
@@ -133,7 +130,7 @@ class Library:
         it). A failure anywhere leaves nothing written.
         """
         if memories is not None:
-            _check_covers(memories, set(tree.graph.nodes))
+            check_covers(memories, set(tree.graph.nodes))
         if evidence is not None and len(evidence.tokens) != len(tree):
             raise ValueError(f"evidence has {len(evidence.tokens)} rows for {len(tree)} nodes")
         nodes = list(tree.preorder())
@@ -159,7 +156,7 @@ class Library:
             if memories is not None:
                 if fingerprint is None:
                     raise ValueError("memories need the fingerprint of the parts that wrote them")
-                _insert_memories(s, doc.id, memories, fingerprint)
+                insert_memories(s, doc.id, memories, fingerprint)
             return doc.id
 
     # -- routing evidence (phase one) ---------------------------------------------------------
@@ -332,234 +329,17 @@ class Library:
         tree.validate()
         return tree
 
-    # -- memories -----------------------------------------------------------------------------
-    def put_memories(self, doc_id: int, memories: Mapping[int, torch.Tensor], fingerprint: str,
-                     memory_ms: float | None = None) -> None:
-        """Store (or replace) the document's memories under ``fingerprint``, one per node.
-
-        Memories under other fingerprints stay (see ``prune_memories``). One transaction.
-        """
-        with self._writing(), self._sessions() as s, s.begin():
-            doc = s.get(DocumentRow, doc_id)
-            if doc is None:
-                raise DocumentNotFound(doc_id)
-            node_ids = set(s.scalars(select(NodeRow.node_id).where(NodeRow.doc_id == doc_id)))
-            _check_covers(memories, node_ids)
-            s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id,
-                                              MemoryRow.fingerprint == fingerprint))
-            _insert_memories(s, doc_id, memories, fingerprint)
-            if memory_ms is not None:
-                doc.memory_ms = memory_ms
-
-    def add_memories(self, doc_id: int, memories: Mapping[int, torch.Tensor],
-                     fingerprint: str) -> None:
-        """Store some of the document's memories under ``fingerprint`` (replacing those nodes'
-        rows) in one transaction: phase two of ingest commits one tree level at a time, so an
-        interrupted write resumes where it stopped. Memories are only *used* once every node
-        has one (``get_memories``), so a half-written set is never read as an answer's input."""
-        with self._writing(), self._sessions() as s, s.begin():
-            doc = s.get(DocumentRow, doc_id)
-            if doc is None:
-                raise DocumentNotFound(doc_id)
-            ids = list(memories)
-            for i in range(0, len(ids), 500):
-                s.execute(delete(MemoryRow).where(
-                    MemoryRow.doc_id == doc_id, MemoryRow.fingerprint == fingerprint,
-                    MemoryRow.node_id.in_(ids[i:i + 500])))
-            _insert_memories(s, doc_id, memories, fingerprint)
-
-    def set_memory_ms(self, doc_id: int, memory_ms: float) -> None:
-        """Record how long writing the document's memories took (shown in the library)."""
-        with self._writing(), self._sessions() as s, s.begin():
-            s.execute(update(DocumentRow).where(DocumentRow.id == doc_id)
-                      .values(memory_ms=memory_ms))
-
-    def memory_progress(self, doc_id: int, fingerprint: str) -> MemoryProgress:
-        """How many of the document's nodes have a memory under ``fingerprint``."""
-        with self._sessions() as s:
-            doc = s.get(DocumentRow, doc_id)
-            if doc is None:
-                raise DocumentNotFound(doc_id)
-            done = s.scalar(select(func.count()).select_from(MemoryRow).where(
-                MemoryRow.doc_id == doc_id, MemoryRow.fingerprint == fingerprint))
-            return MemoryProgress(done=int(done or 0), total=doc.n_nodes)
-
-    def get_memories(self, doc_id: int, fingerprint: str, *,
-                     partial: bool = False) -> dict[int, torch.Tensor]:
-        """node id -> memory tensor (CPU), only memories written under exactly ``fingerprint``.
-
-        Raises StaleMemories when the document only has memories under other fingerprints,
-        MissingMemories when it has none (or an incomplete set) under this one. ``partial``:
-        return whatever is stored under it, complete or not (to resume writing them).
-        """
-        with self._sessions() as s:
-            doc = s.get(DocumentRow, doc_id)
-            if doc is None:
-                raise DocumentNotFound(doc_id)
-            rows = s.execute(
-                select(MemoryRow.node_id, MemoryRow.dtype, MemoryRow.dim, MemoryRow.blob)
-                .where(MemoryRow.doc_id == doc_id, MemoryRow.fingerprint == fingerprint)).all()
-            if not partial and len(rows) != doc.n_nodes and not self._exists(s, doc_id):
-                raise DocumentNotFound(doc_id)  # deleted (by another process) meanwhile
-            if not partial and not rows:
-                stored = self._fingerprints(s, doc_id)
-                if stored:
-                    raise StaleMemories(doc_id, fingerprint, stored)
-                raise MissingMemories(doc_id, fingerprint)
-            if not partial and len(rows) != doc.n_nodes:
-                raise MissingMemories(
-                    doc_id, fingerprint, detail=(
-                        f"document {doc_id} has {len(rows)} of its {doc.n_nodes} node memories "
-                        f"under fingerprint {fingerprint!r}; rewrite its memories"))
-        return {node_id: decode_vector(dtype, dim, blob) for node_id, dtype, dim, blob in rows}
-
-    def memory_fingerprints(self, doc_id: int) -> tuple[str, ...]:
-        """Fingerprints under which the document has memories, sorted."""
-        with self._sessions() as s:
-            return self._fingerprints(s, doc_id)
-
-    def prune_memories(self, doc_id: int, keep_fingerprint: str) -> int:
-        """Delete the document's memories under every other fingerprint; rows deleted."""
-        with self._writing(), self._sessions() as s, s.begin():
-            result = s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id,
-                                                       MemoryRow.fingerprint != keep_fingerprint))
-            return result.rowcount
-
-    # -- query log ----------------------------------------------------------------------------
-    def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
-                  settings: dict[str, Any] | None = None, route: Any = None,
-                  metrics: dict[str, Any] | None = None) -> int:
-        """Record one question (settings, route and metrics must be JSON-serialisable); its id.
-        A document deleted meanwhile (by another process) is logged as none, as a deletion
-        leaves its logged questions."""
-        row = dict(question=question, mode=mode, answer=answer, settings_json=settings,
-                   route_json=route, metrics_json=metrics)
-        try:
-            return self._log_query(doc_id, row)
-        except IntegrityError:
-            if doc_id is None:
-                raise
-            return self._log_query(None, row)
-
-    def _log_query(self, doc_id: int | None, values: dict[str, Any]) -> int:
-        with self._writing(), self._sessions() as s, s.begin():
-            if doc_id is not None and s.get(DocumentRow, doc_id) is None:
-                doc_id = None
-            row = QueryRow(doc_id=doc_id, **values)
-            s.add(row)
-            s.flush()
-            return row.id
-
-    def list_queries(self, doc_id: int | None = None, *,
-                     newest: int | None = None) -> list[QueryRecord]:
-        """Logged questions, oldest first; only those over ``doc_id`` when given; only the
-        ``newest`` n when given (a long log is never read whole for a view of its end)."""
-        with self._sessions() as s:
-            stmt = select(QueryRow)
-            if doc_id is not None:
-                stmt = stmt.where(QueryRow.doc_id == doc_id)
-            if newest is not None:
-                stmt = stmt.order_by(QueryRow.id.desc()).limit(max(0, newest))
-                return [_query_record(r) for r in reversed(s.scalars(stmt).all())]
-            return [_query_record(r) for r in s.scalars(stmt.order_by(QueryRow.id))]
-
-    def get_query(self, query_id: int) -> QueryRecord | None:
-        """One logged question by its id (None when it is not in the log)."""
-        with self._sessions() as s:
-            row = s.get(QueryRow, query_id)
-            return None if row is None else _query_record(row)
-
-    # -- helpers ------------------------------------------------------------------------------
-    @staticmethod
-    def _exists(s: Session, doc_id: int) -> bool:
-        """Whether the document is there now (not the session's possibly older copy)."""
-        return s.scalar(select(DocumentRow.id).where(DocumentRow.id == doc_id)) is not None
-
-    @staticmethod
-    def _fingerprints(s: Session, doc_id: int) -> tuple[str, ...]:
-        stmt = select(MemoryRow.fingerprint).where(MemoryRow.doc_id == doc_id).distinct()
-        return tuple(sorted(s.scalars(stmt)))
-
-
-def _safe_url(url: str) -> str:
-    """The URL with any password hidden, for messages."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
-def _make_engine(url: str, *, echo: bool) -> Engine:
-    """An engine for ``url``; SQLite gets its folder, WAL, a busy timeout and foreign keys."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, echo=echo, pool_pre_ping=True)
-    database = parsed.database or ""
-    in_memory = database in ("", ":memory:") or "mode=memory" in database
-    if in_memory:  # one shared connection, or every connection would see its own empty database
-        engine = create_engine(url, echo=echo, poolclass=StaticPool,
-                               connect_args={"check_same_thread": False})
-    else:
-        if not database.startswith("file:"):
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, echo=echo)
-
-    @event.listens_for(engine, "connect")
-    def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        try:
-            if not in_memory:
-                cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA foreign_keys=ON")
-        finally:
-            cursor.close()
-
-    return engine
-
-
-def _check_covers(memories: Mapping[int, Any], node_ids: set[int]) -> None:
-    """Programming-error check: exactly one memory per node of the tree."""
-    keys = set(memories)
-    if keys != node_ids:
-        missing = sorted(node_ids - keys)[:10]
-        extra = sorted(keys - node_ids, key=repr)[:10]
-        raise ValueError(f"memories must cover exactly the tree's {len(node_ids)} nodes; "
-                         f"missing ids {missing}, ids not in the tree {extra}")
-
-
-def _insert_memories(s: Session, doc_id: int, memories: Mapping[int, Any],
-                     fingerprint: str) -> None:
-    """Encode and insert memory rows in batches, inside the caller's transaction."""
-    batch: list[dict[str, Any]] = []
-    for node_id, vector in memories.items():
-        enc = encode_vector(vector)
-        batch.append(dict(doc_id=doc_id, node_id=node_id, fingerprint=fingerprint,
-                          dtype=enc.dtype, dim=enc.dim, blob=enc.blob))
-        if len(batch) >= MEMORY_INSERT_BATCH:
-            s.execute(insert(MemoryRow), batch)
-            batch = []
-    if batch:
-        s.execute(insert(MemoryRow), batch)
-
-
 def _insert_evidence(s: Session, doc_id: int, evidence: NodeEvidence) -> None:
     """Insert one evidence row per node (tokens + dense vector as float16), in batches."""
-    batch: list[dict[str, Any]] = []
     empty = encode_array(np.zeros(0))
-    for node_id, toks in enumerate(evidence.tokens):
-        enc = empty if evidence.dense is None else encode_array(evidence.dense[node_id])
-        batch.append(dict(doc_id=doc_id, node_id=node_id, fingerprint=evidence.fingerprint,
-                          tokens=" ".join(toks), dtype=enc.dtype, dim=enc.dim, blob=enc.blob))
-        if len(batch) >= MEMORY_INSERT_BATCH * 4:
-            s.execute(insert(EvidenceRow), batch)
-            batch = []
-    if batch:
-        s.execute(insert(EvidenceRow), batch)
+
+    def rows():
+        for node_id, toks in enumerate(evidence.tokens):
+            enc = empty if evidence.dense is None else encode_array(evidence.dense[node_id])
+            yield dict(doc_id=doc_id, node_id=node_id, fingerprint=evidence.fingerprint,
+                       tokens=" ".join(toks), dtype=enc.dtype, dim=enc.dim, blob=enc.blob)
+
+    insert_batched(s, EvidenceRow, rows(), MEMORY_INSERT_BATCH * 4)
 
 
 def _source_row(doc_id: int, source: SourceFile) -> SourceFileRow:
@@ -573,20 +353,11 @@ def _node_row(doc_id: int, n: Node) -> dict[str, Any]:
                 tokens=n.tokens, ref=n.ref, kind=n.kind)
 
 
-def _as_utc(moment: datetime) -> datetime:
-    """SQLite drops time zones; everything stored is UTC."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
-
-
 def _document_info(row: DocumentRow, fingerprints: tuple[str, ...]) -> DocumentInfo:
     return DocumentInfo(
         id=row.id, title=row.title, file_name=row.file_name, sha256=row.sha256, pages=row.pages,
         tree_source=row.tree_source, n_nodes=row.n_nodes, depth=row.depth, tokens=row.tokens,
-        created_at=_as_utc(row.created_at), tree_ms=row.tree_ms, memory_ms=row.memory_ms,
+        created_at=as_utc(row.created_at), tree_ms=row.tree_ms, memory_ms=row.memory_ms,
         status=row.status, fingerprints=fingerprints)
 
 
-def _query_record(r: QueryRow) -> QueryRecord:
-    return QueryRecord(id=r.id, doc_id=r.doc_id, question=r.question, mode=r.mode,
-                       settings=r.settings_json, route=r.route_json, answer=r.answer,
-                       metrics=r.metrics_json, created_at=_as_utc(r.created_at))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 
@@ -64,6 +64,7 @@ class QueryRecord:
     answer: str
     metrics: dict[str, Any] | None
     created_at: datetime  # timezone-aware, UTC
+    asker: str | None = None  # the signed-in name that asked (None: no sign-in, or older)
 
 
 @dataclass(frozen=True)
@@ -90,3 +91,8 @@ class MemoryProgress:
     @property
     def complete(self) -> bool:
         return self.done >= self.total
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite drops time zones; everything stored is UTC."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment

@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from engine.answer.checks.confidence import SIGNALS
+
 from engine.answer.modes import MODES
 from engine.ask import AskError, AskOptions, ask
 from engine.ingest import ingest_file
@@ -12,35 +14,8 @@ from engine.memory.parts import H2MTParts
 from engine.runtime import Runtime
 from engine.settings import Settings
 from storage import Library
+from tests.support.runtime import MANUAL, make_runtime, tiny_rt  # noqa: F401 (tiny_rt: fixture)
 
-MANUAL = """# Widget manual
-Widgets are configured with a file called widget.conf.
-
-## Installing
-Run the installer and answer the questions. The installer writes widget.conf for you.
-
-## Sizes
-### Small widgets
-Small widgets fit in one hand and need no power supply.
-### Large widgets
-Large widgets need a 12 V supply. Never connect them to 230 V.
-"""
-
-
-def make_runtime(backbone, tmp_path):
-    settings = Settings(data_dir=tmp_path)
-    parts = H2MTParts(backbone.hidden_size, "mean").init_from_backbone(backbone)
-    return Runtime(settings, backbone, parts.eval(), Library(settings.database_url))
-
-
-@pytest.fixture(scope="module")
-def tiny_rt(tiny_backbone, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tiny")
-    rt = make_runtime(tiny_backbone, tmp)
-    md = tmp / "widgets.md"
-    md.write_text(MANUAL)
-    doc = ingest_file(md, rt).doc_id
-    return rt, doc
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -52,7 +27,8 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
                         "repetition_cut", "stop", "quote", "not_covered", "unsupported",
-                        "folded", "check", "reader", "reader_error", "mode_traits"}
+                        "folded", "check", "reader", "reader_error", "mode_traits",
+                        "confidence", "key_line"}
     # what the mode declares is what it did: it generated (a stop reason) or not; no evidence
     # lines where it has none; the quote as the answer only where it says so
     traits = out["mode_traits"]
@@ -80,10 +56,19 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
         assert set(out["alternatives"]) == {"memory"}
     if mode in ("route", "quote"):  # nothing generated: nothing to check
         assert out["check"] is None and out["unsupported"] == [] and out["folded"] is False
+        assert out["confidence"] is None
     else:  # the check's spans point into the answer (engine.answer.checks.check)
         assert set(out["check"]) == {"denies_coverage", "number_conflict", "flagged", "line"}
         assert all(out["answer"][u["start"]:u["end"]] == u["term"] for u in out["unsupported"])
-        assert out["folded"] == (out["degenerate"] or out["check"]["flagged"])
+        conf = out["confidence"]  # the calibrated confidence (engine.answer.checks.verdict)
+        assert set(conf["signals"]) == set(SIGNALS)
+        if conf["confidence"] is None:  # no fitted model (assets/answer_check.json): no fold
+            assert conf["low"] is False and conf["reason"] is None
+        else:
+            assert 0 <= conf["confidence"] <= 1
+            assert conf["low"] == (conf["confidence"] < conf["threshold"])
+        assert out["folded"] == (out["degenerate"] or out["check"]["flagged"] or conf["low"])
+        assert (conf["reason"] is not None) == conf["low"]
     if mode == "route":
         assert out["answer"] == "" and out["metrics"]["generated_tokens"] == 0
     elif mode == "quote":

@@ -75,8 +75,8 @@ def test_stored_memories_equal_written_and_fingerprint_rule(real_backbone, tmp_p
     result = ingest_file(md, rt)
     stored = rt.library.get_memories(result.doc_id, rt.fingerprint)
     tree = rt.library.get_tree(result.doc_id)
-    from engine.ingest import write_tree_memories
-    fresh = write_tree_memories(tree, rt)
+    from engine.memory.writer import write_memories
+    fresh = write_memories(tree, rt.backbone, rt.parts, **rt.settings.write_batches)
     assert set(stored) == set(fresh) == set(tree.graph.nodes)
     for nid in stored:
         assert stored[nid].dtype == torch.float32

@@ -1,5 +1,6 @@
-"""Measuring one answer: when the first new token's logits exist (TTFT) and the memory a call
-adds at its peak."""
+"""Measuring one answer: when the first new token's logits exist (TTFT), each generated token's
+log-probability (the answer check's confidence reads them) and the memory a call adds at its
+peak."""
 from __future__ import annotations
 
 import resource
@@ -19,6 +20,20 @@ class FirstToken(LogitsProcessor):
     def __call__(self, input_ids, scores):
         if self.at is None:
             self.at = time.perf_counter()
+        return scores
+
+
+class TokenLogProbs(LogitsProcessor):
+    """Records the log-probability of each greedy token as generation chooses it: the maximum
+    of the log-softmax of the scores it sees. Put last among the processors, it sees the scores
+    the choice is made from, so the tokens are unchanged (it returns the scores as given). One
+    sequence per call (``generate`` and a worker's row both decode one)."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def __call__(self, input_ids, scores):
+        self.values.append(float(torch.log_softmax(scores[0].float(), dim=-1).max()))
         return scores
 
 

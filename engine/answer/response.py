@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from engine.answer.checks.check import Check
+from engine.answer.checks.key_line import KeyLine
+from engine.answer.checks.verdict import Verdict
 from engine.answer.modes import MODES, ModeTraits
 from engine.answer.passages.evidence import EvidenceLine
 from engine.answer.passages.quote import Quote
@@ -65,6 +67,11 @@ class Answer:
     reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
     reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
     traits: ModeTraits | None = None  # what its mode does (None: its mode's, from MODES)
+    verdict: Verdict | None = None  # the calibrated confidence (checks.verdict)
+    key_line: KeyLine | None = None  # the manual's line that answers (checks.key_line)
+    logprobs: list[float] | None = None  # the generated tokens' log-probabilities (not in JSON)
+    sources: tuple[str, ...] = ()  # the texts the reader was given (not in JSON)
+    query_id: int | None = None  # its row in the query log (None: not logged)
 
     def __post_init__(self) -> None:
         if self.traits is None:
@@ -72,8 +79,18 @@ class Answer:
 
     @property
     def folded(self) -> bool:
-        """Shown folded under a line saying why: flagged by the check, or degenerate."""
-        return self.degenerate is not None or (self.check is not None and self.check.flagged)
+        """Shown folded under a line saying why: flagged by the check, below the confidence
+        threshold, or degenerate."""
+        return self.degenerate is not None or (self.check is not None and self.check.flagged) \
+            or (self.verdict is not None and self.verdict.low)
+
+    @property
+    def fold_line(self) -> str | None:
+        """The one line said above a folded answer (the check's findings first: they name the
+        terms; then the confidence's reason); None when not folded for either."""
+        if self.check is not None and self.check.flagged:
+            return self.check.line
+        return self.verdict.reason if self.verdict is not None and self.verdict.low else None
 
     def as_json(self) -> dict:
         """The answer as JSON: the CLI's --json, the app's API and its figure data."""
@@ -98,7 +115,10 @@ class Answer:
                 "folded": self.folded,
                 "check": ({k: v for k, v in self.check.as_json().items() if k != "unsupported"}
                           if self.check is not None else None),
+                "confidence": self.verdict.as_json() if self.verdict is not None else None,
+                "key_line": self.key_line.as_json() if self.key_line is not None else None,
                 "reader": self.reader, "reader_error": self.reader_error,
+                "query_id": self.query_id,
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},
                 "metrics": {k: round(v, 2) if isinstance(v, float) else v

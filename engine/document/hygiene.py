@@ -39,6 +39,7 @@ from bisect import bisect_right
 from dataclasses import replace
 from typing import Callable, Iterator
 
+from engine.document.matter import matter_kind
 from engine.document.tree import ROOT, Node, Tree
 
 MIN_FRACTION = 0.5  # entries of the winning kind / counted lines
@@ -122,7 +123,9 @@ def title_kind(title: str) -> str | None:
 
 
 def mark_evidence_hygiene(tree: Tree) -> Tree:
-    """A copy of ``tree`` whose table-of-contents and index nodes have kind "toc" / "index".
+    """A copy of ``tree`` whose table-of-contents and index nodes have kind "toc" / "index",
+    and whose other front and back matter (``engine.document.matter``: title pages, command
+    summaries, glossaries) has kind "titlepage" / "listing".
 
     Three rules, in document order:
     - a node titled as a contents or index section (``title_kind``) whose subtree's body texts
@@ -158,6 +161,9 @@ def mark_evidence_hygiene(tree: Tree) -> Tree:
             found = _kind_in_context(tree, node, own, counts_of)
         if found is not None:
             kinds[node.id] = by_title or found
+        elif (shaped := matter_kind(node.text, node.page_start, tree.pages,
+                                            node.title)) is not None:
+            kinds[node.id] = shaped  # title page, command summary, glossary (matter.py)
     graph = tree.graph.copy()
     for nid, kind in kinds.items():
         graph.nodes[nid]["node"] = replace(tree.node(nid), kind=kind)

@@ -63,5 +63,5 @@ def flat_index(rt, doc_id: int, tree: Tree, segment_tokens: int) -> FlatIndex:
     key = (doc_id, rt.library.get_document(doc_id).sha256, rt.fingerprint, segment_tokens)
     if key not in cache:
         cache[key] = build_flat_index(tree, rt.backbone, rt.parts, segment_tokens,
-                                      rt.settings.write_batch_nodes, rt.settings.write_batch_tokens)
+                                      **rt.settings.write_batches)
     return cache[key]

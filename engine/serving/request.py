@@ -111,6 +111,9 @@ class GenerationResult:
     first_token_at: float | None
     loops: torch.Tensor | None = None  # [n_slots, n_gated_layers] when the gate ran
     stop: str = "eos"  # why generation ended: eos | length | time | loop (cut off) | repeat
+    # log-probability of each generated token as chosen (greedy, engine.answer.measure's
+    # TokenLogProbs); None: not known (a served reader returns none)
+    logprobs: list[float] | None = None
 
     @property
     def cut(self) -> bool:

@@ -8,36 +8,8 @@ from app.icicle import manual_figure
 from app.route_tables import route_rows
 from app.layout import tidy_layout
 from engine.answer.response import Answer, Metrics
-import torch
-
-from engine.routing.router import Route, RoutingTree
-
-
-def make_route(parents: list[int | None], status: dict[int, str], titles: dict[int, str] | None = None,
-               k: int = 2) -> Route:
-    depth = []
-    for p in parents:
-        depth.append(0 if p is None else depth[p] + 1)
-    n = len(parents)
-    tree = RoutingTree(parent=list(parents),
-                       children=[[c for c in range(n) if parents[c] == i] for i in range(n)],
-                       depth=depth, title=[(titles or {}).get(i, f"Section {i}") for i in range(n)],
-                       pages=[(i + 1, i + 2) for i in range(n)], origin=[(1, i) for i in range(n)],
-                       memories=torch.zeros(n, 4))
-    scored = [i for i in range(n) if status.get(i) in ("selected", "pruned")]
-    selected = [i for i in scored if status[i] == "selected"]
-    return Route(tree, {i: 0.1 * i for i in scored}, {i: 0.5 for i in scored},
-                 {i: i for i in scored}, selected, k=k, max_depth=None, budget=None,
-                 temperature=1.0, stop_reason="leaves")
-
-
-# root 0 -> 1, 2, 3 ; 1 -> 4, 5 ; 2 -> 6, 7 ; 3 -> 8 ; 4 -> 9, 10 ; 6 -> 11 ; 8 -> 12 -> 13
-PARENTS = [None, 0, 0, 0, 1, 1, 2, 2, 3, 4, 4, 6, 8, 12]
-# level 1 scored: 1, 2 selected, 3 pruned; level 2: 4 selected, 5 pruned (children of 1),
-# 6 selected, 7 pruned (children of 2); depth cap stops there: 9, 10, 11 unvisited below
-# selected nodes; 8, 12, 13 unvisited below the pruned 3.
-STATUS = {0: "root", 1: "selected", 2: "selected", 3: "pruned", 4: "selected", 5: "pruned",
-          6: "selected", 7: "pruned"}
+from engine.routing.router import Route
+from tests.support.routes import PARENTS, STATUS, make_route
 
 
 def test_tidy_layout_orders_leaves_and_centres_parents():
@@ -328,3 +300,21 @@ def test_pruned_branch_that_held_a_strong_hit_is_ringed():
     assert [row[4] for row in ring.customdata] == [1, 3]  # the best rank each branch held
     assert "Section 12" in ring.hovertext[0] and "#1 best" in ring.hovertext[0]
     assert summ["nodes"]["pruned"] == 3  # still drawn as pruned beneath the ring
+
+
+def test_the_quotes_section_is_starred_and_an_undrawn_one_marks_its_ancestor():
+    """The routing view marks the node the quote came from; a quote the flat BM25 found in a
+    section the walk never drew (9, unvisited below 4) stars its nearest drawn ancestor."""
+    from engine.answer.passages.quote import Quote
+
+    route = make_route(PARENTS, STATUS)
+    for rid, at, channel in ((6, 6, "routed section"), (9, 4, "flat BM25")):
+        quote = Quote(text="Some words of the manual.", doc_id=1, node_id=rid, heading="H",
+                      page=1, score=0.9, rid=rid, channel=channel)
+        answer = Answer(text="", mode="quote", cited=[], gate={}, metrics=Metrics(), route=route,
+                        quote=quote)
+        (star,) = [t for t in route_figure(route, answer).data if (t.meta or {}).get("kind") == "quote"]
+        assert star.customdata[0][0] == rid and channel in star.hovertext[0]
+        drawn = {row[0] for t in route_figure(route).data if t.customdata is not None
+                 for row in t.customdata}
+        assert at in drawn and (rid == at) == ("not drawn" not in star.hovertext[0])

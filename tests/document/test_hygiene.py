@@ -191,7 +191,8 @@ def _byte_split(tree, limit=1024):
 
 def test_split_tree_marks_pieces(corpus_tree):
     """After token-limit splitting, the contents and index bodies are pieces: each is judged
-    (short ones with their neighbour pieces), and prose pieces of the same body stay."""
+    (short ones with their neighbour pieces), and prose pieces of the same body are no contents:
+    the title and copyright piece is a title page (engine.document.matter, by its shape)."""
     split = _byte_split(corpus_tree("r-intro.pdf"))
     marked = mark_evidence_hygiene(split)
     _same_but_kind(split, marked)
@@ -200,7 +201,7 @@ def test_split_tree_marks_pieces(corpus_tree):
     kinds = [p.kind for p in pieces]
     assert kinds.count("toc") >= 15
     prose = [p for p in pieces if "Permission is granted" in p.text or "Notes on R" in p.text]
-    assert prose and all(p.kind == "paragraph" for p in prose)
+    assert prose and all(p.kind == "titlepage" for p in prose)
     assert all(p.kind == "toc" for p in pieces if p.text.count(". . . .") >= 1
                and "Permission" not in p.text)
     # a one-line piece cut from the middle of the contents is caught through its neighbours

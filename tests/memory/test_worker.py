@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from engine.settings import Settings
-from tests.test_concurrency import _markdown
-from tests.test_crash import _memory_inserts
+from tests.support.phase_two import memory_inserts
+from tests.support.runtime import tagged_manual
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def _docs(rt, tmp_path, n: int) -> list[int]:
     out = []
     for i in range(n):
         md = tmp_path / f"m{i}.md"
-        md.write_text(_markdown(f"tag{i}") * 2)
+        md.write_text(tagged_manual(f"tag{i}") * 2)
         out.append(ingest_file(md, rt, memories=False).doc_id)
     return out
 
@@ -50,7 +50,7 @@ def test_two_workers_share_the_documents_and_write_each_node_once(rt, tmp_path):
         while (d := w.run_one()) is not None:
             written[w.holder].append(d)
 
-    with _memory_inserts(rt.library.engine) as inserted:
+    with memory_inserts(rt.library.engine) as inserted:
         threads = [threading.Thread(target=run, args=(w,)) for w in workers]
         for t in threads:
             t.start()
@@ -66,14 +66,14 @@ def test_two_workers_share_the_documents_and_write_each_node_once(rt, tmp_path):
 
 
 def test_a_failing_document_fails_alone_and_a_stopped_worker_gives_its_job_back(rt, tmp_path):
-    from engine.ingest import memory_worker, write_document_memories
+    from engine.ingest import memory_worker
 
     bad, good = _docs(rt, tmp_path, 2)
 
-    def write(doc_id, rt_, progress, **kw):
+    def write(doc_id, progress, store):
         if doc_id == bad:
             raise RuntimeError("disk full")
-        return write_document_memories(doc_id, rt_, progress, **kw)
+        return w.write_document(doc_id, progress, store)
 
     w = memory_worker(rt, write=write)
     w.enqueue(bad)
@@ -84,9 +84,9 @@ def test_a_failing_document_fails_alone_and_a_stopped_worker_gives_its_job_back(
     assert rt.library.memory_progress(good, rt.fingerprint).complete
     assert w.enqueue(bad)  # an upload of the same file queues it again
 
-    def stop_at_first_batch(doc_id, rt_, progress, **kw):
+    def stop_at_first_batch(doc_id, progress, store):
         stopping.stop()
-        return write_document_memories(doc_id, rt_, progress, **kw)
+        return stopping.write_document(doc_id, progress, store)
 
     stopping = memory_worker(rt, write=stop_at_first_batch)
     assert stopping.run_one() == bad

@@ -18,7 +18,7 @@ from transformers import (LogitsProcessorList, NoRepeatNGramLogitsProcessor,
                           RepetitionPenaltyLogitsProcessor, StoppingCriteriaList)
 
 from engine.answer.generation.streamer import DECODE, GuardedStreamer, stripped
-from engine.answer.measure import FirstToken
+from engine.answer.measure import FirstToken, TokenLogProbs
 from engine.memory.backbone import Backbone
 from engine.serving.request import GenerationOutcome, GenerationRequest, GenerationResult
 from engine.serving.stops import RepeatStop
@@ -84,11 +84,13 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
     is given this call's guard); ``guard``: stop on a loop (``RepeatStop``), cutting it off."""
     embeds = torch.cat(pieces).unsqueeze(0).to(backbone.device, backbone.dtype)
     mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=backbone.device)
-    first = FirstToken()
+    first, logprobs = FirstToken(), TokenLogProbs()
     stop = RepeatStop()
     kwargs = dict(inputs_embeds=embeds, attention_mask=mask, max_new_tokens=max_new_tokens,
                   do_sample=False,
-                  logits_processor=LogitsProcessorList([*processors(repetition_penalty, no_repeat_ngram), first]),
+                  # the log-probs last: they read the scores the token is chosen from
+                  logits_processor=LogitsProcessorList(
+                      [*processors(repetition_penalty, no_repeat_ngram), first, logprobs]),
                   pad_token_id=backbone.tokenizer.pad_token_id)
     if guard:
         kwargs["stopping_criteria"] = StoppingCriteriaList([stop])
@@ -106,12 +108,13 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
     else:
         out = backbone.model.generate(**kwargs)
     new = out[0].tolist()  # with inputs_embeds only, generate returns just the new tokens
-    return _result(backbone, new, stop, max_new_tokens, embeds.shape[1], first.at, loops)
+    return _result(backbone, new, stop, max_new_tokens, embeds.shape[1], first.at, loops,
+                   logprobs.values)
 
 
 def _result(backbone: Backbone, new: list[int], stop: RepeatStop, max_new_tokens: int,
             prefill_tokens: int, first_token_at: float | None,
-            loops: torch.Tensor | None) -> GenerationResult:
+            loops: torch.Tensor | None, logprobs: list[float]) -> GenerationResult:
     """The result of a generation that gave the token ids ``new``, and why it ended."""
     text = backbone.tokenizer.decode(new[: len(new) - stop.trim], **DECODE).strip()
     if stop.fired:
@@ -123,7 +126,8 @@ def _result(backbone: Backbone, new: list[int], stop: RepeatStop, max_new_tokens
     else:
         why = "time"
     return GenerationResult(text=text, prefill_tokens=prefill_tokens, generated_tokens=len(new),
-                            first_token_at=first_token_at, loops=loops, stop=why)
+                            first_token_at=first_token_at, loops=loops, stop=why,
+                            logprobs=logprobs[:len(new)])
 
 
 def worker_request(plan: Plan, decoding: Decoding,
@@ -138,16 +142,22 @@ def worker_request(plan: Plan, decoding: Decoding,
     request = GenerationRequest(
         inputs_embeds=torch.cat(plan.pieces), max_new_tokens=decoding.max_new_tokens,
         max_time=decoding.max_time, eos_token_ids=eos_ids(plan.model),
-        logits_processor=processors(decoding.repetition_penalty, decoding.no_repeat_ngram),
+        # the log-probs last: they read the scores the token is chosen from
+        logits_processor=LogitsProcessorList(
+            [*processors(decoding.repetition_penalty, decoding.no_repeat_ngram),
+             TokenLogProbs()]),
         stopping_criteria=[stop] if decoding.guard else [], streamer=streamer,
         slot_mask=plan.slot_mask if gated else None, aligner=plan.aligner if gated else None)
     return request, stop
 
 
 def worker_result(plan: Plan, decoding: Decoding, outcome: GenerationOutcome,
-                  stop: RepeatStop) -> GenerationResult:
+                  stop: RepeatStop, request: GenerationRequest) -> GenerationResult:
+    """The result of ``request`` (``worker_request``'s: its last processor recorded the tokens'
+    log-probabilities)."""
     return _result(plan.model, outcome.tokens, stop, decoding.max_new_tokens,
-                   outcome.prefill_tokens, outcome.first_token_at, outcome.loops)
+                   outcome.prefill_tokens, outcome.first_token_at, outcome.loops,
+                   request.logits_processor[-1].values)
 
 
 def run_plan(plan: Plan, decoding: Decoding, streamer=None) -> GenerationResult:
@@ -200,4 +210,4 @@ class Streamed:
         except BaseException:  # closed early (GeneratorExit) or failed: leave the batch
             ticket.cancel()
             raise
-        self.result = worker_result(self.plan, self.decoding, ticket.result(), stop)
+        self.result = worker_result(self.plan, self.decoding, ticket.result(), stop, request)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from engine.answer.passages import sentences as sentence_evidence
 from engine.answer.passages.sections import pack_context
-from engine.answer.passages.grounding import sentence_pager
+from engine.answer.passages.grounding import quote_bar, sentence_pager
 from engine.answer.modes.base import Mode, ModeInputs, Step
 from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
 
@@ -33,7 +33,8 @@ class TextMode(Mode):
             return Step(text_plan(model, inputs.question, context, system), cited,
                         sources=(context,))
         kept = sentence_evidence.select(ranked, lambda t: len(model.encode(t)),
-                                        opts.sentence_budget, opts.quote_threshold)
+                                        opts.sentence_budget,
+                                        quote_bar(inputs.rt, opts.quote_threshold))
         context = sentence_evidence.context_text(kept, sentence_pager(inputs.rt))
         cited = list(dict.fromkeys(s.rid for s in kept))
         return Step(text_plan(model, inputs.question, context, system), cited,

@@ -9,6 +9,9 @@ from engine.answer.passages import sentences as sentence_evidence
 from engine.answer.passages.sections import heading_path, routed_sections
 from engine.answer.passages.evidence import EvidenceLine, Section, evidence_lines
 from engine.answer.passages.pages import locate_page, pages_lookup
+from engine.answer.passages import ranking
+from engine.answer.passages.passage_index import index_for
+from engine.document.matter import asks_for_matter
 
 
 def sections(routing, trees: dict, cited: list[int]) -> list[Section]:
@@ -25,19 +28,53 @@ def answer_evidence(rt, routing, trees: dict, text: str, cited: list[int]) -> li
     return evidence_lines(rt.encoder, text, found, pages_of=pages_lookup(rt))
 
 
+def passage_ranker(rt) -> ranking.PassageRanker | None:
+    """The runtime's passage ranker (``Settings.passage_ranker``), loaded once; None: the
+    linear score over the routed sections."""
+    path = rt.settings.passage_ranker_path
+    if path is None:
+        return None
+    key = ("passage_ranker", str(path))
+    if key not in rt.cache:
+        rt.cache[key] = ranking.PassageRanker.load(path)
+    return rt.cache[key]
+
+
+def quote_bar(rt, threshold: float | None) -> float:
+    """The least score a quote (and a unit of the reader's context) needs: ``threshold`` when
+    given, else the ranker's own bar, else ``sentences.THRESHOLD``."""
+    if threshold is not None:
+        return threshold
+    ranker = passage_ranker(rt)
+    return ranker.threshold if ranker is not None else sentence_evidence.THRESHOLD
+
+
 def ranked_sentences(rt, routing, trees: dict, question: str, route,
                      query_dense=None) -> list[sentence_evidence.Sentence]:
-    """The routed sections' sentences scored against the question, best first
-    (engine.answer.passages.sentences); ``query_dense``: the question's dense vector when routing had it."""
+    """The candidate passages scored against the question, best first: with the passage ranker
+    (engine.answer.passages.ranking) the routed sections' units and the flat passage BM25's best over
+    each whole manual, else the routed sections' units by the linear score
+    (engine.answer.passages.sentences); ``query_dense``: the question's dense vector when routing had it.
+    Front and back matter only when the question asks for it (engine.document.matter)."""
     if route is None:
         return []
     found = [sentence_evidence.SectionText(
         rid=s.rid, doc_id=s.doc_id, node_id=s.node_id,
         heading=heading_path(s.tree, s.node_id) or routing.title[s.rid], body=s.node.text,
         page_start=s.node.page_start, page_end=s.node.page_end)
-        for s in routed_sections(routing, trees, sorted(route.selected))]
-    return sentence_evidence.score(rt.encoder, question, sentence_evidence.candidates(found),
-                                   query_vec=query_dense)
+        for s in routed_sections(routing, trees, sorted(route.selected),
+                                 asks_for_matter(question))]
+    routed = sentence_evidence.candidates(found)
+    ranker = passage_ranker(rt)
+    if ranker is None or rt.encoder is None:
+        return sentence_evidence.score(rt.encoder, question, routed, query_vec=query_dense)
+    indexes = {d: index_for(rt.cache, d, rt.library.get_document(d).sha256, tree)
+               for d, tree in trees.items()}
+    rid = {o: i for i, o in enumerate(routing.origin)}
+    ranked, _ = ranking.rank(ranker, rt.encoder, question, routed, indexes,
+                             lambda d, n: rid[(d, n)], {d: t.pages for d, t in trees.items()},
+                             query_dense)
+    return ranked
 
 
 def sentence_pager(rt):
@@ -54,7 +91,8 @@ def sentence_pager(rt):
 
 
 def find_quote(rt, routing, trees: dict, question: str, route, query_dense,
-               threshold: float) -> tuple[list[sentence_evidence.Sentence], quoting.Quote | None]:
-    """(ranked sentences, the quote or None below the threshold)."""
+               threshold: float | None) -> tuple[list[sentence_evidence.Sentence],
+                                                 quoting.Quote | None]:
+    """(ranked sentences, the quote or None below the bar: ``quote_bar``)."""
     ranked = ranked_sentences(rt, routing, trees, question, route, query_dense)
-    return ranked, quoting.choose(question, ranked, threshold, sentence_pager(rt))
+    return ranked, quoting.choose(question, ranked, quote_bar(rt, threshold), sentence_pager(rt))

@@ -14,18 +14,24 @@ instead of its best sentence. On both dev sets it scored lower against the refer
 (manual dev ROUGE-L 19.0 against 23.2, ORD-QA 18.1 against 19.3; docs/results.md, "The quote's
 weights, measured"): a how-to section's opening is usually an overview, the steps come later.
 
-Below ``sentences.THRESHOLD`` there is no quote: the answer carries ``not_covered`` instead.
+A quote is never a fragment: a passage of fewer than ``MIN_WORDS`` words that is not a command
+line (``passages.is_command_line``; the title page's lone "The" was one) is passed over for the
+next best unit. Below the bar (``grounding.quote_bar``: the passage ranker's, or
+``sentences.THRESHOLD``) there is no quote: the answer carries ``not_covered`` instead.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from engine.answer.passages.sentences import THRESHOLD, Sentence, join_units
+from engine.answer.passages.units import is_command_line
 
 # units (a line counts as one); 3 before lines were units (docs/results.md, "Quotes that hold
 # the fact": 5 recalls more of the reference's key terms on both dev sets)
 MAX_SENTENCES = 5
 MAX_WORDS = 80
+MIN_WORDS = 4  # a shorter quote that is not a command line is a fragment
+TRIES = 10  # best units tried before giving up on a quote that is not a fragment
 
 
 @dataclass
@@ -35,21 +41,37 @@ class Quote:
     node_id: int
     heading: str  # heading path of its section
     page: int | None  # physical 1-based page where the quote begins; None when unknown
-    score: float  # the best sentence's score (sentences.score)
+    score: float  # the best unit's score (the passage ranker's probability, or sentences.score)
     rid: int  # routed node id
+    channel: str = "routed section"  # which candidate channel found it (ranking.Candidate)
 
     def as_json(self) -> dict:
         return {"text": self.text, "doc": self.doc_id, "node": self.node_id,
-                "heading": self.heading, "page": self.page, "score": self.score}
+                "heading": self.heading, "page": self.page, "score": self.score,
+                "channel": self.channel}
+
+
+def is_fragment(text: str) -> bool:
+    """Fewer than ``MIN_WORDS`` words and not a command line (module docstring)."""
+    return len(text.split()) < MIN_WORDS and not is_command_line(text.strip())
 
 
 def choose(question: str, ranked: list[Sentence], threshold: float = THRESHOLD,
            page_of=None) -> Quote | None:
-    """The quote from sentences ranked best first (module docstring); None below the threshold.
-    ``page_of(sentence)`` locates a sentence's page (None: its section's first page)."""
-    if not ranked or ranked[0].score < threshold:
-        return None
-    best = ranked[0]
+    """The quote from sentences ranked best first (module docstring); None below the threshold
+    (or when the ``TRIES`` best all make fragments). ``page_of(sentence)`` locates a sentence's
+    page (None: its section's first page)."""
+    for best in ranked[:TRIES]:
+        if best.score < threshold:
+            return None
+        quote = _quote_from(best, ranked, page_of)
+        if not is_fragment(quote.text):
+            return quote
+    return None
+
+
+def _quote_from(best: Sentence, ranked: list[Sentence], page_of) -> Quote:
+    """The quote that starts at (or one unit before) ``best`` and runs on in its section."""
     section = sorted((s for s in ranked if (s.doc_id, s.node_id) == (best.doc_id, best.node_id)),
                      key=lambda s: s.index)
     start = next(i for i, s in enumerate(section) if s is best)
@@ -67,4 +89,5 @@ def choose(question: str, ranked: list[Sentence], threshold: float = THRESHOLD,
     first = picked[0]
     page = page_of(first) if page_of is not None else first.page_start
     return Quote(text=join_units(picked), doc_id=first.doc_id, node_id=first.node_id,
-                 heading=first.heading, page=page, score=best.score, rid=first.rid)
+                 heading=first.heading, page=page, score=best.score, rid=first.rid,
+                 channel=best.channel)

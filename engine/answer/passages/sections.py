@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
+from engine.document.matter import LISTING, TITLE_PAGE
 
-# Node kinds never put into an answer's context (document.hygiene marks them at build time).
-CONTEXT_EXCLUDED_KINDS = frozenset({"toc", "index"})
+# Node kinds put into an answer's context only when the question asks for them
+# (document.hygiene marks them at build time; engine.document.matter.asks_for_matter).
+CONTEXT_EXCLUDED_KINDS = frozenset({"toc", "index", TITLE_PAGE, LISTING})
 
 
-def readable(node) -> bool:
-    """Whether a node's text may go into an answer's context: not a table of contents or an
-    index, and with body text."""
-    return node.kind not in CONTEXT_EXCLUDED_KINDS and bool(node.text.strip())
+def readable(node, with_matter: bool = False) -> bool:
+    """Whether a node's text may go into an answer's context: with body text, and not front or
+    back matter (a table of contents, an index, a title page, a command summary) unless
+    ``with_matter`` (the question asks for it)."""
+    return (with_matter or node.kind not in CONTEXT_EXCLUDED_KINDS) and bool(node.text.strip())
 
 
 class RoutedSection(NamedTuple):
@@ -35,12 +38,13 @@ def _routed_nodes(routing, trees: dict, rids) -> Iterator[tuple[int, int, int, o
             yield rid, doc_id, node_id, tree
 
 
-def routed_sections(routing, trees: dict, rids) -> Iterator[RoutedSection]:
+def routed_sections(routing, trees: dict, rids,
+                    with_matter: bool = False) -> Iterator[RoutedSection]:
     """The ``readable`` nodes among routed ids ``rids`` (in the given order) whose document's
-    tree is in ``trees``."""
+    tree is in ``trees`` (front and back matter too when ``with_matter``)."""
     for rid, doc_id, node_id, tree in _routed_nodes(routing, trees, rids):
         node = tree.node(node_id)
-        if readable(node):
+        if readable(node, with_matter):
             yield RoutedSection(rid, doc_id, node_id, tree, node)
 
 

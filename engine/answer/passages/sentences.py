@@ -67,6 +67,8 @@ class Sentence:
     lexical: float = 0.0
     kind: str = "sentence"  # engine.answer.passages.units.Unit.kind: sentence | line | intro
     leans: bool = False  # refers to the unit before it (the quote brings that one along)
+    # which candidate channel found it (engine.answer.ranking.Candidate.channel)
+    channel: str = "routed section"
 
 
 @dataclass

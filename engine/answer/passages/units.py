@@ -94,6 +94,12 @@ def is_code_line(line: str) -> bool:
     return len(words) <= SHORT_WORDS and not _FINAL.search(line)
 
 
+def is_command_line(line: str) -> bool:
+    """A line with a prompt or code punctuation (``$ make``, ``\\pause``, ``f(x)``): a command,
+    however short."""
+    return bool(_PROMPT.match(line) or _CODE.search(line))
+
+
 def introduces(sentence: str) -> bool:
     """Whether a sentence ends the way a sentence introducing a line does (module docstring)."""
     s = sentence.rstrip()

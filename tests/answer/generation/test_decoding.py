@@ -100,3 +100,27 @@ def test_closing_the_stream_takes_the_ask_out_of_the_batch(tiny_backbone):
         assert worker.active == 0
     finally:
         worker.close()
+
+
+def test_the_tokens_log_probabilities_are_recorded_the_same_both_ways(tiny_backbone):
+    """``TokenLogProbs`` (engine.answer.measure) records each generated token's
+    log-probability, one per token, by ``generate`` and by the generation worker alike (the
+    answer check's confidence reads them); the tokens are the same with it."""
+    import math
+
+    from engine.serving.worker import GenerationWorker
+
+    plan = text_plan(InProcessReader(tiny_backbone), "How do I power a large widget?",
+                     "Large widgets need 12 V.")
+    decoding = Decoding(max_new_tokens=6, guard=False)
+    whole = run_plan(plan, decoding)
+    assert len(whole.logprobs) == whole.generated_tokens
+    assert all(lp <= 0 and math.isfinite(lp) for lp in whole.logprobs)
+    worker = GenerationWorker(tiny_backbone.model, max_batch=2)
+    try:
+        streamed = Streamed(plan, decoding, worker)
+        assert "".join(streamed) == whole.text
+    finally:
+        worker.close()
+    assert streamed.result.generated_tokens == whole.generated_tokens
+    assert all(abs(a - b) < 1e-3 for a, b in zip(streamed.result.logprobs, whole.logprobs))

@@ -1,0 +1,151 @@
+"""Time from question to quote, with and without the passage ranker, in one run (issue 42).
+
+    python -m bench.quote_time --db URL --doc ID [--rounds 2] [--out FILE]
+    python -m bench.quote_time --pdf FILE [--sections 50] [--rounds 2] [--out FILE]
+
+Asks ``QUESTIONS`` (written for timing only: generic questions a user of a circuit simulator
+would ask, none from an evaluation set) in quote mode on document ``ID``, alternating the
+linear score over the routed sections (``H2MT_PASSAGE_RANKER=none``: the quote as it was before
+issue 42) and the shipped passage ranker, question by question, so that both see the same
+machine load. Reports the median of the answer's total time (question to quote: routing and the
+quote; quote mode generates nothing) and of its ``quote_ms`` for each, and the first ask's time
+with the ranker (it builds the manual's passage index: ``engine.answer.passages.passage_index``).
+
+``--pdf`` times the quote stage alone where no library holds the manual (indexing ngspice's
+715 pages takes about 15 minutes on 2 cores): the tree is built as ingest builds it, the walk's
+sections are stood in for by the ``--sections`` best sections by BM25 (the walk keeps 40-60 on a
+big manual, issue 42), and each variant ranks their units and chooses the quote, exactly as
+``grounding.find_quote`` does after routing (routing itself is the same in both variants).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from bench.metrics import median
+
+QUESTIONS = (
+    "How do I run a transient analysis?",
+    "Which option sets the relative tolerance?",
+    "What is the default temperature of a simulation?",
+    "How do I plot a node voltage?",
+    "How do I define a subcircuit?",
+    "What does the .include statement do?",
+    "How do I set the initial conditions of a capacitor?",
+    "Which command saves the simulation results to a file?",
+    "How do I model a diode?",
+    "What is the syntax of a voltage source?",
+)
+
+
+def stood_in_walk(tree, n_sections: int):
+    """``walk(question)``: the ``n_sections`` best readable sections by BM25 over heading path
+    and text, as routed sections (``SectionText``; a stand-in for the walk, module docstring)."""
+    from engine.answer.passages import sentences
+    from engine.answer.passages.sections import heading_path, readable
+    from engine.routing import lexical
+
+    sections = [n for n in tree.preorder() if readable(n)]
+    heads = {n.id: heading_path(tree, n.id) for n in sections}
+    index = lexical.LexicalIndex([lexical.evidence_tokens([heads[n.id]], n.text)
+                                  for n in sections])
+
+    def walk(question: str) -> list:
+        sc = index.scores(lexical.tokenize(question))
+        best = sorted(range(len(sections)), key=lambda i: -sc[i])[:n_sections]
+        return [sentences.SectionText(rid=n.id, doc_id=1, node_id=n.id, heading=heads[n.id],
+                                      body=n.text, page_start=n.page_start, page_end=n.page_end)
+                for n in (sections[i] for i in best)]
+
+    return walk
+
+
+def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
+    """{variant: [ms per question]} of the quote stage on a stood-in walk (module docstring)."""
+    from engine.answer.passages import quote as quoting
+    from engine.answer.passages import ranking, sentences
+    from engine.answer.passages.passage_index import PassageIndex
+    from engine.document.build import build_tree
+    from engine.memory.backbone import load_tokenizer
+    from engine.routing.dense import load_encoder
+    from engine.settings import Settings
+
+    settings = Settings.from_env()
+    tok = load_tokenizer(settings)
+    tree = build_tree(pdf, lambda t: tok.encode(t, add_special_tokens=False), tok.decode,
+                      settings.node_token_limit)
+    encoder = load_encoder("cpu")
+    ranker = ranking.PassageRanker.load(settings.passage_ranker_path)  # H2MT_PASSAGE_RANKER
+    walk = stood_in_walk(tree, n_sections)
+    times: dict = {"before (linear, routed sections)": [], "after (passage ranker)": [],
+                   "first ask with the ranker (builds the passage index)": []}
+    index = None
+    for _ in range(rounds):
+        for q in QUESTIONS:
+            found = walk(q)
+            t = time.perf_counter()
+            ranked = sentences.score(encoder, q, sentences.candidates(found))
+            quoting.choose(q, ranked)
+            times["before (linear, routed sections)"].append((time.perf_counter() - t) * 1e3)
+            t = time.perf_counter()
+            first = index is None
+            index = index or PassageIndex.build(1, tree)
+            ranked, _ = ranking.rank(ranker, encoder, q, sentences.candidates(found), {1: index},
+                                     lambda d, n: n, {1: tree.pages})
+            quoting.choose(q, ranked, ranker.threshold)
+            ms = (time.perf_counter() - t) * 1e3
+            times["first ask with the ranker (builds the passage index)" if first
+                  else "after (passage ranker)"].append(ms)
+    return times
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.quote_time")
+    ap.add_argument("--db")
+    ap.add_argument("--doc", type=int)
+    ap.add_argument("--pdf", type=Path)
+    ap.add_argument("--sections", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args(argv)
+    if a.pdf is not None:
+        times = quote_stage_times(a.pdf, a.sections, a.rounds)
+        report = {k: {"median_ms": round(median(v), 1), "n": len(v)} for k, v in times.items()}
+        print(json.dumps(report, indent=1))
+        if a.out:
+            a.out.write_text(json.dumps({"report": report, "times": times}, indent=1))
+        return
+    from engine.answer.options import AskOptions
+    from engine.ask import ask
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+
+    rt = Runtime.load(Settings.from_env(db_url=a.db))
+    variants = {"before (linear, routed sections)": replace(rt.settings, passage_ranker="none"),
+                "after (passage ranker)": rt.settings}
+    times = {k: {"total_ms": [], "quote_ms": []} for k in variants}
+    first = None
+    for _ in range(a.rounds):
+        for q in QUESTIONS:
+            for name, s in variants.items():
+                rt.settings = s
+                t = time.perf_counter()
+                ans = ask(rt, a.doc, q, AskOptions(mode="quote"), log=False)
+                total = (time.perf_counter() - t) * 1e3
+                if first is None and s.passage_ranker != "none":
+                    first = total
+                times[name]["total_ms"].append(total)
+                times[name]["quote_ms"].append(ans.metrics.quote_ms)
+    report = {k: {m: round(median(v[m]), 1) for m in v} for k, v in times.items()}
+    report["first ask with the ranker (builds the passage index), ms"] = round(first or 0, 1)
+    report["questions"] = len(QUESTIONS) * a.rounds
+    print(json.dumps(report, indent=1))
+    if a.out:
+        a.out.write_text(json.dumps({"report": report, "times": times}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""How far a generated answer can be trusted: signals the product computes, one calibrated number.
+
+``answer_signals`` reads one answer with what the product already has (``SIGNALS``):
+
+- ``unsupported``, ``supported_share``, ``denies``, ``number_conflict``: the answer check's
+  findings (``engine.answer.check``; the share of the answer's key terms its sources hold);
+- ``quote_agree``: the share of the answer's key terms that the quote holds (0.5 without a quote);
+  ``key_agree``: 1 when the answer names the key line's term (``engine.answer.key_line``), 0 when
+  it does not, 0.5 without a key line; ``type_miss``: the question asks for an option, a command,
+  a value or a file and the answer names no term of that kind ("which option" answered without
+  one);
+- ``sim_mean``, ``sim_min``: each answer sentence's best cosine to a sentence or line of what the
+  reader was given (the packaged all-MiniLM-L6-v2), mean and lowest;
+- ``lp_mean``, ``lp_min``: the reader's own log-probability of its tokens (greedy, as chosen,
+  ``engine.answer.measure.TokenLogProbs``), mean and lowest; ``lp_known``: 0 where the reader
+  returns none (a served reader without log-probs), the two then set to ``LOGPROB_DEFAULT`` (the
+  model is fitted on copies of its rows with them missing, ``bench.calibration``);
+- ``repetition``: the share of the answer's word 3-grams that repeat an earlier one;
+- ``route_margin``: the first selected node's routing probability minus its best sibling's;
+  ``quote_score``: the quote's sentence score (0 without a quote);
+- ``cut``: generation stopped by a limit; ``words``: log of the answer's length in words.
+
+``Confidence`` is a logistic regression over them (scikit-learn's, fitted by
+``bench.calibration`` on answers labelled by key-fact regexes; coefficients and standardisation
+in ``assets/answer_check.json``, its card ``assets/ANSWER_CHECK_CARD.md``). Below its threshold
+(chosen on the dev probe) the answer is folded under one line saying why, in words, from the
+signal that pulls the score down most (``reason``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.answer.checks import terms
+from engine.answer.checks.check import Check, UNCHECKED_KINDS
+from engine.answer.passages.units import split_sentences
+from engine.answer.checks.key_line import KINDS, KeyLine, wanted
+
+SIGNALS = ("unsupported", "supported_share", "denies", "number_conflict", "quote_agree",
+           "key_agree", "type_miss", "sim_mean", "sim_min", "lp_mean", "lp_min", "lp_known",
+           "repetition", "route_margin", "quote_score", "cut", "words")
+LOGPROB_DEFAULT = (-0.6, -4.0)  # (mean, min): about the median of the fitted answers' values
+ASSET = Path(__file__).resolve().parents[3] / "assets" / "answer_check.json"
+_WORD = re.compile(r"\w+")
+
+
+def _answer_terms(answer: str) -> list[terms.Term]:
+    return [t for t in terms.find_terms(answer) if t.kind not in UNCHECKED_KINDS]
+
+
+def _share_in(found: list[terms.Term], text: str | None) -> float:
+    if not text:
+        return 0.5
+    if not found:
+        return 1.0
+    norm = terms.normalize(text)
+    return sum(terms.contains(norm, t.key) for t in found) / len(found)
+
+
+def repetition(answer: str) -> float:
+    """The share of the answer's word 3-grams that repeat an earlier one."""
+    words = [w.lower() for w in _WORD.findall(answer or "")]
+    grams = list(zip(words, words[1:], words[2:]))
+    return 1 - len(set(grams)) / len(grams) if grams else 0.0
+
+
+def route_margin(route) -> float:
+    """The first selected node's routing probability minus its best sibling's (0 without)."""
+    if route is None or not route.selected:
+        return 0.0
+    first = route.selected[0]
+    parent = route.tree.parent[first]
+    others = [route.probs.get(c) for c in route.tree.children[parent] if c != first] \
+        if parent is not None else []
+    own = route.probs.get(first) or 0.0
+    return own - max([p for p in others if p is not None] or [0.0])
+
+
+def similarity(encoder, answer: str, sources: list[str]) -> tuple[float, float]:
+    """(mean, lowest) over the answer's sentences of the best cosine to a sentence or line of
+    ``sources`` (all-MiniLM-L6-v2); (0, 0) without an encoder or text."""
+    said = split_sentences(answer or "")
+    given = [s for src in sources for line in src.split("\n") for s in split_sentences(line)]
+    if encoder is None or not said or not given:
+        return 0.0, 0.0
+    a, g = encoder.encode(said), encoder.encode(given)
+    best = (np.asarray(a) @ np.asarray(g).T).max(axis=1)
+    return float(best.mean()), float(best.min())
+
+
+def answer_signals(encoder, question: str, answer: str, sources: list[str], quote: str | None,
+                   key: KeyLine | None, check: Check | None, logprobs: list[float] | None,
+                   stop: str | None, margin: float, quote_score: float) -> dict[str, float]:
+    """The signals of one generated answer (module docstring), by name."""
+    found = _answer_terms(answer)
+    kind = wanted(question)
+    checked = check.checked if check is not None else 0
+    n_unsup = len(check.unsupported) if check is not None else 0
+    sim_mean, sim_min = similarity(encoder, answer, [*sources, quote or ""])
+    if logprobs:
+        lp_mean, lp_min, known = float(np.mean(logprobs)), float(np.min(logprobs)), 1.0
+    else:
+        (lp_mean, lp_min), known = LOGPROB_DEFAULT, 0.0
+    key_agree = 0.5
+    if key is not None:
+        key_agree = float(terms.contains(terms.normalize(answer), terms.normalize(key.term)))
+    return {"unsupported": min(n_unsup, 3) / 3,
+            "supported_share": 1 - n_unsup / checked if checked else 1.0,
+            "denies": float(check is not None and check.denies_coverage),
+            "number_conflict": float(check is not None and check.number_conflict is not None),
+            "quote_agree": _share_in(found, quote), "key_agree": key_agree,
+            "type_miss": float(kind is not None and not any(t.kind in KINDS[kind] for t in found)),
+            "sim_mean": sim_mean, "sim_min": sim_min, "lp_mean": lp_mean, "lp_min": lp_min,
+            "lp_known": known, "repetition": repetition(answer), "route_margin": margin,
+            "quote_score": quote_score, "cut": float(stop in ("length", "time")),
+            "words": math.log1p(len((answer or "").split()))}
+
+
+@dataclass
+class Confidence:
+    """The fitted model (standardised signals -> logistic regression) and its fold threshold."""
+
+    names: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    threshold: float
+
+    @classmethod
+    def load(cls, path: Path = ASSET) -> "Confidence | None":
+        """The shipped model; None when the file is not there (nothing is folded on it)."""
+        if not path.exists():
+            return None
+        d = json.loads(path.read_text())
+        return cls(tuple(d["signals"]), np.array(d["mean"]), np.array(d["scale"]),
+                   np.array(d["coef"]), float(d["intercept"]), float(d["threshold"]))
+
+    def _z(self, signals: dict[str, float]) -> np.ndarray:
+        x = np.array([signals[n] for n in self.names], dtype=float)
+        return (x - self.mean) / self.scale
+
+    def score(self, signals: dict[str, float]) -> float:
+        """P(the answer holds the key fact), 0..1."""
+        return float(1 / (1 + np.exp(-(self._z(signals) @ self.coef + self.intercept))))
+
+    def weakest(self, signals: dict[str, float]) -> str:
+        """The signal that pulls the score down most (its contribution against the mean)."""
+        parts = self._z(signals) * self.coef
+        return self.names[int(np.argmin(parts))]

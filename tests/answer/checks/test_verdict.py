@@ -1,0 +1,80 @@
+"""The answer check's verdict (engine.answer.verdict): the fold line says why in words, from the
+signal that pulls the confidence down most; the shipped model reads every signal."""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.answer.checks.check import check_answer
+from engine.answer.checks.confidence import SIGNALS, Confidence, repetition
+from engine.answer.checks.key_line import KeyLine
+from engine.answer.checks.verdict import judge, reason
+
+QUOTE = "-T number\n--tabsize= number\nSet the displayed tab length to number columns."
+
+
+def model(weights: dict[str, float], threshold: float = 0.5) -> Confidence:
+    """A model whose score rests on ``weights`` (standardised signals around 0.5)."""
+    coef = np.array([weights.get(n, 0.0) for n in SIGNALS])
+    return Confidence(SIGNALS, np.full(len(SIGNALS), 0.5), np.ones(len(SIGNALS)), coef, 0.0,
+                      threshold)
+
+
+def signals(**changes) -> dict[str, float]:
+    return {**dict.fromkeys(SIGNALS, 0.5), **changes}
+
+
+def test_an_option_the_passage_does_not_give_is_named_in_the_line():
+    answer = "Use the --tabwidth option."
+    line = reason("quote_agree", "Which option sets the tab width?", answer, None, None, QUOTE)
+    assert line == ("The answer names an option (--tabwidth) that the quoted passage does not "
+                    "give.")
+
+
+def test_a_which_option_question_answered_without_an_option():
+    line = reason("type_miss", "Which option sets the tab width?", "Set it in the settings.",
+                  None, None, QUOTE)
+    assert line == "The question asks for an option, and the answer names none."
+
+
+def test_the_key_lines_term_missing_from_the_answer():
+    key = KeyLine("--tabsize= number", 12, "Options", "--tabsize", True)
+    line = reason("key_agree", "Which option sets the tab width?", "Use -x.", None, key, QUOTE)
+    assert line == ("The answer does not give --tabsize, which the manual's line for this "
+                    "question gives.")
+
+
+def test_the_checks_own_line_is_kept_for_its_signals():
+    check = check_answer("Use --frob.", [QUOTE], "Which option?")
+    assert reason("unsupported", "Which option?", "Use --frob.", check, None, QUOTE) == check.line
+
+
+def test_judge_folds_below_the_threshold_with_the_weakest_signals_line():
+    m = model({"type_miss": -2.0, "sim_mean": 1.0})
+    low = judge(m, signals(type_miss=1.0), "Which option sets the tab width?", "Set it.", None,
+                None, QUOTE)
+    assert low.low and low.weakest == "type_miss" and "asks for an option" in low.reason
+    high = judge(m, signals(type_miss=0.0, sim_mean=0.9), "Which option sets the tab width?",
+                 "Use -T.", None, None, QUOTE)
+    assert not high.low and high.reason is None and high.score > low.score
+    assert judge(None, signals(), "q", "a", None, None, None).score is None
+
+
+def test_repetition_counts_repeated_word_trigrams():
+    assert repetition("use the tab key") == 0.0
+    assert repetition("use the tab use the tab use the tab") > 0.5
+
+
+def test_a_reader_without_log_probabilities_gets_the_documented_default():
+    """A served reader returns no log-probabilities: the signals say so and take the default
+    the shipped model was fitted with (bench.calibration fits on copies without them)."""
+    from engine.answer.checks.confidence import LOGPROB_DEFAULT, answer_signals
+
+    answer = "Use --tabsize."
+    check = check_answer(answer, [QUOTE], "Which option sets the tab width?", QUOTE)
+    s = answer_signals(None, "Which option sets the tab width?", answer, [QUOTE], QUOTE, None,
+                       check, None, "eos", 0.2, 1.1)
+    assert (s["lp_mean"], s["lp_min"], s["lp_known"]) == (*LOGPROB_DEFAULT, 0.0)
+    assert s["type_miss"] == 0.0 and s["key_agree"] == 0.5 and set(s) == set(SIGNALS)
+    given = answer_signals(None, "Which option sets the tab width?", answer, [QUOTE], QUOTE,
+                           None, check, [-0.1, -2.0], "eos", 0.2, 1.1)
+    assert (given["lp_mean"], given["lp_min"], given["lp_known"]) == (-1.05, -2.0, 1.0)

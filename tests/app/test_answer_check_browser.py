@@ -1,0 +1,71 @@
+"""The calibrated answer check in a real browser (headless Chromium), on the real etoolbox
+manual and the real model: a wrong answer is folded under one line saying why in words, and a
+right one is shown unfolded with the manual's key line and its page above it."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.browser import ask_and_wait, browser, no_error_badge, shot  # noqa: F401
+
+from engine.answer.checks.confidence import ASSET
+
+pytestmark = [pytest.mark.real_model,
+              pytest.mark.skipif(not ASSET.exists(), reason="no fitted answer check in assets/ "
+                                 "(python -m bench.calibration fit)")]
+
+PDF = "etoolbox-manual.pdf"
+# Text mode, 128 tokens, the shipped answer_check.json. The model answers the first question
+# rightly (it names \patchcmd, the key line's command); its answer to the second does not hold the
+# key fact (\AtBeginEnvironment) and the confidence is below the threshold (measured on the real
+# model: docs/results.md, "Issue 43").
+RIGHT_Q = "How do I patch a command?"
+WRONG_Q = ("How can I add code to the start of a particular environment without redefining "
+           "that environment?")
+
+
+def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_line(
+        browser, explorer_server, shared_dir, tmp_path):  # noqa: F811
+    from engine.ingest import ingest_file
+
+    url, rt = explorer_server
+    doc = rt.library.get_document(
+        ingest_file(shared_dir / "corpus" / PDF, rt, memories=False).doc_id)
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.get_by_role("tab", name="Ask").click()
+        page.locator("#ask-doc input").click()
+        page.get_by_role("option", name=f"#{doc.id} ").first.click()
+        page.locator("#ask-mode input[value='text']").check()
+        page.locator("#ask-max-new input").fill("128")
+        page.locator("#ask-max-new input").press("Tab")
+
+        rec = ask_and_wait(page, rt, doc.id, WRONG_Q)
+        fold = page.locator("#answer-fold details.answer-fold")
+        assert fold.count() == 1, f"the wrong answer was not folded: {rec.answer!r}"
+        assert "\\AtBeginEnvironment" not in rec.answer
+        line = page.locator("#answer-fold summary").inner_text()
+        assert line.startswith("The ") and line.endswith(".") and len(line) < 200, line
+        assert "_" not in line and "lp_" not in line  # words, not a signal's name
+        assert not page.locator("#answer-text").is_visible()
+        no_error_badge(page)
+        shot(page, tmp_path, "answer-check-low-confidence")
+
+        rec = ask_and_wait(page, rt, doc.id, RIGHT_Q)
+        try:
+            page.wait_for_function("() => !document.querySelector('#answer-fold details')")
+        except Exception:
+            pytest.fail(f"the right answer was folded: {rec.answer!r}")
+        assert "\\patchcmd" in rec.answer
+        assert page.locator("#answer-text").is_visible()
+        key = page.locator("#key-line")
+        key.wait_for(state="visible")
+        shown = key.inner_text()
+        assert "From the manual (p. " in shown and "\\patchcmd" in shown, shown
+        # the key line stands above the model's prose
+        assert key.bounding_box()["y"] < page.locator("#answer-text").bounding_box()["y"]
+        no_error_badge(page)
+        shot(page, tmp_path, "answer-check-key-line")
+    finally:
+        page.close()
