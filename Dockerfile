@@ -1,8 +1,12 @@
 # syntax=docker/dockerfile:1
 # The manual explorer as a server (CPU):
 #   docker build -t manual-explorer .
-#   docker run -p 7860:7860 -v manual-explorer-data:/data manual-explorer
+#   docker run -p 7860:7860 -v manual-explorer-data:/data \
+#     -e H2MT_AUTH_FILE=/data/users -e H2MT_ADMINS=alice manual-explorer
 # then http://127.0.0.1:7860. The library lives in /data (mount a volume there to keep it).
+# The container listens on every interface, so the app needs sign-in (H2MT_AUTH or
+# H2MT_AUTH_FILE, README "Sign-in"; write the file with `manual-explorer --add-user alice
+# --auth-file /data/users`), or H2MT_OPEN=1 to serve everyone on purpose.
 #
 # CUDA: a CUDA base image and torch from PyPI (its Linux wheels bundle CUDA), e.g.
 #   docker build --build-arg BASE_IMAGE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 \

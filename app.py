@@ -10,6 +10,10 @@ import os
 import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+if os.environ.get("SPACE_ID"):
+    # A Hugging Face Space listens on 0.0.0.0 and its own visibility setting (public or
+    # private) is its gate; a Space's H2MT_AUTH or H2MT_OPEN variable still wins.
+    os.environ.setdefault("H2MT_OPEN", "1")
 
 from app.serve import main  # noqa: E402  (options: python app.py --help)
 

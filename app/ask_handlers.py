@@ -41,12 +41,12 @@ PAGE_HINT = "Select a cited node or an evidence line to see its page here."
 
 # -- asking --------------------------------------------------------------------------------------
 
-def do_ask(s: AppState, t: AskTab, req: AskRequest):
+def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
     """Streams: the routing tree, icicle, route table and the sections to be read as soon
     as routing ends, then the answer as it is generated, then the final answer, metrics,
     history and (in the view State) the evidence lines and notices."""
     opts = req.options(s.settings)
-    events = s.run_ask_stream(req.doc, req.question, opts)
+    events = s.run_ask_stream(req.doc, req.question, opts, user)
     try:
         first = next(events)  # the request's errors come before the first event
     except MemoriesPending as e:  # a notice; the last answer and tree stay as they were
@@ -75,7 +75,7 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest):
             a = ev.answer  # a quote found after generation (memory, full, flat) comes now
             late = ({} if quoted
                     else quote_updates(t, *quote_outputs(s, a.quote, a.not_covered, a.traits)))
-            yield {**final_updates(s, t, a, req.doc), **late}
+            yield {**final_updates(s, t, a, req.doc, user), **late}
 
 
 def route_updates(t: AskTab, rv) -> dict:
@@ -95,7 +95,7 @@ def quote_updates(t: AskTab, quote_md, page) -> dict:
     return {t.quote_md: quote_md, **page_updates(t, page)}
 
 
-def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
+def final_updates(s: AppState, t: AskTab, a, doc, user: str | None = None) -> dict:
     """The outputs of a finished answer (and its view State: notice, evidence lines)."""
     rv = figures(s, a, doc)
     out = a.as_json()  # the one serialisation of an answer
@@ -116,12 +116,13 @@ def final_updates(s: AppState, t: AskTab, a, doc) -> dict:
                                         else "(routing only: no answer generated)")
         notice, offer_text = a.warning or "", False
     view = replace(rv.view, notice=notice, offer_text=offer_text, evidence=evidence,
-                   evidence_note=evidence_summary(a, evidence, degenerate))
+                   evidence_note=evidence_summary(a, evidence, degenerate),
+                   query_id=getattr(a, "query_id", None))
     rv.summary.update(degenerate=degenerate, evidence=evidence, answer=a.text,
                       **{k: out[k] for k in ("cut", "cut_at", "quote", "not_covered", "reader",
                                              "reader_error")})
     return {**answer_updates(t, a, out, shown), t.metrics: metrics_md(a), t.cited: cited_rows(a),
-            **route_updates(t, rv), t.history: history_rows(s, doc), t.view: view}
+            **route_updates(t, rv), t.history: history_rows(s, doc, user=user), t.view: view}
 
 
 def answer_updates(t: AskTab, a, out: dict, shown: str) -> dict:
@@ -163,11 +164,12 @@ def clear_before_ask(s: AppState, t: AskTab, req: AskRequest) -> dict:
     """The last answer's notes and page view, cleared when a request is asked (no stale
     comparison while asking); a request the validator refuses keeps them."""
     if req.refused(s.settings):
-        return left_as_shown([*t.view_outputs(), *t.page_outputs()])
+        return left_as_shown([*t.view_outputs(), *t.page_outputs(), *t.feedback.outputs()])
     hidden = gr.update(value=None, visible=False)
     return {t.notice: "", t.agree_md: "", t.agree_table: [], t.evidence_table: [],
             t.evidence_note: "", t.text_btn: gr.update(visible=False), t.page_head: PAGE_HINT,
-            t.page_image: hidden, t.page_text: gr.update(value="", visible=False)}
+            t.page_image: hidden, t.page_text: gr.update(value="", visible=False),
+            **t.feedback.cleared()}
 
 
 def show_view(s: AppState, t: AskTab, view: ViewState) -> dict:

@@ -24,7 +24,8 @@ HISTORY_COLUMNS = ["query", "asked (UTC)", "mode", "question", "answer", "TTFT m
 HISTORY_ROWS = 50
 
 
-def history_rows(s: AppState, doc) -> list[list]:
+def history_rows(s: AppState, doc, *, user: str | None = None) -> list[list]:
+    """A manual's newest questions that ``user`` may see (their own; an admin's: everyone's)."""
     if doc in (None, "", ALL):
         return []
     try:  # the picker takes typed values: not an id, no history
@@ -32,7 +33,8 @@ def history_rows(s: AppState, doc) -> list[list]:
     except AskError:
         return []
     rows = []
-    for q in reversed(s.rt.library.list_queries(doc_id, newest=HISTORY_ROWS)):
+    for q in reversed(s.rt.library.list_queries(doc_id, newest=HISTORY_ROWS,
+                                                asker=s.history_asker(user))):
         m = q.metrics or {}
         sel = sum(1 for r in (q.route or []) if r.get("status") == "selected")
         ans = " ".join((q.answer or "").split())
@@ -42,14 +44,16 @@ def history_rows(s: AppState, doc) -> list[list]:
     return rows
 
 
-def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData) -> dict:
+def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
+                   user: str | None = None) -> dict:
     """A logged question shown again: its answer, metrics, tree and tables, the question, and
     the mode and router it was asked with (when the page still offers them)."""
     row = evt.row_value or []
     if not row or doc in (None, "", ALL):
         raise gr.Error("Select a question of the history.")
     rec = s.rt.library.get_query(int(row[0]))
-    if rec is None or rec.doc_id != doc_arg(doc):
+    mine = s.history_asker(user) in (None, getattr(rec, "asker", None))
+    if rec is None or rec.doc_id != doc_arg(doc) or not mine:
         raise gr.Error("That question is no longer in the log.")
     rows = [("from the log", f"query {rec.id}"), ("mode", rec.mode),
             *metric_rows(rec.metrics or {})]
@@ -65,11 +69,12 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData) -> dict:
     if logged.get("router") in ROUTER_LABELS:
         out[t.inputs.router] = logged["router"]
     if not rec.route:
-        msg = "This question was answered without routing."
+        msg = ("This question's routing is not in the log (answered without routing, or "
+               "older than the newest H2MT_QUERY_LOG_ROUTES questions).")
         return {**out, t.cited: [], t.route_plot: empty_figure(msg),
                 t.manual_plot: empty_figure(msg), t.route_table: [], t.summary: {},
                 t.view: ViewState(notice="", agreement=msg, agreement_rows=[], evidence=[],
-                                  evidence_note="", offer_text=False)}
+                                  evidence_note="", offer_text=False, query_id=rec.id)}
     route = route_from_log(rec.route, rec.settings)
     fig = route_figure(route, None, title=f"Routing tree of query {rec.id} (from the log)",
                        folds=folds_of(s, route))
@@ -78,6 +83,7 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData) -> dict:
     view = ViewState(notice="", agreement="The other router's selection is not kept in the "
                      "query log: ask again to compare the routers.", agreement_rows=[],
                      evidence=[], evidence_note="Evidence lines are not kept in the query "
-                     "log: select a cited section to read its page.", offer_text=False)
+                     "log: select a cited section to read its page.", offer_text=False,
+                     query_id=rec.id)
     return {**out, t.cited: cited, t.route_plot: fig, t.manual_plot: manual_figure(route),
             t.route_table: route_rows(route), t.summary: figure_summary(fig), t.view: view}

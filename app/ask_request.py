@@ -67,7 +67,7 @@ class AskRequest:
             else:
                 numbers[name] = v
         opts = AskOptions(mode=self.mode, router=self.router or settings.router, **numbers)
-        engine = opts.problems()
+        engine = opts.problems(settings)
         for name in ("mode", "router", *numbers):
             if name in engine and name not in problems:
                 problems[name] = engine[name]

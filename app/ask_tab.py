@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from app import examples
+from app import examples, feedback
 from app.answer_view import MODE_HELP, ROUTER_CHOICES
 from app.ask_handlers import (CITED_COLUMNS, EVIDENCE_COLUMNS, agreement_select,
                               cited_select, clear_before_ask, do_ask, evidence_select,
@@ -105,6 +105,7 @@ class AskTab:
     manual_plot: gr.Plot
     summary: gr.JSON
     history: gr.Dataframe
+    feedback: feedback.FeedbackBar  # thumbs up / down under the answer (app/feedback.py)
 
     def answer_outputs(self) -> list:
         """/ask's outputs; the first eight are what API clients receive (README "API"), the
@@ -200,6 +201,7 @@ def build(s: AppState) -> AskTab:
                 with gr.Column(elem_id="answer-box") as answer_box:
                     answer = gr.Textbox(label="Answer (written by the model)", lines=2,
                                         max_lines=12, interactive=False, elem_id="answer-text")
+                bar = feedback.build_bar()
                 route_plot = gr.Plot(label="Routing tree", show_label=False,
                                      elem_id="route-plot")
                 with gr.Accordion("How to read the routing tree", open=False):
@@ -272,7 +274,8 @@ def build(s: AppState) -> AskTab:
         evidence_note=evidence_note, evidence_table=evidence_table, page_head=page_head,
         page_image=page_image, page_text=page_text, route_plot=route_plot, agree_md=agree_md,
         agree_table=agree_table, route_table=route_table, node_head=ask_node_head,
-        node_text=ask_node_text, manual_plot=manual_plot, summary=summary, history=history)
+        node_text=ask_node_text, manual_plot=manual_plot, summary=summary, history=history,
+        feedback=bar)
 
 
 def wire(s: AppState, t: AskTab) -> None:
@@ -283,13 +286,14 @@ def wire(s: AppState, t: AskTab) -> None:
     # no stale comparison while asking (a refused request keeps the last answer's notes: the
     # validator's line is all that changes)
     gr.on(asked, bind(s, clear_before_ask, t, request=AskRequest), ask_inputs,
-          [*t.view_outputs(), *t.page_outputs()], queue=False, **private)
+          [*t.view_outputs(), *t.page_outputs(), *t.feedback.outputs()], queue=False,
+          **private)
     # preprocess=False: the values reach the validator as sent, so a value out of a
     # component's range (k=0 from a script) gets the validator's line naming it, not
     # Gradio's bare "400 Bad Request" (every input here is a plain string, number or bool)
     gr.on(asked, bind(s, do_ask, t, request=AskRequest), ask_inputs, t.answer_outputs(),
           concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
-          api_name="ask",
+          api_name="ask", api_visibility="undocumented",
           validator=bind(s, validate_ask, t, request=AskRequest), preprocess=False).then(
         bind(s, show_view, t), t.view, t.view_outputs(), **private).then(
         bind(s, reader_line), None, t.reader_line, **private)
@@ -299,6 +303,7 @@ def wire(s: AppState, t: AskTab) -> None:
         None, None, None, js=ASK_CLICK_JS, queue=False, api_visibility="private")
     t.inputs.doc.change(bind(s, history_rows), t.inputs.doc, t.history, api_visibility="private")
     t.inputs.doc.change(bind(s, doc_memory_line), t.inputs.doc, t.mem_line, **private)
+    feedback.wire_bar(s, t.feedback, t.view, t.history.select)
     t.history.select(bind(s, history_select, t), t.inputs.doc,
                      [t.answer, t.answer_fold, t.answer_box, t.key_md, t.metrics, t.cited, t.route_plot, t.manual_plot,
                       t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,

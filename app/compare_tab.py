@@ -15,14 +15,15 @@ from engine.answer.modes import MODES
 
 
 def do_compare(s: AppState, doc, question, mode_a, mode_b, k, max_depth, budget, gate,
-               max_new_tokens):
+               max_new_tokens, *, user: str | None = None):
     out = []
     table = []
     for mode in (mode_a, mode_b):
         try:
             a = s.run_ask(doc, question, AskRequest(doc, question, mode, k, max_depth, budget,
                                                     gate, False, max_new_tokens,
-                                                    router=None).options(s.settings))
+                                                    router=None).options(s.settings),
+                          user)
         except MemoriesPending as e:  # this side waits for memories; the other still runs
             gr.Warning(str(e))
             out += [f"({e})", "", empty_figure(f"{mode} mode waits for the memories")]
@@ -92,4 +93,5 @@ def wire(s: AppState, t: CompareTab) -> None:
     """The tab's events."""
     t.button.click(bind(s, do_compare), [t.doc, t.question, *t.inputs], t.outputs,
                    concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
-                   api_name="compare", preprocess=False)  # bad values: AskRequest.options' one line
+                   api_name="compare", api_visibility="undocumented",
+                   preprocess=False)  # bad values: AskRequest.options' one line

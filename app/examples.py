@@ -29,7 +29,7 @@ import gradio as gr
 
 from app.library_tab import pickers
 from app.memory_writer import MemoryWriter
-from app.state import AppState, bind
+from app.state import AppState, bind, internal_error
 from app.uploads import UploadRejected, check_upload
 from engine.document.tree import DocumentError
 from engine.ingest import file_sha256, ingest_file
@@ -121,10 +121,9 @@ class ExampleManual:
             # file missing), a full disk, a database refusing: the page says it in one line
             log.warning("the example manual %s could not be indexed: %s", self.path.name, e)
             return self._fail(str(e))
-        except Exception as e:  # noqa: BLE001 - a bug: the traceback goes to the log, the app
+        except Exception:  # noqa: BLE001 - a bug: the traceback goes to the log, the app
             # runs on without its example, and the page says so
-            log.exception("the example manual %s could not be indexed", self.path.name)
-            return self._fail(f"internal error {type(e).__name__}: {e}")
+            return self._fail(internal_error(f"Indexing the example manual {self.path.name}"))
         if r.memories == "pending":
             self.writer.submit(r.doc_id)
         log.info("example manual %s %s as #%d", self.path.name,

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import gradio as gr
 
+from app import feedback
 from app.hover import pages_label
 from app.folds import FOLD_MARK, contents_folds, fold_text
 from app.state import (ALL, AppState, bind, doc_arg, doc_choices, doc_memory_line,
-                       node_view, pending_list)
+                       internal_error, node_view, pending_list, user_error)
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from engine.document.tree import DocumentError
 from engine.ingest import ingest_file
@@ -79,9 +80,14 @@ def pickers(s: AppState, value: str | None):
             gr.update(choices=asks, value=v))
 
 
-def upload(s: AppState, files, progress=gr.Progress()):
+def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = None):
+    s.require_admin(user, "upload manuals")
     settings, rt = s.settings, s.rt
     paths = [Path(f) for f in (files or [])]
+    if len(paths) > settings.max_upload_files:
+        raise user_error(f"{len(paths)} files at once; the limit is {settings.max_upload_files} "
+                         "an upload (H2MT_MAX_UPLOAD_FILES): upload them in smaller groups. "
+                         "Nothing was indexed.")
     messages, last = [], None
     n = len(paths)
     for i, path in enumerate(paths):
@@ -108,10 +114,8 @@ def upload(s: AppState, files, progress=gr.Progress()):
         except StorageError as e:
             messages.append(f"✗ {name}: not stored ({e})")
             continue
-        except Exception as e:  # a bug, not the user's file: say so, keep the other files
-            log.exception("ingest of %s failed", name)
-            messages.append(f"✗ {name}: could not be indexed (internal error "
-                            f"{type(e).__name__}); nothing was stored")
+        except Exception:  # a bug, not the user's file: say so, keep the other files
+            messages.append(f"✗ {name}: {internal_error('Indexing')} Nothing was stored.")
             continue
         progress((i + 1) / n, desc=f"{name}: stored")
         if not r.reused:
@@ -196,7 +200,8 @@ def node_api(s: AppState, doc_id: int, node_id: int) -> tuple[str, str]:
     return node_view(s, doc_id, node_id)
 
 
-def delete(s: AppState, doc):
+def delete(s: AppState, doc, *, user: str | None = None):
+    s.require_admin(user, "delete manuals")
     if doc in (None, "", ALL):
         raise gr.Error("Choose a manual to delete.")
     doc = doc_arg(doc)
@@ -228,11 +233,13 @@ class LibraryTab:
     outline: gr.Dataframe
     node_head: gr.Markdown
     node_text: gr.Textbox
+    tab: gr.Tab
+    wrong: gr.Dataframe  # the chosen manual's answers marked wrong (app/feedback.py)
 
 
 def build(s: AppState) -> LibraryTab:
     """The tab's components, inside the caller's ``gr.Tabs``."""
-    with gr.Tab("Library", id="library"):
+    with gr.Tab("Library", id="library") as tab:
         files = gr.File(file_count="multiple", file_types=list(ALLOWED_EXTS),
                         label=f"Upload manuals (PDF, Markdown, HTML, text; several at "
                               f"once; up to {s.settings.max_upload_mb:g} MB and "
@@ -260,8 +267,9 @@ def build(s: AppState) -> LibraryTab:
                 node_head = gr.Markdown(elem_id="library-node-head")
                 node_text = gr.Textbox(label="Node text", lines=18, interactive=False,
                                        elem_id="library-node-text")
+        wrong = feedback.build_wrong_list()
     return LibraryTab(files, status, mem_line, table, doc, delete_btn, outline_table, node_head,
-                      node_text)
+                      node_text, tab, wrong)
 
 
 def wire(s: AppState, tab: LibraryTab, pickers_out: list, poll_inputs: list,
@@ -271,19 +279,24 @@ def wire(s: AppState, tab: LibraryTab, pickers_out: list, poll_inputs: list,
     # one progress bar, on the indexing status (not one per output component)
     tab.files.upload(bind(s, upload, on_gpu=True), tab.files,
                      [tab.status, tab.table, *pickers_out], api_name="ingest",
+                     api_visibility="undocumented",
                      concurrency_limit=1, concurrency_id="indexing",
                      show_progress_on=[tab.status]).then(
         bind(s, poll), poll_inputs, poll_outputs, api_visibility="private",
         show_progress="hidden")
     tab.doc.change(bind(s, outline), tab.doc, [tab.outline, tab.node_head, tab.node_text],
-                   api_name="outline")
+                   api_name="outline", api_visibility="undocumented")
     tab.outline.select(bind(s, outline_select), tab.doc, [tab.node_head, tab.node_text],
                        api_visibility="private")
     tab.table.select(bind(s, library_select), None, tab.doc, api_visibility="private")
+    feedback.wire_wrong_list(s, tab.doc, tab.wrong)
+    tab.tab.select(bind(s, feedback.wrong_rows), tab.doc, tab.wrong, api_visibility="private",
+                   show_progress="hidden")  # verdicts given in the Ask tab meanwhile
     # Delete is live only while a manual is chosen (an empty library has nothing to delete).
     tab.doc.change(lambda d: gr.update(interactive=d not in (None, "")), tab.doc,
                    tab.delete_btn, queue=False, api_visibility="private",
                    show_progress="hidden")
     tab.delete_btn.click(bind(s, delete), tab.doc,
                          [tab.status, tab.table, *pickers_out, tab.outline, tab.node_head,
-                          tab.node_text], api_name="delete_manual")
+                          tab.node_text], api_name="delete_manual",
+                         api_visibility="undocumented")

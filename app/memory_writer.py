@@ -20,6 +20,9 @@ from engine.runtime import Runtime
 from storage import MemoryJobs
 
 IDLE_POLL_S = 0.2  # how often ``wait_idle`` looks at the library's open jobs
+# A job waiting this long while no worker writes anything under the runtime's fingerprint is
+# one nobody takes (no worker running, or only workers with other model settings).
+UNCLAIMED_S = 60.0
 
 
 class MemoryWriter:
@@ -63,8 +66,10 @@ class MemoryWriter:
 
     def state(self, doc_id: int) -> tuple[str, tuple[int, int] | None]:
         """From the library: ("writing", (done, total) its holder last reported) |
-        ("queued", None) (waiting, or held by a worker that stopped beating) |
-        ("failed", None) | ("", None)."""
+        ("retrying", None) (a write failed; tried again after a pause) | ("queued", None)
+        (waiting, or held by a worker that stopped beating) | ("unclaimed", None) (waiting
+        ``UNCLAIMED_S`` while no worker writes anything under this fingerprint: nobody can
+        take it) | ("failed", None) | ("", None)."""
         job = self.jobs.get(doc_id, self.rt.fingerprint)
         if job is None or job.state == "done":
             return "", None
@@ -72,6 +77,11 @@ class MemoryWriter:
             return "failed", None
         if job.live():
             return "writing", (job.done, job.total)
+        if job.backing_off():
+            return "retrying", None
+        if (time.time() - job.updated_at > UNCLAIMED_S
+                and self.jobs.live_count(self.rt.fingerprint) == 0):
+            return "unclaimed", None
         return "queued", None
 
     def busy(self) -> bool:

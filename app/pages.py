@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -25,6 +26,10 @@ from dataclasses import dataclass, field
 MIN_SPLIT_CHARS = 12  # the part of a sentence left on a page before a break: at least this long
 DPI = 110  # about 935 x 1210 pixels for a letter page
 MAX_PAGES = 4  # pages rendered at once (a citation spanning more shows those with highlights)
+# The most pixels one rendered page may have (a letter page at DPI is about 1.1 million): a
+# page that declares a huge size (an untrusted PDF can say 200 inches) is rendered at a lower
+# resolution instead of allocating gigabytes.
+MAX_PAGE_PIXELS = 4_000_000
 PAGE_GAP = 12  # pixels between stacked pages
 HIGHLIGHT = (1.0, 0.92, 0.0)  # annotation colour (yellow)
 
@@ -215,12 +220,21 @@ def render_pdf(data: bytes, lines: list[Line], first: int | None, last: int | No
                 annot = page.add_highlight_annot(rects)
                 annot.set_colors(stroke=HIGHLIGHT)
                 annot.update()
-            images.append(page.get_pixmap(dpi=dpi, annots=True))
+            images.append(page.get_pixmap(dpi=capped_dpi(page.rect, dpi), annots=True))
         png = _stack(images)
     finally:
         pdf.doc.close()
     return PageView(caption=_caption(title, lines, placements, pages), png=png, pages=pages,
                     placements=placements)
+
+
+def capped_dpi(rect, dpi: int, max_pixels: int = MAX_PAGE_PIXELS) -> int:
+    """``dpi``, or less so that a page of ``rect`` (PDF points) renders to at most
+    ``max_pixels`` pixels."""
+    pixels = (rect.width * dpi / 72) * (rect.height * dpi / 72)
+    if pixels <= max_pixels:
+        return dpi
+    return max(1, int(dpi * math.sqrt(max_pixels / pixels)))
 
 
 def _stack(pixmaps) -> bytes:

@@ -2,10 +2,14 @@
 checkout and of a Hugging Face Space calls the same ``serve``).
 
     manual-explorer [--host 127.0.0.1] [--port 7860] [--data-dir DIR] [--db URL] [--share]
+    manual-explorer --add-user NAME [--auth-file FILE]   (asks for the password)
 
 Defaults come from the environment: ``GRADIO_SERVER_NAME`` and ``GRADIO_SERVER_PORT`` (a Space
 sets them), and every ``H2MT_`` setting (``engine/settings.py``); the options override them.
 ``--share`` (off by default) asks Gradio for a public link through its relay.
+
+Sign-in (app/accounts.py): ``H2MT_AUTH`` / ``H2MT_AUTH_FILE`` turn on Gradio's own login for the
+page and every API call; without them the app serves only 127.0.0.1 unless ``H2MT_OPEN=1``.
 
 Everything is served locally: Gradio's own assets (its default theme uses bundled fonts) and the
 plotly.js bundled with Gradio's plot component; nothing loads from a CDN.
@@ -43,7 +47,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "the data folder)")
     p.add_argument("--share", action="store_true",
                    help="also publish a temporary public link through Gradio's relay (off by "
-                        "default)")
+                        "default; needs sign-in or H2MT_OPEN=1)")
+    p.add_argument("--add-user", metavar="NAME", default=None,
+                   help="write NAME's salted password hash into the auth file (the password "
+                        "is asked for, or read from stdin) and exit")
+    p.add_argument("--auth-file", type=Path, default=None,
+                   help="the auth file of --add-user (default: $H2MT_AUTH_FILE)")
     return p.parse_args(argv)
 
 
@@ -76,21 +85,64 @@ def limit_malloc_arenas(environ=os.environ) -> bool:
 def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path | None = None,
           db_url: str | None = None, share: bool = False) -> None:
     """Load the runtime (backbone, trained parts, library) and serve the app until stopped."""
+    from app.accounts import Accounts, check_listen
+    from app.mcp_auth import mcp_sign_in
+    from app.page_cache import prune_rendered_pages
     from app.sessions import SESSION_CAPACITY, start_pruning
     from app.ui import build_app
     from engine.runtime import Runtime
     from engine.settings import Settings
+    from storage.connection import safe_url
 
     limit_malloc_arenas()
     settings = Settings.from_env().with_(data_dir=data_dir, db_url=db_url)
-    logging.getLogger("engine").info("library: %s", settings.database_url)
+    accounts = Accounts.from_settings(settings)
+    check_listen(host, accounts, settings, share=share)  # before anything loads
+    log = logging.getLogger("engine")
+    log.info("library: %s", safe_url(settings.database_url))
+    if accounts.enabled:
+        log.info("sign-in on: %d names, admins: %s", len(accounts.names),
+                 ", ".join(sorted(accounts.admins)) or "none (nobody may upload or delete)")
+        for name in sorted(accounts.admins - accounts.names):
+            log.warning("H2MT_ADMINS names %r, who cannot sign in", name)
     rt = Runtime.load(settings)
-    demo = build_app(rt, examples=settings.examples)  # H2MT_EXAMPLES=0: no example manual
-    start_pruning(demo)  # per-session copies Gradio never drops (app/sessions.py)
+    # H2MT_EXAMPLES=0: no example manual
+    demo = build_app(rt, examples=settings.examples, accounts=accounts)
+    # per-session copies Gradio never drops (app/sessions.py), and its rendered pages on disk
+    start_pruning(demo, also=lambda: prune_rendered_pages(demo.GRADIO_CACHE,
+                                                          settings.rendered_pages_kept))
     demo.queue(default_concurrency_limit=4).launch(
         server_name=host, server_port=port, share=share,
+        auth=accounts.check if accounts.enabled else None,
+        auth_message="Sign in with the name and password your team gave you.",
         max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False,
-        state_session_capacity=SESSION_CAPACITY)
+        state_session_capacity=SESSION_CAPACITY, mcp_server=settings.mcp,
+        # Gradio mounts MCP outside its login: the same names sign in there (HTTP Basic)
+        app_kwargs={"middleware": mcp_sign_in(accounts.check)} if accounts.enabled else None)
+
+
+def add_user(name: str, auth_file: Path | None) -> int:
+    """``--add-user``: one salted hash line into the auth file; the password from a prompt
+    (twice) or, when stdin is not a terminal, its first line."""
+    import getpass
+
+    from app.accounts import add_user as write_user
+    from engine.settings import Settings
+
+    path = auth_file or Settings.from_env().auth_file
+    if path is None:
+        print("error: name the file: --auth-file FILE or H2MT_AUTH_FILE", file=sys.stderr)
+        return 2
+    if sys.stdin.isatty():
+        password = getpass.getpass(f"password for {name}: ")
+        if getpass.getpass("again: ") != password:
+            print("error: the two passwords differ; nothing written", file=sys.stderr)
+            return 2
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    new = write_user(path, name, password)
+    print(f"{'added' if new else 'changed the password of'} {name} in {path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     from engine.settings import SettingsError
 
     try:
+        if args.add_user is not None:
+            return add_user(args.add_user, args.auth_file)
         serve(host=args.host, port=args.port, data_dir=args.data_dir, db_url=args.db,
               share=args.share)
     except (DatabaseUnavailable, SettingsError) as e:  # a wrong --db or H2MT_* value: one line

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +64,22 @@ def prune_sessions(state_holder, defined: set[int]) -> int:
     return sum(drop_stale_copies(s, defined) for s in list(state_holder.session_data.values()))
 
 
-def start_pruning(demo, every_s: float = PRUNE_EVERY_S) -> threading.Thread:
+def start_pruning(demo, every_s: float = PRUNE_EVERY_S, *,
+                  also: Callable[[], object] | None = None) -> threading.Thread:
     """Prune the sessions of ``demo`` (a ``gr.Blocks``, launched now or later) every ``every_s``
-    seconds, in a daemon thread. The app defines its components once (no ``gr.render``), so
-    the ids it has when this is called are all the page's."""
+    seconds, in a daemon thread, and run ``also`` (another bound, e.g. on the rendered pages)
+    as often. The app defines its components once (no ``gr.render``), so the ids it has when
+    this is called are all the page's."""
     defined = set(demo.blocks)
 
     def loop() -> None:
         while True:
             time.sleep(every_s)
+            if also is not None:
+                try:
+                    also()
+                except Exception:  # noqa: BLE001 - a bound that failed once: say so, go on
+                    log.exception("pruning failed")
             app = getattr(demo, "server_app", None)
             if app is None:
                 continue

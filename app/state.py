@@ -14,12 +14,14 @@ import html
 import inspect
 import logging
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Callable
 
 import gradio as gr
 import plotly.graph_objects as go
 
+from app.accounts import Accounts
 from app.hover import pages_label
 from app.memory_writer import MemoryWriter
 from engine.answer.options import parse_doc_id
@@ -32,6 +34,7 @@ from storage.errors import DocumentNotFound, MissingMemories, StaleMemories, Sto
 log = logging.getLogger(__name__)
 
 SOURCE_CACHE = 4  # source files (PDF bytes) kept in memory for the page view
+TREE_CACHE = 16  # documents' node views kept in memory (least recently used out)
 ALL = "all"
 READY = "ready"
 
@@ -60,9 +63,11 @@ def bind(s: AppState, fn: Callable, *bound, request: type | None = None,
     argument, so a ZeroGPU worker receives only the request's plain inputs.
     """
     skip = 1 + len(bound)
+    wants_user = "user" in inspect.signature(fn).parameters  # keyword-only: the signed-in name
     if request is None:
         sig = inspect.signature(fn)
-        sig = sig.replace(parameters=list(sig.parameters.values())[skip:])
+        sig = sig.replace(parameters=[p for p in list(sig.parameters.values())[skip:]
+                                      if p.name != "user"])
 
         def inputs(*args, **kwargs):
             return args, kwargs
@@ -71,6 +76,26 @@ def bind(s: AppState, fn: Callable, *bound, request: type | None = None,
 
         def inputs(*args, **kwargs):
             return (request(*args, **kwargs),), {}
+    if wants_user:  # Gradio fills a positional gr.Request parameter (after the inputs): its
+        # username is the signed-in name
+        params = list(sig.parameters.values())
+        at = next((i for i, p in enumerate(params) if p.kind not in (
+            p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)), len(params))
+        sig = sig.replace(parameters=[*params[:at], inspect.Parameter(
+            "gr_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+            annotation=gr.Request), *params[at:]])
+        plain_inputs = inputs
+
+        def inputs(*args, **kwargs):
+            req = kwargs.pop("gr_request", None)
+            # at its place, or (a client that left an input with a default out) right after
+            # the inputs it sent: Gradio inserts it at its index of a shorter list
+            i = next((i for i in range(len(args) - 1, -1, -1)
+                      if isinstance(args[i], gr.Request)), None)
+            if i is not None:
+                args, req = args[:i] + args[i + 1:], args[i]
+            args, kwargs = plain_inputs(*args, **kwargs)
+            return args, {**kwargs, "user": getattr(req, "username", None)}
     if inspect.isgeneratorfunction(fn):
         def handler(*args, **kwargs):
             args, kwargs = inputs(*args, **kwargs)
@@ -83,6 +108,8 @@ def bind(s: AppState, fn: Callable, *bound, request: type | None = None,
     handler.__signature__ = sig
     handler.__annotations__ = {k: v for k, v in fn.__annotations__.items()
                                if k in sig.parameters or k == "return"}
+    if wants_user:
+        handler.__annotations__["gr_request"] = gr.Request
     return gpu(handler) if on_gpu else handler
 
 
@@ -141,10 +168,18 @@ def user_errors():
                          "aggregation policy: upload the file again to rewrite them.") from None
     except StorageError as e:  # e.g. the manual deleted meanwhile (through another replica)
         raise user_error(str(e)) from None
-    except Exception as e:  # a bug or a failing model: this request fails, the app stays up
-        log.exception("answering failed")  # the traceback goes to the server's log
-        raise gr.Error(f"Answering failed ({type(e).__name__}: {e}). The app is still "
-                       "running: ask again, or report this with the server's log.") from None
+    except Exception:  # a bug or a failing model: this request fails, the app stays up
+        raise user_error(internal_error("Answering")) from None
+
+
+def internal_error(what: str) -> str:
+    """One line for the page about an unexpected failure (a bug, a failing model, a database
+    that broke off): a reference to the traceback in the server's log, never the exception's
+    text (it may hold SQL, paths or a URL)."""
+    ref = secrets.token_hex(4)
+    log.exception("%s failed [ref %s]", what.lower(), ref)
+    return (f"{what} failed (internal error, ref {ref} in the server's log). The app is still "
+            "running: try again, or report the ref to whoever runs it.")
 
 
 # -- the state -----------------------------------------------------------------------------------
@@ -161,32 +196,52 @@ class AppState:
     sources: dict[int, tuple[str, object]] = field(default_factory=dict)  # doc_id -> (sha, file)
     complete: set[tuple[int, str]] = field(default_factory=set)
     examples: object | None = None  # app/examples.py's ExampleManual, None without examples
+    accounts: Accounts = field(default_factory=Accounts)  # sign-in off unless given
     run_ask: Callable = field(init=False, repr=False)
     run_ask_stream: Callable = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         rt = self.rt
 
-        def run_ask(doc, question, opts: AskOptions):
-            """The engine's Answer (errors as ``user_errors`` says)."""
+        def run_ask(doc, question, opts: AskOptions, asker: str | None = None):
+            """The engine's Answer (errors as ``user_errors`` says), logged as ``asker``'s."""
             target = doc_arg(doc)
             with user_errors():
-                return ask(rt, target, question, opts)
+                return ask(rt, target, question, opts, asker=asker)
 
-        def run_ask_stream(doc, question, opts: AskOptions):
+        def run_ask_stream(doc, question, opts: AskOptions, asker: str | None = None):
             """``run_ask`` as the engine's events (RouteReady, TokenChunk..., AnswerReady), with
             the same errors; they can only come before the first event."""
             target = doc_arg(doc)
             with user_errors():
-                yield from ask_stream(rt, target, question, opts)
+                yield from ask_stream(rt, target, question, opts, asker=asker)
 
         # closures over the runtime, so that a ZeroGPU worker receives only plain arguments
         self.run_ask, self.run_ask_stream = gpu(run_ask), gpu(run_ask_stream)
 
+    def require_admin(self, user: str | None, what: str) -> None:
+        """Refuse (one line) ``what`` to a signed-in person who is not an admin."""
+        if not self.accounts.is_admin(user):
+            raise user_error(f"Only admins may {what} (H2MT_ADMINS); {user or 'you'} may ask "
+                             "questions.")
+
+    def history_asker(self, user: str | None) -> str | None:
+        """Whose questions ``user`` sees in the history: their own, or (admins, no sign-in)
+        everyone's (None)."""
+        return None if self.accounts.sees_all(user) else (user or "")
+
     def tree_of(self, doc_id: int):
-        if doc_id not in self.trees:
-            self.trees[doc_id] = self.rt.library.get_tree(doc_id)
-        return self.trees[doc_id]
+        """The document's stored tree, the ``TREE_CACHE`` most recently used kept in memory."""
+        tree = self.trees.pop(doc_id, None)  # re-inserted: the dict's order is least recent first
+        if tree is None:
+            tree = self.rt.library.get_tree(doc_id)
+        self.trees[doc_id] = tree
+        while len(self.trees) > TREE_CACHE:
+            try:  # another request's thread may change the dict meanwhile
+                self.trees.pop(next(iter(self.trees)), None)
+            except (StopIteration, RuntimeError):
+                break
+        return tree
 
     def source_of(self, doc_id: int):
         """The document's stored file (None when stored without it), a few kept in memory."""
@@ -225,6 +280,11 @@ class AppState:
         label = f"memories {done}/{p.total}"
         if state == "queued":
             label += " (queued)"
+        elif state == "retrying":
+            label += " (a write failed; retrying shortly)"
+        elif state == "unclaimed":
+            label += (" (queued, but no memory worker takes it: start one with this model's "
+                      "settings, or set H2MT_APP_WORKER=1)")
         elif state == "failed":
             label += " (failed: upload the file again)"
         elif state != "writing":

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app import ask_tab, compare_tab, library_tab
+from app import ask_tab, compare_tab, evaluation_tab, library_tab, mcp_tools
+from app.accounts import Accounts
 from app import examples as example_questions
 from app.answer_view import route_from_log
 from app.ask_history import HISTORY_ROWS
@@ -48,14 +49,16 @@ MEMORY_POLL_S = 3.0  # how often the page asks how far the background memory wri
 
 
 def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int | None = None,
-              examples: bool = False) -> gr.Blocks:
+              examples: bool = False, accounts: Accounts | None = None) -> gr.Blocks:
     """The app over ``rt``; limits come from ``rt.settings`` (the keywords override two).
     ``examples``: index the example manual in the background and show its questions
-    (app/examples.py; the served app passes ``rt.settings.examples``)."""
+    (app/examples.py; the served app passes ``rt.settings.examples``). ``accounts``: who may
+    upload and delete and whose history each sees (app/accounts.py; None: no sign-in); the
+    sign-in itself is ``launch(auth=accounts.check)``."""
     writer = memory_writer(rt)
     s = AppState(rt, rt.settings.with_(max_upload_mb=max_file_mb, max_pages=max_pages), writer,
                  examples=example_questions.example_manual(rt, writer) if examples
-                 else None)
+                 else None, accounts=accounts or Accounts())
     with gr.Blocks(title="Manual explorer", analytics_enabled=False, fill_width=True) as demo:
         gr.Markdown(
             "## Manual explorer\n"
@@ -70,6 +73,7 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
             lib = library_tab.build(s)
             ask = ask_tab.build(s)
             cmp = compare_tab.build(s)
+            evl = evaluation_tab.build(s)
 
         # -- events ----------------------------------------------------------------------------
         timer = gr.Timer(MEMORY_POLL_S)
@@ -78,14 +82,17 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         poll_in = [poll_key, ask.inputs.doc]
         poll_out = [lib.table, lib.mem_line, ask.mem_line, poll_key]
         library_tab.wire(s, lib, pickers_out, poll_in, poll_out)
-        demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library")
+        demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library",
+                  api_visibility="undocumented")
         demo.load(bind(s, poll), poll_in, poll_out, api_visibility="private",
                   show_progress="hidden")
         timer.tick(bind(s, poll), poll_in, poll_out, api_visibility="private",
                    show_progress="hidden", concurrency_id="poll", concurrency_limit=4)
         ask_tab.wire(s, ask)
-        gr.api(bind(s, node_api), api_name="node")
+        gr.api(bind(s, node_api), api_name="node", api_visibility="undocumented")
+        mcp_tools.wire(s)  # the documented API: the MCP tools
         compare_tab.wire(s, cmp)
+        evaluation_tab.wire(s, evl)
         if s.examples:
             example_questions.wire(s, demo, hint, pickers_out, ask.inputs.doc)
     s.writer.resume_incomplete()  # memories interrupted by a crash or a restart

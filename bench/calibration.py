@@ -222,6 +222,33 @@ def report(rows: list[dict], conf: Confidence, title: str) -> dict:
     return fig
 
 
+def signal_report(rows: list[dict], title: str) -> dict:
+    """Without a fitted model: the AUROC of each signal alone (oriented as it separates best,
+    a descriptive figure, nothing fitted), the rule-based check's folds (``folded``) as a
+    threshold, and the key line's hit."""
+    x, y = matrix(rows)
+    folded = np.array([bool(r["folded"]) for r in rows])
+    fig = figures(y, (~folded).astype(float), 0.5)
+    keyed = [r for r in rows if r.get("key_line")]
+    fig["key_line_questions"] = len(keyed)
+    fig["key_line_hit"] = (sum(bool(r["key_hit"]) for r in keyed) / len(keyed)) if keyed else None
+    print(f"\n{title}: {len(y)} answers, {int(y.sum())} right (no fitted model)")
+    print(f"the rule-based check: wrong answers shown unfolded {fig['wrong_shown_of_all']:.1%} "
+          f"of all answers; right answers folded {fig['right_folded_of_right']:.1%} of the "
+          "right ones")
+    if keyed:
+        print(f"key line holds the key fact: {fig['key_line_hit']:.1%} of {len(keyed)} "
+              "questions with a key line")
+    fig["signal_auroc"] = {}
+    for i, name in enumerate(SIGNALS):
+        a = auroc(y, x[:, i])
+        if a is not None:
+            fig["signal_auroc"][name] = max(a, 1 - a)
+            print(f"  {name:16s} AUROC {max(a, 1 - a):.3f} ({'higher' if a >= 0.5 else 'lower'}"
+                  " when right)")
+    return fig
+
+
 def probe_rows(rows: list[dict]) -> list[dict]:
     """The dev probe's generated answers as this bench's rows (bench/probe.py's ``calibration``
     field, with the row's manual, question and kind)."""
@@ -269,7 +296,10 @@ def main(argv: list[str] | None = None) -> None:
     rows = [r for p in args.rows for r in read_any(p)]
     if args.step == "report":
         conf = Confidence.load(args.model)
-        report(rows, conf, ", ".join(str(p) for p in args.rows))
+        if conf is None:  # no fitted model: each signal alone, the key line, the rule check
+            signal_report(rows, ", ".join(str(p) for p in args.rows))
+        else:
+            report(rows, conf, ", ".join(str(p) for p in args.rows))
         return
     folds = by_manual(rows)
     for m, f in folds.items():

@@ -8,7 +8,7 @@ Every manual of bench/probe/manuals.json is ingested with the product's own inge
 tree and routing evidence, as ``python -m engine ingest --text-only`` does; bench.qa's
 ``ingest_documents``) into one database (default data/probe/lib.sqlite3, reused across runs),
 then every question of bench/probe/questions.jsonl is asked in each mode with the product's
-default options (``AskOptions(mode=...)``). ``bench.probe_set.judge`` scores each answer: the
+default options (``AskOptions(mode=...)``). ``engine.answer.evaluation.judge`` scores each answer: the
 quote holds the key fact (its regex), the quote begins on a gold page, the answer shown holds
 the fact, a wrong answer shown unmarked (no flag, no fold, not "not covered"), a right answer
 flagged or folded. The summary gives these per mode, per manual and per size bucket (under 150
@@ -28,94 +28,30 @@ import json
 import sys
 import time
 from collections import defaultdict
-from dataclasses import asdict
 from pathlib import Path
 
 from bench.calibration import calibration_fields, report_probe
-from bench.metrics import mean, median
-from bench.probe_set import (BUCKETS, DATA_DIR, QUESTIONS_FILE, Manual, ProbeAnswer,
-                             ProbeQuestion, holds, judge, key_on_pages, load_manuals, load_questions,
-                             manual_pdf)
+from bench.probe_set import (BUCKETS, DATA_DIR, QUESTIONS_FILE, Manual, ProbeQuestion, holds,
+                             key_on_pages, load_manuals, load_questions, manual_pdf)
+from engine.answer.evaluation import COLUMNS, rates  # noqa: F401 (rates: the tests')
 
 MODES = ("quote", "text")
-ROUTE_TITLES = 5  # selected sections named in a row's route summary
-
-
-def answer_of(ans) -> ProbeAnswer:
-    """The plain data ``judge`` reads, from an engine Answer."""
-    from engine.answer.passages.evidence import strip_cut_marker
-
-    quote = ans.quote
-    return ProbeAnswer(text=strip_cut_marker(ans.text or ""),
-                       quote=quote.text if quote is not None else None,
-                       quote_page=quote.page if quote is not None else None,
-                       flagged=ans.check.flagged if ans.check is not None else None,
-                       folded=ans.folded if ans.check is not None else None,
-                       not_covered=ans.not_covered)
-
-
-def route_summary(ans, q: ProbeQuestion) -> dict:
-    """The routing in brief: router, sections selected (the first few by title and pages) and
-    whether one of them spans a gold page; the quote's section."""
-    route = ans.route
-    if route is None:
-        return {}
-    nodes = [route.nodes[i] for i in route.selected]
-    gold = set(q.pages)
-    return {"router": route.router, "selected": len(nodes), "scored": route.scored,
-            "gold_page_selected": any(n.page_start is not None and n.page_end is not None
-                                      and any(n.page_start <= p <= n.page_end for p in gold)
-                                      for n in nodes) if gold else None,
-            "titles": [[n.title, n.page_start, n.page_end] for n in nodes[:ROUTE_TITLES]],
-            "quote_heading": ans.quote.heading if ans.quote is not None else None,
-            "quote_node": ans.quote.node_id if ans.quote is not None else None}
 
 
 def ask_row(rt, doc_id: int, q: ProbeQuestion, m: Manual, mode: str) -> dict:
-    """Ask one question in one mode with the product's defaults; the row with its verdicts."""
-    from engine.ask import AskOptions, ask
+    """Ask one question in one mode with the product's defaults; the row with its verdicts
+    (engine.ask.evaluate, the app's Evaluation tab's code too) and the manual's size."""
+    from engine.ask import evaluate
 
-    t0 = time.perf_counter()
-    ans = ask(rt, doc_id, q.question, AskOptions(mode=mode), log=False)
-    wall = (time.perf_counter() - t0) * 1e3
-    a = answer_of(ans)
-    met = ans.metrics
-    check = ans.check.as_json() if ans.check is not None else None
-    return {"id": q.id, "manual": q.manual, "bucket": m.bucket, "pages": m.pages,
-            "kind": q.kind, "mode": mode, "question": q.question, "key": q.key,
-            "gold_pages": list(q.pages), "quote": a.quote, "quote_page": a.quote_page,
-            "quote_score": ans.quote.score if ans.quote is not None else None,
-            "answer": a.text, "not_covered": a.not_covered, "flagged": a.flagged,
-            "folded": a.folded, "check": check, "degenerate": ans.degenerate,
-            "cut": ans.cut, "verdict": asdict(judge(q, a)), "route": route_summary(ans, q),
-            "timings_ms": {"wall": wall, "total": met.total_ms, "route": met.route_ms,
-                           "quote": met.quote_ms, "ttft": met.ttft_ms if mode != "quote" else None,
-                           "evidence": met.evidence_ms},
-            "generated_tokens": met.generated_tokens,
-            # the answer check's signals, confidence and key line, labelled by the key fact
-            # (bench.calibration reads these rows: the fold threshold, the risk-coverage curve)
-            "calibration": calibration_fields(ans, lambda t: holds(q, t))
-            if ans.verdict is not None else None}
+    ev = evaluate(rt, doc_id, q, mode)
+    # the answer check's signals, confidence and key line, labelled by the key fact
+    # (bench.calibration reads these rows: the fold threshold, the risk-coverage curve)
+    calibration = (calibration_fields(ev.answer, lambda t: holds(q, t))
+                   if ev.answer.verdict is not None else None)
+    return {**ev.row, "bucket": m.bucket, "pages": m.pages, "calibration": calibration}
 
 
 # -- summary -------------------------------------------------------------------------------------
-
-COLUMNS = (("quote holds", "quote_holds"), ("quote page", "quote_page"),
-           ("answer holds", "answer_holds"), ("wrong unmarked", "wrong_unmarked"),
-           ("right flagged", "right_flagged"), ("fragment quotes", "quote_fragment"))
-
-
-def rates(rows: list[dict]) -> dict:
-    """Counts and shares of each verdict over ``rows`` (a verdict that is None is left out)."""
-    out = {"n": len(rows)}
-    for _, key in COLUMNS:
-        judged = [r["verdict"][key] for r in rows if r["verdict"][key] is not None]
-        out[key] = (sum(judged), len(judged))
-    out["median_ms"] = median(r["timings_ms"]["wall"] for r in rows)
-    out["route_gold"] = mean(float(r["route"]["gold_page_selected"]) for r in rows
-                             if r["route"].get("gold_page_selected") is not None)
-    return out
-
 
 def _cell(x: tuple[int, int]) -> str:
     got, n = x

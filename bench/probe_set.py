@@ -3,9 +3,9 @@
 A probe question is what a new user would ask a manual, with a Python regular expression for
 the key fact (``key``, matched case-insensitively on whitespace-collapsed, NFKC-normalised
 text) and the physical 1-based page(s) where the manual prints it (``pages``). Format:
-bench/README.md ("The practical dev probe"). ``judge`` is the whole per-question evaluation:
-a question and what the product answered -> the verdicts (plain data, no engine), so that a
-bench, a test or an app tab score answers the same way.
+bench/README.md ("The practical dev probe"). The per-question evaluation (``ProbeQuestion``,
+``judge`` and the rest, re-exported here) is engine/answer/evaluation.py's, which the app's Evaluation
+tab calls too, so that a bench, a test or the app score answers the same way.
 
 Manuals (bench/probe/manuals.json) are the dev manuals of ../shared/corpus and PDFs from Debian
 documentation packages, fetched and unpacked as engine.training's data step does
@@ -17,10 +17,11 @@ import gzip
 import hashlib
 import json
 import re
-import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
+
+from engine.answer.evaluation import (ProbeAnswer, ProbeQuestion, Verdict, fragment,  # noqa: F401
+                                      holds, judge, normal)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIR = ROOT / "bench" / "probe"
@@ -92,25 +93,6 @@ def manual_pdf(m: Manual, data_dir: Path = DATA_DIR, fetch: bool = True) -> Path
 
 # -- questions -----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class ProbeQuestion:
-    id: str
-    manual: str
-    question: str
-    key: str  # regex for the key fact (case-insensitive, on normalised text)
-    pages: tuple[int, ...]  # physical 1-based pages where the fact is printed; may be empty
-    kind: str
-
-    @property
-    def pattern(self) -> re.Pattern:
-        return _compiled(self.key)
-
-
-@lru_cache(maxsize=None)
-def _compiled(key: str) -> re.Pattern:
-    return re.compile(key, re.IGNORECASE)
-
-
 def load_questions(path: Path = QUESTIONS_FILE, manuals: dict[str, Manual] | None = None
                    ) -> list[ProbeQuestion]:
     """The probe's questions; ValueError naming the line for a bad row (unknown manual or kind,
@@ -131,6 +113,8 @@ def load_questions(path: Path = QUESTIONS_FILE, manuals: dict[str, Manual] | Non
             raise ValueError(f"{where}: kind {q.kind!r} is not one of {', '.join(KINDS)}")
         if q.id in seen:
             raise ValueError(f"{where}: id repeated")
+        if not q.key.strip():  # bench.feedback leaves it for the person to write
+            raise ValueError(f"{where}: the key is empty (write a regular expression for the fact)")
         try:
             q.pattern
         except re.error as e:
@@ -143,17 +127,6 @@ def load_questions(path: Path = QUESTIONS_FILE, manuals: dict[str, Manual] | Non
 
 
 # -- matching ------------------------------------------------------------------------------------
-
-def normal(text: str | None) -> str:
-    """NFKC (ligatures and compatibility forms unfolded) and whitespace collapsed to one space:
-    the regexes match wording, not the PDF's line breaks."""
-    return " ".join(unicodedata.normalize("NFKC", text or "").split())
-
-
-def holds(q: ProbeQuestion, text: str | None) -> bool:
-    """Whether ``text`` holds the question's key fact (its regex matches)."""
-    return q.pattern.search(normal(text)) is not None
-
 
 def page_texts(pdf: Path, pages: list[int]) -> dict[int, str]:
     """Physical 1-based pages' text as the product reads PDFs (ligatures unfolded)."""
@@ -169,51 +142,3 @@ def key_on_pages(q: ProbeQuestion, pdf: Path) -> dict[int, bool]:
     """Gold page -> whether the key's regex matches that page's text (the question file's own
     check: every gold page should say True)."""
     return {p: holds(q, text) for p, text in page_texts(pdf, list(q.pages)).items()}
-
-
-# -- verdicts ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ProbeAnswer:
-    """What the product returned for a question, as plain data."""
-    text: str  # the answer shown (quote mode: the quote, or the not-covered line)
-    quote: str | None  # the quote's text (None: no quote)
-    quote_page: int | None  # physical page where the quote begins
-    flagged: bool | None = None  # the answer check flagged it (None: no check ran)
-    folded: bool | None = None  # shown folded (flagged or degenerate)
-    not_covered: bool = False  # the product said the manual does not cover it
-
-
-@dataclass(frozen=True)
-class Verdict:
-    quote_holds: bool  # the quote holds the key fact (no quote: False)
-    quote_page: bool | None  # the quote begins on a gold page (None: no gold page given)
-    answer_holds: bool  # the answer shown holds the key fact
-    marked: bool  # the user was warned: flagged, folded, or "not covered"
-    wrong_unmarked: bool  # the answer lacks the fact and nothing warned the user
-    right_flagged: bool  # the answer holds the fact and was flagged or folded anyway
-    quote_fragment: bool  # a quote of fewer than four words that is not a command line
-
-
-# A word with one of these is code or a command line ("scons -c", "\\patchcmd", "a=b")
-_CODE = re.compile(r"[-/\\=_$()\[\]{}<>.:;]")
-
-
-def fragment(quote: str | None) -> bool:
-    """A quote of fewer than four words none of which looks like code (issue 42: a quote is
-    never a fragment, such as the single word "The" of a title page)."""
-    words = normal(quote).split()
-    return bool(words) and len(words) < 4 and not any(_CODE.search(w.rstrip(".,;:!?")) for w in words)
-
-
-def judge(q: ProbeQuestion, a: ProbeAnswer) -> Verdict:
-    """The per-question evaluation: a question and the product's answer -> verdicts."""
-    right = holds(q, a.text)
-    marked = bool(a.flagged) or bool(a.folded) or a.not_covered
-    return Verdict(
-        quote_holds=a.quote is not None and holds(q, a.quote),
-        quote_page=(a.quote_page in q.pages) if q.pages else None,
-        answer_holds=right, marked=marked,
-        wrong_unmarked=not right and not marked,
-        right_flagged=right and (bool(a.flagged) or bool(a.folded)),
-        quote_fragment=fragment(a.quote))

@@ -19,6 +19,7 @@ from engine.answer.checks.check import check_answer
 from engine.answer.checks.confidence import Confidence, answer_signals, route_margin
 from engine.answer.checks.verdict import judge
 from engine.answer.generation.decoding import Decoding
+from engine.answer.evaluation import Evaluation, ProbeQuestion, evaluation_row
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.passages.grounding import answer_evidence, find_quote, sentence_pager
 from engine.answer.generation.cleanup import clean_answer, degeneracy
@@ -89,7 +90,7 @@ def check(rt: Runtime, doc: int | str | None, question: str,
     """The request checked and its documents loaded; AskError (or MemoriesPending) for what the
     user can fix."""
     opts = opts or AskOptions()
-    opts.validate()
+    opts.validate(rt.settings)
     question = checked_question(question, rt.settings.max_question_chars)
     mode = MODES[opts.mode]()
     doc_ids = resolve_docs(rt, doc)
@@ -230,7 +231,7 @@ def generation_workers(rt: Runtime):
     return lambda model: worker_for(rt.cache, model, rt.settings.max_asks_in_flight)
 
 
-def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
+def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) -> Iterator:
     """Route, plan, stream, finish, log. Its first step ends after routing (``ask_stream``
     takes it, so that routing's errors are raised before any event); TTFT and total time run
     from the start of routing (from its end in a mode that ``shows_route`` not)."""
@@ -279,31 +280,44 @@ def _pipeline(rt: Runtime, req: Request, log: bool) -> Iterator:
     if req.reader is not None:
         answer.reader, answer.reader_error = rt.reader_label, reader_error
     if log and reader_error is None:  # a failed served reader's empty answer is no answer
-        rt.library.log_query(req.question, mode.name, answer.text,
-                             doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None,
-                             settings=asdict(opts), route=answer.as_json()["route"],
-                             metrics=asdict(metrics))
+        answer.query_id = rt.library.log_query(
+            req.question, mode.name, answer.text,
+            doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None, settings=asdict(opts),
+            route=answer.as_json()["route"], metrics=asdict(metrics), asker=asker,
+            keep_routes=rt.settings.query_log_routes,
+            quote=quote.as_json() if quote is not None else None,
+            check=answer.check.as_json() if answer.check is not None else None)
     yield AnswerReady(answer)
 
 
 def ask_stream(rt: Runtime, doc: int | str | None, question: str,
-               opts: AskOptions | None = None, log: bool = True) -> Iterator:
+               opts: AskOptions | None = None, log: bool = True, *,
+               asker: str | None = None) -> Iterator:
     """Answer ``question`` about one document (id) or the whole library (None / "all"), as
     events: ``RouteReady`` when routing ends, ``TokenChunk``s as the answer is generated,
     ``AnswerReady`` at the end (engine.answer.events). The chunks join to the answer's text (a
     cut answer's text then gets " (cut at N tokens)"). Problems with the request raise AskError
     (or MemoriesPending) here, before any event."""
-    events = _pipeline(rt, check(rt, doc, question, opts), log)
+    events = _pipeline(rt, check(rt, doc, question, opts), log, asker)
     next(events)  # routing: its errors are the request's
     return events
 
 
 def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | None = None,
-        log: bool = True) -> Answer:
+        log: bool = True, *, asker: str | None = None) -> Answer:
     """Answer ``question`` about one document (id) or the whole library (None / "all"): the
     last event of ``ask_stream``."""
     answer = None
-    for event in ask_stream(rt, doc, question, opts, log):
+    for event in ask_stream(rt, doc, question, opts, log, asker=asker):
         if isinstance(event, AnswerReady):
             answer = event.answer
     return answer
+
+
+def evaluate(rt: Runtime, doc_id: int, q: ProbeQuestion, mode: str) -> Evaluation:
+    """Ask one question of a question file with the product's defaults (``AskOptions(mode=
+    mode)``, not logged) and judge it: the dev probe's and the Evaluation tab's one code
+    (engine/answer/evaluation.py)."""
+    t0 = time.perf_counter()
+    ans = ask(rt, doc_id, q.question, AskOptions(mode=mode), log=False)
+    return Evaluation(evaluation_row(ans, q, mode, (time.perf_counter() - t0) * 1e3), ans)

@@ -84,7 +84,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                       router=args.router or settings.router,
                       text_packing=args.text_packing)
     try:  # bad option values: one line before anything is loaded, in every mode
-        opts.validate()
+        opts.validate(settings)
     except AskError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ import numpy as np
 from engine.document.builders import PDF_MAGIC
 from engine.runtime import Runtime
 from engine.settings import Settings
+from engine.document.deadline import Deadline, IngestTimeout  # noqa: F401 (IngestTimeout: API)
 from engine.document.tree import DocumentError, Tree
 from engine.document.build import build_tree
 from engine.memory.worker import MemoryWorker, WriteFn
@@ -171,10 +172,11 @@ class SharedVectors:
         return np.stack([self.vectors.get(t, zero) for t in texts]) if texts else \
             np.zeros((0, self.encoder.dim), dtype=np.float32)
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str],
+              progress: Callable[[int, int], None] | None = None) -> np.ndarray:
         """Unit rows for ``texts`` (the induced tree's ``embed``), remembered by text."""
         texts = list(texts)
-        self._encode_missing(texts)
+        self._encode_missing(texts, progress)
         return self._rows(texts)
 
     def for_evidence(self, tree: Tree) -> "_EvidenceEncoder":
@@ -210,14 +212,21 @@ class _EvidenceEncoder:
         return self.shared._rows(texts)
 
 
-def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = None) -> Tree:
+def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = None,
+                        check: Callable[[str], None] | None = None) -> Tree:
+    """The file's tree within the settings' node limit; ``check(stage)``: the ingest's
+    deadline, called while parsing, chunking, encoding and clustering."""
     bb = rt.backbone
     # A document without headings gets an induced hierarchy (H2MT 4.3) over the dense
     # channel's sentence-encoder vectors (an LSA embedding when that channel is off).
     if shared is None and rt.encoder is not None:
         shared = SharedVectors(rt.encoder)
-    embed = shared.embed if shared is not None else None
-    tree = build_tree(path, bb.encode, bb.decode, rt.settings.node_token_limit, embed=embed)
+    embed = None
+    if shared is not None:
+        def embed(texts):
+            return shared.embed(texts, progress=lambda done, total: check and check("encoding"))
+    tree = build_tree(path, bb.encode, bb.decode, rt.settings.node_token_limit, embed=embed,
+                      check=check, max_nodes=rt.settings.max_nodes)
     check_tree_limits(Path(path).name, tree, rt.settings)
     return tree
 
@@ -238,20 +247,10 @@ class IngestProgress(Protocol):
     def __call__(self, done: int, total: int, *, stage: str) -> None: ...
 
 
-class IngestTimeout(DocumentError):
-    """Indexing ran past its time limit (nothing was stored)."""
-
-
-def _with_deadline(name: str, progress: IngestProgress | None, timeout_s: float | None
-                   ) -> IngestProgress | None:
-    if timeout_s is None:
-        return progress
-    deadline = time.monotonic() + timeout_s
-
+def _with_deadline(deadline: Deadline, progress: IngestProgress | None) -> IngestProgress:
+    """``progress`` with the ingest's deadline checked at every report."""
     def check(done: int, total: int, stage: str) -> None:
-        if time.monotonic() > deadline:
-            raise IngestTimeout(f"{name}: indexing took longer than {timeout_s:g} s and was "
-                                "stopped; what was not finished was not stored")
+        deadline.check(stage)
         if progress is not None:
             progress(done, total, stage=stage)
     return check
@@ -280,9 +279,10 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     ``preflighted``: the caller ran ``preflight`` on the file already (an upload's checks).
     """
     path = Path(path)
+    deadline = Deadline(path.name, timeout_s)
     if not preflighted:
         preflight(path, rt.settings)
-    progress = _with_deadline(path.name, progress, timeout_s)
+    progress = _with_deadline(deadline, progress)
     sha = file_sha256(path)
     lib = rt.library
     existing = lib.find_by_sha256(sha)
@@ -292,7 +292,7 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
         return _reuse(existing, rt, progress, memories)
     t0 = time.perf_counter()
     shared = SharedVectors(rt.encoder) if rt.encoder is not None else None
-    tree = build_document_tree(path, rt, shared)
+    tree = build_document_tree(path, rt, shared, deadline.check)
     tree_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
     evidence = tree_evidence(tree, rt, shared, _stage(progress, "evidence"))
@@ -308,8 +308,17 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
         return _reuse(existing, rt, progress, memories)
     if not memories:
         return _result(doc_id, tree, path.name, tree_ms, 0.0, False, evidence_ms, "pending")
-    memory_ms = write_document_memories(doc_id, rt, progress, tree=tree)
+    memory_ms = write_held(doc_id, rt, progress)
     return _result(doc_id, tree, path.name, tree_ms, memory_ms, False, evidence_ms)
+
+
+def write_held(doc_id: int, rt: Runtime, progress: IngestProgress | None = None) -> float:
+    """Phase two in this call, under the document's job lease like any memory worker (a
+    worker beside it never writes the same nodes; one already writing them is waited for);
+    milliseconds spent. A failure (a deadline, Ctrl-C) gives the job back and is raised."""
+    t0 = time.perf_counter()
+    memory_worker(rt).write_now(doc_id, progress)
+    return (time.perf_counter() - t0) * 1e3
 
 
 def write_document_memories(doc_id: int, rt: Runtime, progress: IngestProgress | None = None, *,
@@ -342,7 +351,7 @@ def _reuse(existing: int, rt: Runtime, progress: IngestProgress | None,
         if not memories:
             return _result(existing, tree, info.file_name, info.tree_ms, 0.0, True, evidence_ms,
                            "pending")
-        memory_ms = write_document_memories(existing, rt, progress, tree=tree)
+        memory_ms = write_held(existing, rt, progress)
         return _result(existing, tree, info.file_name, info.tree_ms, memory_ms, True, evidence_ms)
     return _result(existing, tree, info.file_name, info.tree_ms, info.memory_ms, True, evidence_ms)
 

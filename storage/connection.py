@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -14,11 +15,15 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def safe_url(url: str) -> str:
-    """The URL with any password hidden, for messages."""
+    """The URL with any password hidden, for logs and messages."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    except ArgumentError:  # not an SQLAlchemy URL: drop the userinfo of a generic URL
+        parts = urlsplit(url)
+        if not parts.username and not parts.password:
+            return url
+        netloc = f"***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
 
 
 def first_line(e: BaseException) -> str:

@@ -9,6 +9,11 @@ The holder renews its lease as it writes (``beat``) and stores each finished tre
 over or whose document was deleted stores nothing more (LeaseLost), so no node is written by two
 workers. Leases are wall-clock seconds since the epoch: the machines of one deployment need
 synchronised clocks (NTP), and a lease a few times longer than one write batch.
+
+A failed attempt the worker judges transient (a database that broke off, a full disk) is
+``retry``'d: the job is pending again, but not before a backoff time (kept in ``lease_until``
+of a pending job), and its attempts count on; past ``MAX_ATTEMPTS`` it fails. A worker that
+stops (Ctrl-C, SIGTERM) ``release``s its job with its attempts reset: stopping is no failure.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Mapping
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, delete, func, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -56,17 +61,25 @@ class MemoryJob:
     total: int
     attempts: int
     error: str | None
+    updated_at: float = 0.0
 
     def live(self, now: float | None = None) -> bool:
         """Running under a lease that has not run out."""
         now = time.time() if now is None else now
         return self.state == "running" and (self.lease_until or 0.0) >= now
 
+    def backing_off(self, now: float | None = None) -> float:
+        """Seconds until a retried job may be claimed again (0: now, or not retried)."""
+        now = time.time() if now is None else now
+        if self.state != "pending" or self.lease_until is None:
+            return 0.0
+        return max(0.0, self.lease_until - now)
+
 
 def _job(r: MemoryJobRow) -> MemoryJob:
     return MemoryJob(doc_id=r.doc_id, fingerprint=r.fingerprint, state=r.state, holder=r.holder,
                      lease_until=r.lease_until, done=r.done, total=r.total, attempts=r.attempts,
-                     error=r.error)
+                     error=r.error, updated_at=r.updated_at)
 
 
 class MemoryJobs:
@@ -111,18 +124,26 @@ class MemoryJobs:
             return s.execute(delete(MemoryJobRow).where(MemoryJobRow.doc_id == doc_id)).rowcount
 
     # -- claiming and holding -------------------------------------------------------------------
-    def claim(self, fingerprint: str, holder: str, lease_s: float) -> MemoryJob | None:
-        """Take the oldest pending job under ``fingerprint``, or a running one whose lease has
-        run out; None when there is none free. Rows other workers are claiming are skipped,
-        never waited for. A job claimed ``MAX_ATTEMPTS`` times is marked failed instead."""
+    def claim(self, fingerprint: str, holder: str, lease_s: float,
+              doc_id: int | None = None) -> MemoryJob | None:
+        """Take the oldest pending job under ``fingerprint`` (one whose retry backoff is over),
+        or a running one whose lease has run out; only ``doc_id``'s when given; None when there
+        is none free. Rows other workers are claiming are skipped, never waited for. A job
+        claimed ``MAX_ATTEMPTS`` times is marked failed instead."""
         now = time.time()
         free = and_(MemoryJobRow.fingerprint == fingerprint,
-                    or_(MemoryJobRow.state == "pending",
+                    or_(and_(MemoryJobRow.state == "pending",
+                             or_(MemoryJobRow.lease_until.is_(None),
+                                 MemoryJobRow.lease_until <= now)),
                         and_(MemoryJobRow.state == "running", MemoryJobRow.lease_until < now)))
+        if doc_id is not None:
+            free = and_(free, MemoryJobRow.doc_id == doc_id)
         with self._tx() as s:
             s.execute(update(MemoryJobRow).where(free, MemoryJobRow.attempts >= MAX_ATTEMPTS)
                       .values(state="failed", holder=None, lease_until=None, updated_at=now,
-                              error=f"abandoned by {MAX_ATTEMPTS} workers (killed or hung)"))
+                              error=literal(f"gave up after {MAX_ATTEMPTS} attempts: ")
+                              + func.coalesce(MemoryJobRow.error, "its workers were killed or "
+                                              "hung")))
             row = s.scalars(select(MemoryJobRow).where(free)
                             .order_by(MemoryJobRow.updated_at, MemoryJobRow.doc_id).limit(1)
                             .with_for_update(skip_locked=True)).first()
@@ -181,15 +202,23 @@ class MemoryJobs:
         return self._end(job, holder, state="failed", error=" ".join(error.split())[:300])
 
     def release(self, job: MemoryJob, holder: str) -> bool:
-        """Give the job back as pending (a worker stopping): another worker takes it at once."""
-        return self._end(job, holder, state="pending")
+        """Give the job back as pending (a worker stopping): another worker takes it at once;
+        its attempts start again (stopping is no failed attempt)."""
+        return self._end(job, holder, state="pending", attempts=0)
+
+    def retry(self, job: MemoryJob, holder: str, error: str, delay_s: float) -> bool:
+        """Give the job back as pending after a transient failure, claimable again in
+        ``delay_s`` seconds; its attempts count on (``claim`` fails it past MAX_ATTEMPTS)."""
+        return self._end(job, holder, state="pending", error=" ".join(error.split())[:300],
+                         lease_until=time.time() + delay_s)
 
     def _end(self, job: MemoryJob, holder: str, **values) -> bool:
+        values = {"holder": None, "lease_until": None, "updated_at": time.time(), **values}
         with self._tx() as s:
             return s.execute(update(MemoryJobRow).where(
                 MemoryJobRow.doc_id == job.doc_id, MemoryJobRow.fingerprint == job.fingerprint,
                 MemoryJobRow.holder == holder, MemoryJobRow.state == "running").values(
-                holder=None, lease_until=None, updated_at=time.time(), **values)).rowcount == 1
+                **values)).rowcount == 1
 
     # -- reading --------------------------------------------------------------------------------
     def get(self, doc_id: int, fingerprint: str) -> MemoryJob | None:
@@ -205,6 +234,13 @@ class MemoryJobs:
             rows = s.scalars(select(MemoryJobRow).where(
                 MemoryJobRow.fingerprint == fingerprint, MemoryJobRow.doc_id.in_(doc_ids)))
             return {r.doc_id: _job(r) for r in rows}
+
+    def live_count(self, fingerprint: str) -> int:
+        """Jobs under ``fingerprint`` being written now (running under a lease not run out)."""
+        with self.lib._sessions() as s:
+            return int(s.scalar(select(func.count()).select_from(MemoryJobRow).where(
+                MemoryJobRow.fingerprint == fingerprint, MemoryJobRow.state == "running",
+                MemoryJobRow.lease_until >= time.time())) or 0)
 
     def open_count(self, fingerprint: str) -> int:
         """Jobs under ``fingerprint`` still pending or running (whoever holds them)."""

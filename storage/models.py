@@ -1,5 +1,6 @@
 """The database schema: documents, their tree nodes, node memories, the uploaded source files,
-the candidate indexes of big libraries, the memory-writing jobs and the query log.
+the candidate indexes of big libraries, the memory-writing jobs, the query log, the quote and
+check of each logged answer, and the feedback people give on answers.
 
 Tables are created when missing (``Base.metadata.create_all`` when a library is opened); a new
 version adds tables, never columns to existing ones, so a library made by an older version
@@ -177,4 +178,40 @@ class QueryRow(Base):
     route_json: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
     answer: Mapped[str] = mapped_column(Text, default="")
     metrics_json: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class QueryAskerRow(Base):
+    """Who asked a logged question, when sign-in was on (a table of its own: a library made
+    before issue 44 opens as it is, its questions without an asker)."""
+
+    __tablename__ = "query_askers"
+
+    query_id: Mapped[int] = mapped_column(
+        ForeignKey("queries.id", ondelete="CASCADE"), primary_key=True)
+    asker: Mapped[str] = mapped_column(String(200), index=True)
+
+
+class QueryAnswerRow(Base):
+    """The quote and the check of one logged answer (``Quote.as_json``, ``Check.as_json``), in
+    a table of its own so that query logs of older versions open as they are (no quote/check)."""
+
+    __tablename__ = "query_answers"
+
+    query_id: Mapped[int] = mapped_column(
+        ForeignKey("queries.id", ondelete="CASCADE"), primary_key=True)
+    quote_json: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    check_json: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+
+
+class FeedbackRow(Base):
+    """A person's verdict on one logged answer: "up" or "down", and an optional line of text
+    (storage/feedback.py). One per answer: a later verdict replaces the earlier one."""
+
+    __tablename__ = "feedback"
+
+    query_id: Mapped[int] = mapped_column(
+        ForeignKey("queries.id", ondelete="CASCADE"), primary_key=True)
+    rating: Mapped[str] = mapped_column(String(8), index=True)
+    note: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)

@@ -1,14 +1,17 @@
-"""The library's query log: each question asked, with its settings, route, answer and metrics
+"""The library's query log: each question asked, with its settings, route, answer and metrics,
+the answer's quote and check (``query_answers``), and who asked it when sign-in is on
 (``QueryLog``, a part of ``Library``)."""
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from storage.models import DocumentRow, QueryRow
+from storage.models import DocumentRow, QueryAnswerRow, QueryAskerRow, QueryRow
 from storage.records import QueryRecord, as_utc
+
+ROUTE_PRUNE_SPAN = 64  # ids below the kept routes looked at per logged question
 
 
 class QueryLog:
@@ -16,49 +19,71 @@ class QueryLog:
 
     def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
                   settings: dict[str, Any] | None = None, route: Any = None,
-                  metrics: dict[str, Any] | None = None) -> int:
-        """Record one question (settings, route and metrics must be JSON-serialisable); its id.
-        A document deleted meanwhile (by another process) is logged as none, as a deletion
-        leaves its logged questions."""
+                  metrics: dict[str, Any] | None = None, asker: str | None = None,
+                  keep_routes: int | None = None, quote: dict[str, Any] | None = None,
+                  check: dict[str, Any] | None = None) -> int:
+        """Record one question (settings, route, metrics, the answer's quote and check must be
+        JSON-serialisable) and who asked it (a signed-in name, or None); its id. A document
+        deleted meanwhile (by another process) is logged as none, as a deletion leaves its
+        logged questions. ``keep_routes``: only the newest n rows keep their route (the rows
+        falling out of it drop theirs)."""
         row = dict(question=question, mode=mode, answer=answer, settings_json=settings,
                    route_json=route, metrics_json=metrics)
+        parts = dict(quote_json=quote, check_json=check)
         try:
-            return self._log_query(doc_id, row)
+            return self._log_query(doc_id, row, parts, asker, keep_routes)
         except IntegrityError:
             if doc_id is None:
                 raise
-            return self._log_query(None, row)
+            return self._log_query(None, row, parts, asker, keep_routes)
 
-    def _log_query(self, doc_id: int | None, values: dict[str, Any]) -> int:
+    def _log_query(self, doc_id: int | None, values: dict[str, Any], parts: dict[str, Any],
+                   asker: str | None, keep_routes: int | None) -> int:
         with self._writing(), self._sessions() as s, s.begin():
             if doc_id is not None and s.get(DocumentRow, doc_id) is None:
                 doc_id = None
             row = QueryRow(doc_id=doc_id, **values)
             s.add(row)
             s.flush()
+            if asker is not None:
+                s.add(QueryAskerRow(query_id=row.id, asker=asker))
+            if keep_routes is not None:  # the rows just past the newest n: a bounded range
+                old = row.id - keep_routes
+                s.execute(update(QueryRow).where(
+                    QueryRow.id <= old, QueryRow.id > old - ROUTE_PRUNE_SPAN,
+                    QueryRow.route_json.is_not(None)).values(route_json=None))
+            if any(v is not None for v in parts.values()):
+                s.add(QueryAnswerRow(query_id=row.id, **parts))
             return row.id
 
-    def list_queries(self, doc_id: int | None = None, *,
-                     newest: int | None = None) -> list[QueryRecord]:
-        """Logged questions, oldest first; only those over ``doc_id`` when given; only the
-        ``newest`` n when given (a long log is never read whole for a view of its end)."""
+    def list_queries(self, doc_id: int | None = None, *, newest: int | None = None,
+                     asker: str | None = None) -> list[QueryRecord]:
+        """Logged questions, oldest first; only those over ``doc_id`` when given; only those
+        ``asker`` asked when given; only the ``newest`` n when given (a long log is never read
+        whole for a view of its end)."""
         with self._sessions() as s:
-            stmt = select(QueryRow)
+            stmt = select(QueryRow, QueryAskerRow.asker).outerjoin(
+                QueryAskerRow, QueryAskerRow.query_id == QueryRow.id)
             if doc_id is not None:
                 stmt = stmt.where(QueryRow.doc_id == doc_id)
+            if asker is not None:
+                stmt = stmt.where(QueryAskerRow.asker == asker)
             if newest is not None:
                 stmt = stmt.order_by(QueryRow.id.desc()).limit(max(0, newest))
-                return [query_record(r) for r in reversed(s.scalars(stmt).all())]
-            return [query_record(r) for r in s.scalars(stmt.order_by(QueryRow.id))]
+                return [query_record(*r) for r in reversed(s.execute(stmt).all())]
+            return [query_record(*r) for r in s.execute(stmt.order_by(QueryRow.id))]
 
     def get_query(self, query_id: int) -> QueryRecord | None:
         """One logged question by its id (None when it is not in the log)."""
         with self._sessions() as s:
             row = s.get(QueryRow, query_id)
-            return None if row is None else query_record(row)
+            if row is None:
+                return None
+            return query_record(row, s.scalar(select(QueryAskerRow.asker).where(
+                QueryAskerRow.query_id == query_id)))
 
 
-def query_record(r: QueryRow) -> QueryRecord:
+def query_record(r: QueryRow, asker: str | None = None) -> QueryRecord:
     return QueryRecord(id=r.id, doc_id=r.doc_id, question=r.question, mode=r.mode,
                        settings=r.settings_json, route=r.route_json, answer=r.answer,
-                       metrics=r.metrics_json, created_at=as_utc(r.created_at))
+                       metrics=r.metrics_json, created_at=as_utc(r.created_at), asker=asker)

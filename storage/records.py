@@ -64,6 +64,7 @@ class QueryRecord:
     answer: str
     metrics: dict[str, Any] | None
     created_at: datetime  # timezone-aware, UTC
+    asker: str | None = None  # the signed-in name that asked (None: no sign-in, or older)
 
 
 @dataclass(frozen=True)

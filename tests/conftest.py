@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.network import free_port
+
 # ../shared beside the repository; H2MT_SHARED_DIR points elsewhere (a checkout in another folder)
 SHARED = Path(os.environ.get("H2MT_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared")
 
@@ -83,14 +85,6 @@ def real_backbone():
 
 # -- the app, served once per test session (browser and API tests share it) ----------------------
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @_pytest.fixture(scope="session")
 def explorer_server(real_backbone, tmp_path_factory):
     """(url, runtime) of the explorer launched in-process on a temporary SQLite library."""
@@ -108,9 +102,9 @@ def explorer_server(real_backbone, tmp_path_factory):
     parts = load_or_init_parts(settings, real_backbone)  # what a user gets: the shipped parts
     rt = Runtime(settings, real_backbone, parts, Library(settings.database_url))
     demo = build_app(rt)
-    port = _free_port()
+    port = free_port()
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
-                        ssr_mode=False, quiet=True)
+                        ssr_mode=False, quiet=True, mcp_server=settings.mcp)
     try:
         yield f"http://127.0.0.1:{port}/", rt
     finally:
@@ -144,7 +138,7 @@ def served_reader(tmp_path_factory):
     if cli is None:
         _pytest.skip(f"no transformers command beside {sys.executable}")
     folder, _, _ = resolve_backbone(Settings())  # the cached folder (config names its class)
-    port = _free_port()
+    port = free_port()
     hub = tmp_path_factory.mktemp("hub-cache")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(hub), OMP_NUM_THREADS="1",
                TOKENIZERS_PARALLELISM="false")

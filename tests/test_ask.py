@@ -14,35 +14,8 @@ from engine.memory.parts import H2MTParts
 from engine.runtime import Runtime
 from engine.settings import Settings
 from storage import Library
+from tests.support.runtime import MANUAL, make_runtime, tiny_rt  # noqa: F401 (tiny_rt: fixture)
 
-MANUAL = """# Widget manual
-Widgets are configured with a file called widget.conf.
-
-## Installing
-Run the installer and answer the questions. The installer writes widget.conf for you.
-
-## Sizes
-### Small widgets
-Small widgets fit in one hand and need no power supply.
-### Large widgets
-Large widgets need a 12 V supply. Never connect them to 230 V.
-"""
-
-
-def make_runtime(backbone, tmp_path):
-    settings = Settings(data_dir=tmp_path)
-    parts = H2MTParts(backbone.hidden_size, "mean").init_from_backbone(backbone)
-    return Runtime(settings, backbone, parts.eval(), Library(settings.database_url))
-
-
-@pytest.fixture(scope="module")
-def tiny_rt(tiny_backbone, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tiny")
-    rt = make_runtime(tiny_backbone, tmp)
-    md = tmp / "widgets.md"
-    md.write_text(MANUAL)
-    doc = ingest_file(md, rt).doc_id
-    return rt, doc
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -14,8 +14,8 @@ from engine.memory.parts import H2MTParts
 from engine.runtime import Runtime
 from engine.settings import Settings
 from storage import Library
-from tests.conftest import _free_port
-from tests.test_ask import MANUAL
+from tests.support.network import free_port
+from tests.support.runtime import MANUAL
 
 
 def served_runtime(backbone, tmp_path, url: str, model: str) -> Runtime:
@@ -64,7 +64,7 @@ def test_memory_mode_stays_local(served_rt):
 
 @pytest.mark.parametrize("mode", ["text", "full"])
 def test_a_server_that_is_down_gives_one_line_and_keeps_the_quote(tiny_backbone, tmp_path, mode):
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     rt = served_runtime(tiny_backbone, tmp_path, url, "some-model")
     md = tmp_path / "widgets.md"
     md.write_text(MANUAL)

@@ -18,15 +18,10 @@ import pytest
 import torch
 
 from engine.settings import Settings
+from tests.support.runtime import tagged_manual
 
 PG_URL = os.environ.get("H2MT_TEST_PG_URL")
 QUESTION = "How do I configure the pump?"
-
-
-def _markdown(tag: str) -> str:
-    return (f"# Manual {tag}\n\nIntro to {tag}.\n\n## Setup\n\nInstall the pump and open the "
-            f"valve {tag}.\n\n## Use\n\nStart the motor. Check the pressure of {tag}.\n\n"
-            f"### Errors\n\nError {tag} means the valve is closed.\n")
 
 
 def _run_all(fns, workers: int | None = None):
@@ -60,7 +55,7 @@ def test_memory_generation_and_writer_run_concurrently(tiny_backbone, tiny_parts
         for gate in aligner.gates.values():
             gate.mlp[-1].bias.fill_(4.0)
     md = tmp_path / "m.md"
-    md.write_text(_markdown("alpha") * 3)
+    md.write_text(tagged_manual("alpha") * 3)
     tree = build_tree(md, bb.encode, bb.decode, 64)
 
     def write():
@@ -132,7 +127,7 @@ def test_same_file_at_once_is_one_document(db_url, tiny_backbone, tiny_parts, tm
     from engine.ingest import ingest_file
 
     md = tmp_path / "same.md"
-    md.write_text(_markdown(uuid.uuid4().hex))
+    md.write_text(tagged_manual(uuid.uuid4().hex))
     rts = [_runtime(db_url, tiny_backbone, tiny_parts, tmp_path) for _ in range(2)]
     both_built = threading.Barrier(2)
     seen = [False, False]
@@ -159,7 +154,7 @@ def test_concurrent_ingests_and_questions(db_url, tiny_backbone, tiny_parts, tmp
 
     rt = _runtime(db_url, tiny_backbone, tiny_parts, tmp_path)
     base = tmp_path / "base.md"
-    base.write_text(_markdown("base"))
+    base.write_text(tagged_manual("base"))
     base_id = ingest_file(base, rt).doc_id
     opts = AskOptions(mode="memory", max_new_tokens=6)
     want = ask(rt, base_id, QUESTION, opts).text
@@ -167,7 +162,7 @@ def test_concurrent_ingests_and_questions(db_url, tiny_backbone, tiny_parts, tmp
     files = []
     for i in range(12):
         p = tmp_path / f"doc{i}.md"
-        p.write_text(_markdown(f"{i}-{uuid.uuid4().hex}"))
+        p.write_text(tagged_manual(f"{i}-{uuid.uuid4().hex}"))
         files.append(p)
     ingests = [lambda p=p: ingest_file(p, rt) for p in files]
     # Two files twice: duplicates inside the burst must be reused, not doubled.
@@ -198,9 +193,9 @@ def test_app_clients_upload_and_ask_at_once(explorer_server, tmp_path):
     url, rt = explorer_server
     tag = uuid.uuid4().hex
     base = tmp_path / f"base-{tag}.md"
-    base.write_text(_markdown(f"base {tag}"))
+    base.write_text(tagged_manual(f"base {tag}"))
     shared = tmp_path / f"shared-{tag}.md"
-    shared.write_text(_markdown(f"shared {tag}"))
+    shared.write_text(tagged_manual(f"shared {tag}"))
     first = Client(url, verbose=False)
     status, *_ = first.predict([handle_file(str(base))], api_name="/ingest")
     assert "✓" in status, status
@@ -211,7 +206,7 @@ def test_app_clients_upload_and_ask_at_once(explorer_server, tmp_path):
     own = []
     for i in range(CLIENTS):
         p = tmp_path / f"client{i}-{tag}.md"
-        p.write_text(_markdown(f"client {i} {tag}"))
+        p.write_text(tagged_manual(f"client {i} {tag}"))
         own.append(p)
     errors: list[str] = []
     requests = 0

@@ -11,7 +11,6 @@ Also: the startup sweep of leftovers (orphan rows, half-written model caches).
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import re
@@ -27,6 +26,8 @@ import numpy as np
 import pytest
 
 from engine.settings import Settings
+from tests.support.phase_two import (CHAINS, chain_manual, memory_inserts,  # noqa: F401
+                                    stored_blobs, tiny_model_dir)
 
 ROOT = Path(__file__).resolve().parents[1]
 PDF = "camlidl-manual_no-outline.pdf"
@@ -158,6 +159,8 @@ def test_kill_in_phase_two_resumes(shared_dir, tmp_path, tiny_backbone, tiny_par
         if run < RUNS_PER_PHASE - 1:  # each run starts phase two afresh; the last one resumes
             with sqlite3.connect(db) as con:
                 con.execute("DELETE FROM memories")
+                # the killed CLI's job still holds its lease: a fresh start, not a take-over
+                con.execute("DELETE FROM memory_jobs")
     print(f"\nkill -9 in phase two, {RUNS_PER_PHASE} runs: memories stored {written}")
 
     # The real backbone wrote those memories; a runtime with another model asks in text mode
@@ -222,29 +225,6 @@ def test_half_written_model_caches_are_removed(tmp_path):
 # a Markdown manual of parallel heading chains, so every tree height holds CHAINS nodes and takes
 # about as long as the next one.
 
-CHAINS, CHAIN_LEVELS = 12, 5  # twelve chains "## ... ######": five heights of twelve nodes
-_WORDS = "the valve controller reads the bus and sets the pump speed after calibration".split()
-
-
-def _chain_manual(path: Path) -> Path:
-    lines = ["# Chained manual\n\nHow the controllers are chained.\n"]
-    for c in range(CHAINS):
-        for level in range(2, 2 + CHAIN_LEVELS):
-            body = " ".join(_WORDS[(c + level + j) % len(_WORDS)] for j in range(60))
-            lines.append(f"{'#' * level} Chain {c} level {level}\n\n{body} ({c}.{level}).\n")
-    path.write_text("\n".join(lines))
-    return path
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory, tiny_backbone, tiny_parts) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-backbone")
-    tiny_backbone.model.save_pretrained(folder)
-    tiny_backbone.tokenizer.save_pretrained(folder)
-    tiny_parts.save(folder / "parts.safetensors")
-    return folder
-
-
 def _pg_url() -> str | None:
     return os.environ.get("H2MT_TEST_PG_URL")
 
@@ -268,42 +248,12 @@ def crash_db_url(request, tmp_path):
     drop_all()
 
 
-def _stored_blobs(engine, doc_id: int) -> dict[int, bytes]:
-    from sqlalchemy import text
-
-    with engine.connect() as con:
-        rows = con.execute(text("SELECT node_id, blob FROM memories WHERE doc_id = :d"),
-                           {"d": doc_id})
-        return {int(n): bytes(b) for n, b in rows}
-
-
 def _count_memories(engine, doc_id: int) -> int:
     from sqlalchemy import text
 
     with engine.connect() as con:
         return con.execute(text("SELECT count(*) FROM memories WHERE doc_id = :d"),
                            {"d": doc_id}).scalar_one()
-
-
-@contextlib.contextmanager
-def _memory_inserts(engine):
-    """The node ids of every memory row INSERTed through ``engine`` while inside."""
-    from sqlalchemy import event
-    from sqlalchemy.sql.dml import Insert
-
-    seen: list[int] = []
-
-    def before_execute(conn, clause, multiparams, params, execution_options):
-        if isinstance(clause, Insert) and clause.table.name == "memories":
-            rows = [p for batch in multiparams
-                    for p in (batch if isinstance(batch, (list, tuple)) else [batch])]
-            seen.extend(int(r["node_id"]) for r in [*rows, *([params] if params else [])])
-
-    event.listen(engine, "before_execute", before_execute)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_execute", before_execute)
 
 
 def _kill_after(argv: list[str], env: dict, engine, doc_id: int, committed: int, at: int) -> None:
@@ -324,7 +274,7 @@ def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_mode
     from engine.runtime import Runtime
     from storage import Library
 
-    md = _chain_manual(tmp_path / "chained.md")
+    md = chain_manual(tmp_path / "chained.md")
     settings = Settings(data_dir=tmp_path, db_url=crash_db_url, backbone=str(tiny_model_dir),
                         checkpoint=tiny_model_dir / "parts.safetensors", dense_encoder="none",
                         write_batch_nodes=2)
@@ -336,7 +286,7 @@ def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_mode
     cum = np.cumsum([len(h) for h in heights]).tolist()
     assert len(heights) >= 6 and min(map(len, heights[:-2])) >= CHAINS, [len(h) for h in heights]
     write_document_memories(doc, rt)  # the uninterrupted run
-    clean = _stored_blobs(engine, doc)
+    clean = stored_blobs(engine, doc)
     assert len(clean) == len(tree)
 
     env = dict(os.environ, PYTHONUNBUFFERED="1", H2MT_BACKBONE=str(tiny_model_dir),
@@ -348,25 +298,27 @@ def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_mode
     for run in range(RUNS_PER_PHASE):
         with engine.begin() as con:
             con.execute(text("DELETE FROM memories WHERE doc_id = :d"), {"d": doc})
+            # the killed CLI's job still holds its lease: a fresh start, not a take-over
+            con.execute(text("DELETE FROM memory_jobs WHERE doc_id = :d"), {"d": doc})
         # k >= 1 heights committed, then a random point of the rest (counted in nodes written),
         # leaving two heights unwritten at least so that the kill lands inside phase two
         k = rng.randint(1, len(heights) - 3)
         at = rng.randint(cum[k - 1] + 1, cum[-3])
         _kill_after(argv, env, engine, doc, cum[k - 1], at)
         Library(crash_db_url).close()  # the startup sweep of a new process
-        stored = _stored_blobs(engine, doc)
+        stored = stored_blobs(engine, doc)
         whole = next(h for h in range(len(heights) + 1) if h == len(heights)
                      or any(i not in stored for i in heights[h]))
         assert set(stored) == {i for h in heights[:whole] for i in h}, (
             f"run {run}: stored memories are not whole heights")
         assert k <= whole < len(heights), (run, k, whole)
         assert all(stored[i] == clean[i] for i in stored), f"run {run}: a stored memory differs"
-        with _memory_inserts(engine) as inserted:
+        with memory_inserts(engine) as inserted:
             write_document_memories(doc, rt)  # the resume
         assert sorted(inserted) == sorted(set(clean) - set(stored)), (
             f"run {run}: the resume wrote {len(inserted)} rows for "
             f"{len(clean) - len(stored)} missing")
-        assert _stored_blobs(engine, doc) == clean, f"run {run}: the resumed memories differ"
+        assert stored_blobs(engine, doc) == clean, f"run {run}: the resumed memories differ"
         stored_heights.append(whole)
     print(f"\nkill -9 after committed heights ({engine.dialect.name}, {RUNS_PER_PHASE} runs, "
           f"{len(heights)} heights): heights stored at the kill {stored_heights}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import engine.documents as documents
 from engine.documents import load_documents, memories_pending, routing_tree
 from engine.ingest import ingest_file
-from tests.test_ask import MANUAL, make_runtime
+from tests.support.runtime import MANUAL, make_runtime
 
 
 def test_loaded_documents_are_bounded_and_routing_follows_reloads(tiny_backbone, tmp_path,

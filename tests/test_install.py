@@ -322,7 +322,8 @@ def test_docker_image_serves(tmp_path, manual):
     _run(["docker", "build", "-t", tag, str(ROOT)], timeout=3600)
     port = _free_port()
     name = f"manual-explorer-test-{os.getpid()}"
-    _run(["docker", "run", "-d", "--rm", "--name", name, "-p", f"127.0.0.1:{port}:7860", tag])
+    _run(["docker", "run", "-d", "--rm", "--name", name, "-e", "H2MT_OPEN=1",
+          "-p", f"127.0.0.1:{port}:7860", tag])
     try:
         deadline = time.monotonic() + START_S
         while True:

@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from tests.test_crash import _chain_manual, _stored_blobs, tiny_model_dir  # noqa: F401 (fixture)
+from tests.support.phase_two import chain_manual, stored_blobs, tiny_model_dir  # noqa: F401 (fixture)
 
 PG_URL = os.environ.get("H2MT_TEST_PG_URL")
 pytestmark = pytest.mark.skipif(not PG_URL, reason="H2MT_TEST_PG_URL is not set: no PostgreSQL "
@@ -217,7 +217,7 @@ def test_killed_worker_is_taken_over_without_writing_a_node_twice(cluster, tiny_
     from storage.blobs import encode_vector
 
     env, (url_a, url_b), _, tmp = cluster
-    doc = _upload(_client(url_a), _chain_manual(tmp / "chained.md"))
+    doc = _upload(_client(url_a), chain_manual(tmp / "chained.md"))
     settings = Settings(data_dir=tmp, db_url=PG_URL, backbone=str(tiny_model_dir),
                         checkpoint=tiny_model_dir / "parts.safetensors", dense_encoder="none",
                         write_batch_nodes=2)
@@ -273,7 +273,7 @@ def test_killed_worker_is_taken_over_without_writing_a_node_twice(cluster, tiny_
     # writes the remaining nodes in other write batches than one uninterrupted run does, and a
     # batch's padding changes the last bits of a vector (seen: a few ulps on the root). Not
     # byte-identical, as the issue asked; said in the results.
-    stored = _stored_blobs(engine, doc)
+    stored = stored_blobs(engine, doc)
     assert set(stored) == set(clean)
     for node_id, blob in clean.items():
         a = np.frombuffer(blob, dtype=np.float32)

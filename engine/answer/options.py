@@ -66,9 +66,10 @@ class AskOptions:
     # sentences.THRESHOLD for the linear score
     quote_threshold: float | None = None
 
-    def problems(self) -> dict[str, str]:
+    def problems(self, settings=None) -> dict[str, str]:
         """{field: one line} for every bad value, whatever the mode: an option a mode does not
-        use is still checked, so a bad request fails the same way in every mode."""
+        use is still checked, so a bad request fails the same way in every mode. ``settings``
+        (engine.settings.Settings): also the sizes they allow (``over_limits``)."""
         out: dict[str, str] = {}
         for name, value, allowed in (("mode", self.mode, MODES), ("router", self.router, ROUTERS),
                                      ("walk", self.walk, WALKS),
@@ -94,11 +95,29 @@ class AskOptions:
             out["repetition_penalty"] = "the repetition penalty must lie in [1, 2] (1 = off)"
         if not 0 < self.query_fraction <= 1:
             out["query_fraction"] = "query_fraction must lie in (0, 1]"
+        if settings is not None:
+            out.update({k: v for k, v in self.over_limits(settings).items() if k not in out})
         return out
 
-    def validate(self) -> None:
-        """AskError with the first of ``problems`` (in the order above)."""
-        problems = self.problems()
+    def over_limits(self, settings) -> dict[str, str]:
+        """{field: one line naming the limit} for each size over what ``settings`` allow
+        (H2MT_MAX_K, H2MT_MAX_BUDGET_TOKENS): a request that would route or read the whole
+        library is refused where it enters (issue 44)."""
+        out: dict[str, str] = {}
+        if isinstance(self.k, numbers.Integral) and self.k > settings.max_k:
+            out["k"] = f"k must be at most {settings.max_k} (H2MT_MAX_K), not {self.k}"
+        for name in ("text_budget", "sentence_budget", "flat_segment_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and value > settings.max_budget_tokens:
+                out[name] = (f"{NUMBER_LABELS.get(name, name)} must be at most "
+                             f"{settings.max_budget_tokens} tokens (H2MT_MAX_BUDGET_TOKENS), "
+                             f"not {value}")
+        return out
+
+    def validate(self, settings=None) -> None:
+        """AskError with the first of ``problems`` (in the order above); ``settings``: the
+        sizes they allow checked too."""
+        problems = self.problems(settings)
         if problems:
             raise AskError(next(iter(problems.values())))
 

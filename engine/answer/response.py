@@ -71,6 +71,7 @@ class Answer:
     key_line: KeyLine | None = None  # the manual's line that answers (checks.key_line)
     logprobs: list[float] | None = None  # the generated tokens' log-probabilities (not in JSON)
     sources: tuple[str, ...] = ()  # the texts the reader was given (not in JSON)
+    query_id: int | None = None  # its row in the query log (None: not logged)
 
     def __post_init__(self) -> None:
         if self.traits is None:
@@ -117,6 +118,7 @@ class Answer:
                 "confidence": self.verdict.as_json() if self.verdict is not None else None,
                 "key_line": self.key_line.as_json() if self.key_line is not None else None,
                 "reader": self.reader, "reader_error": self.reader_error,
+                "query_id": self.query_id,
                 "cited": [asdict(c) for c in self.cited],
                 "gate": {str(k): v for k, v in self.gate.items()},
                 "metrics": {k: round(v, 2) if isinstance(v, float) else v

@@ -10,11 +10,12 @@ from engine.document.builders import build_raw_tree
 from engine.document.hygiene import mark_evidence_hygiene
 from engine.document.induce import CHUNK_TOKENS, Embed, induce_tree, is_unstructured
 from engine.document.split import split_long_nodes
-from engine.document.tree import TokenCounter, Tree
+from engine.document.tree import DocumentError, TokenCounter, Tree
 
 
 def build_tree(path: str | Path, encode: TokenCounter, decode: Callable[[list[int]], str],
-               limit: int = 256, embed: Embed | None = None) -> Tree:
+               limit: int = 256, embed: Embed | None = None, *,
+               check: Callable[[str], None] | None = None, max_nodes: int | None = None) -> Tree:
     """Build the semantic tree of one file, choosing the builder by content and extension.
 
     PDF: the outline when it has one, else headings from font statistics. Markdown, HTML, plain
@@ -22,9 +23,25 @@ def build_tree(path: str | Path, encode: TokenCounter, decode: Callable[[list[in
     Markdown/HTML without headings, a PDF without outline or font levels) gets an induced
     hierarchy (source ``induced``); ``embed`` gives its chunk vectors (the sentence encoder's
     ``encode``; None: an LSA embedding). Raises DocumentError for files users can get wrong.
+    ``check(stage)``: called between steps and for every piece of text tokenized (an ingest's
+    deadline, engine/document/deadline.py); ``max_nodes``: a tree sure to have more nodes is
+    refused as soon as that is known (before its text is tokenized or encoded).
     """
-    raw = build_raw_tree(Path(path))
+    path = Path(path)
+    check = check or (lambda stage: None)
+    raw = build_raw_tree(path)
+    check("parsing")
+    if max_nodes is not None and len(raw) > max_nodes and not is_unstructured(raw):
+        raise DocumentError(f"{path.name} makes a tree of {len(raw)} nodes or more; the limit "
+                            f"is {max_nodes} (split the document, or raise H2MT_MAX_NODES)")
+
+    def count(text: str) -> int:
+        check("chunking")
+        return len(encode(text))
+
     if is_unstructured(raw):
-        raw = induce_tree(raw, lambda text: len(encode(text)), embed,
-                          chunk_tokens=min(CHUNK_TOKENS, limit))
-    return mark_evidence_hygiene(split_long_nodes(raw, encode, decode, limit))
+        raw = induce_tree(raw, count, embed, chunk_tokens=min(CHUNK_TOKENS, limit), check=check,
+                          max_chunks=max_nodes, name=path.name)
+    split = split_long_nodes(raw, encode, decode, limit)
+    check("splitting")
+    return mark_evidence_hygiene(split)

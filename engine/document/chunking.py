@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # A sentence ends at . ! or ? (closing quotes/brackets allowed) before whitespace and a capital,
@@ -102,8 +102,8 @@ def windows(text: str, width: int) -> list[str]:
     return out
 
 
-def _pieces(units: Iterable[Unit], count: Callable[[str], int], target: int) -> list[_Piece]:
-    out: list[_Piece] = []
+def _pieces(units: Iterable[Unit], count: Callable[[str], int], target: int
+            ) -> Iterator[_Piece]:
     para = 0
     for unit in units:
         text = unit.text.replace("\r\n", "\n").replace("\r", "\n")
@@ -115,20 +115,22 @@ def _pieces(units: Iterable[Unit], count: Callable[[str], int], target: int) -> 
             if len(p) <= long_chars:  # else over target for sure: not tokenized whole
                 n = count(p)
                 if n <= target:
-                    out.append(_Piece(p, n, para, True, unit.page_start, unit.page_end))
+                    yield _Piece(p, n, para, True, unit.page_start, unit.page_end)
                     continue
             for sentence in sentences(p):
                 for s in windows(sentence, long_chars) if len(sentence) > long_chars else [sentence]:
                     m = count(s)
                     parts = [s] if m <= target else _word_pieces(s, m, target)
                     for part in parts:
-                        out.append(_Piece(part, m if len(parts) == 1 else count(part), para,
-                                          False, unit.page_start, unit.page_end))
-    return out
+                        yield _Piece(part, m if len(parts) == 1 else count(part), para,
+                                     False, unit.page_start, unit.page_end)
 
 
-def chunk_units(units: Iterable[Unit], count: Callable[[str], int], target: int) -> list[Chunk]:
-    """Chunks of at most about ``target`` tokens (``count`` gives a text's backbone tokens)."""
+def chunk_units(units: Iterable[Unit], count: Callable[[str], int], target: int,
+                max_chunks: int | None = None) -> list[Chunk]:
+    """Chunks of at most about ``target`` tokens (``count`` gives a text's backbone tokens).
+    ``max_chunks``: stop as soon as there are more (an untrusted file is not tokenized whole to
+    learn that it is over the node limit)."""
     chunks: list[Chunk] = []
     buf: list[_Piece] = []
     used = 0
@@ -145,6 +147,8 @@ def chunk_units(units: Iterable[Unit], count: Callable[[str], int], target: int)
         buf, used = [], 0
 
     for piece in _pieces(units, count, target):
+        if max_chunks is not None and len(chunks) > max_chunks:
+            return chunks
         new_paragraph = not buf or piece.paragraph != buf[-1].paragraph
         heading_like = new_paragraph and piece.whole and piece.tokens <= HEADING_TOKENS
         if buf and (used + piece.tokens + 1 > target or (heading_like and used >= target // 2)):

@@ -36,7 +36,7 @@ import numpy as np
 
 from engine.document.chunking import Chunk, Unit, chunk_units
 from engine.document.titles import sibling_titles, title_words
-from engine.document.tree import ROOT, Tree, TreeAssembler
+from engine.document.tree import ROOT, DocumentError, Tree, TreeAssembler
 
 SEED = 0
 FAN_OUT = 8
@@ -59,24 +59,34 @@ def is_unstructured(tree: Tree) -> bool:
 
 def induce_tree(raw: Tree, count_tokens: Callable[[str], int], embed: Embed | None = None, *,
                 chunk_tokens: int = CHUNK_TOKENS, fan_out: int = FAN_OUT,
-                seed: int = SEED) -> Tree:
+                seed: int = SEED, check: Callable[[str], None] | None = None,
+                max_chunks: int | None = None, name: str = "the document") -> Tree:
     """The induced tree (source ``induced``) of a flat raw tree; ``raw`` itself when it has
-    too few chunks to need one."""
+    too few chunks to need one. ``check(stage)`` is called between steps (an ingest's deadline,
+    engine/document/deadline.py); more than ``max_chunks`` chunks is a DocumentError as soon as
+    chunking finds them (before any vector is computed)."""
     if fan_out < 2:
         raise ValueError("fan_out must be at least 2")
+    check = check or (lambda stage: None)
     units = [Unit(n.text, n.page_start, n.page_end) for n in raw.preorder() if n.text.strip()]
-    chunks = chunk_units(units, count_tokens, chunk_tokens)
+    chunks = chunk_units(units, count_tokens, chunk_tokens, max_chunks)
+    if max_chunks is not None and len(chunks) > max_chunks:
+        raise DocumentError(f"{name} has no headings and makes more than {max_chunks} chunks of "
+                            f"text; the limit is {max_chunks} nodes (split the document, or "
+                            "raise H2MT_MAX_NODES)")
     if len(chunks) <= fan_out:
         return raw
+    check("encoding")
     texts = [c.text for c in chunks]
     vectors = np.asarray((embed or lsa_embed)(texts), dtype=np.float32)
-    top, children = hierarchy(vectors, fan_out, seed)
+    top, children = hierarchy(vectors, fan_out, seed, check)
     return _assemble(raw, chunks, top, children)
 
 
 # -- clustering ----------------------------------------------------------------------------------
 
-def hierarchy(vectors: np.ndarray, fan_out: int = FAN_OUT, seed: int = SEED
+def hierarchy(vectors: np.ndarray, fan_out: int = FAN_OUT, seed: int = SEED,
+              check: Callable[[str], None] | None = None
               ) -> tuple[list[int], dict[int, list[int]]]:
     """Bottom-up clustering of row vectors (H2MT 4.3). Ids 0..n-1 are the rows; each new parent
     gets the next id. Returns (the root's children, parent id -> children), document order."""
@@ -87,10 +97,12 @@ def hierarchy(vectors: np.ndarray, fan_out: int = FAN_OUT, seed: int = SEED
     level = list(range(n))
     rounds = 0
     while len(level) > fan_out:
+        if check is not None:
+            check("clustering")
         rounds += 1
         groups = None
         if rounds <= MAX_LEVELS:
-            groups = cluster_level(np.stack([vec[i] for i in level]), fan_out, seed)
+            groups = cluster_level(np.stack([vec[i] for i in level]), fan_out, seed, check)
             if len(groups) > MIN_COMPRESSION * len(level):
                 groups = None
         if groups is None:
@@ -110,20 +122,21 @@ def hierarchy(vectors: np.ndarray, fan_out: int = FAN_OUT, seed: int = SEED
     return level, children
 
 
-def cluster_level(x: np.ndarray, fan_out: int = FAN_OUT, seed: int = SEED) -> list[np.ndarray]:
+def cluster_level(x: np.ndarray, fan_out: int = FAN_OUT, seed: int = SEED,
+                  check: Callable[[str], None] | None = None) -> list[np.ndarray]:
     """Row groups of one level: a BIC-chosen Gaussian mixture, oversized clusters split again,
     so no group has more than ``fan_out`` rows (groups may be single rows)."""
     n = len(x)
     k_lo = math.ceil(n / fan_out)
     k_hi = max(k_lo, min(n // 2, 2 * k_lo))
-    labels = gmm_labels(x, _candidates(k_lo, k_hi), seed)
+    labels = gmm_labels(x, _candidates(k_lo, k_hi), seed, check)
     groups = [np.flatnonzero(labels == c) for c in np.unique(labels)]
     if len(groups) == 1:  # the mixture found nothing to split: document order
         return document_runs(n, fan_out)
     out: list[np.ndarray] = []
     for g in groups:
         if len(g) > fan_out:
-            out.extend(g[s] for s in cluster_level(x[g], fan_out, seed))
+            out.extend(g[s] for s in cluster_level(x[g], fan_out, seed, check))
         else:
             out.append(g)
     return out
@@ -133,7 +146,8 @@ def _candidates(k_lo: int, k_hi: int) -> list[int]:
     return sorted({int(k) for k in np.linspace(k_lo, k_hi, BIC_CANDIDATES).round()})
 
 
-def gmm_labels(x: np.ndarray, ks: list[int], seed: int = SEED) -> np.ndarray:
+def gmm_labels(x: np.ndarray, ks: list[int], seed: int = SEED,
+               check: Callable[[str], None] | None = None) -> np.ndarray:
     """Hard labels of the lowest-BIC GaussianMixture over ``ks`` components, fitted on a PCA
     projection of ``x`` (scaled to unit overall spread)."""
     from sklearn.decomposition import PCA
@@ -154,6 +168,8 @@ def gmm_labels(x: np.ndarray, ks: list[int], seed: int = SEED) -> np.ndarray:
         for k in ks:
             if k >= n:
                 continue
+            if check is not None:
+                check("clustering")
             gm = GaussianMixture(k, covariance_type="diag", reg_covar=1e-3,
                                  init_params="k-means++", random_state=seed).fit(z)
             bic = gm.bic(z)

@@ -19,12 +19,34 @@ import time
 import uuid
 from typing import Callable, Protocol
 
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
+
 from engine.memory.writer import write_memories
 from storage import DocumentNotFound, Library, LeaseLost, MemoryJob, MemoryJobs
+from storage.jobs import MAX_ATTEMPTS
 
 log = logging.getLogger(__name__)
 
 BEAT_EVERY_S = 1.0  # progress reports renew the lease at most this often (each stored height too)
+RETRY_S = 5.0  # the first retry's backoff; doubled at each attempt, at most MAX_PAUSE_S
+MAX_PAUSE_S = 120.0
+
+
+def transient(e: BaseException) -> bool:
+    """A failure that another attempt may not meet: the database unreachable or its
+    connection dropped, a timeout, the disk or the network (OSError)."""
+    if isinstance(e, (OperationalError, DisconnectionError, TimeoutError, OSError)):
+        return True
+    return isinstance(e, DBAPIError) and bool(e.connection_invalidated)
+
+
+def backoff_s(attempts: int) -> float:
+    """The pause before attempt ``attempts + 1`` of a job."""
+    return min(MAX_PAUSE_S, RETRY_S * 2 ** max(0, attempts - 1))
+
+
+def _line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:300]
 
 
 class Stopped(Exception):
@@ -131,14 +153,43 @@ class MemoryWorker:
         job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s)
         if job is None:
             return None
+        self._work(job)
+        return job.doc_id
+
+    def write_now(self, doc_id: int, progress: Callable[..., None] | None = None) -> bool:
+        """Write one document's memories here and now, under its job's lease like any worker
+        (``engine ingest``): its job queued and claimed; one held by a live worker elsewhere is
+        waited for (``progress`` is called meanwhile, so an ingest deadline still applies).
+        Any failure gives the job back and is raised. True when this call wrote them."""
+        self.jobs.enqueue(doc_id, self.fingerprint)
+        while True:
+            job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s, doc_id=doc_id)
+            if job is not None:
+                self._work(job, progress, give_back=True)
+                return True
+            held = self.jobs.get(doc_id, self.fingerprint)
+            if held is None or held.state in ("done", "failed"):
+                return False
+            if progress is not None:
+                progress(held.done, held.total, stage="memories (another worker)")
+            time.sleep(min(self.poll_s, 1.0))
+
+    def _work(self, job: MemoryJob, report: Callable[..., None] | None = None, *,
+              give_back: bool = False) -> None:
+        """Write ``job``'s memories while holding it. A transient failure (the database, the
+        disk) gives it back to be retried after a backoff; another failure fails it (or, with
+        ``give_back``, gives it back and is raised); a stop (``stop``, Ctrl-C, SIGTERM) gives it
+        back with its attempts reset."""
         self.current = job
         if job.attempts > 1:
-            log.info("memories #%d: taken over (claim %d)", job.doc_id, job.attempts)
+            log.info("memories #%d: claim %d (taken over or retried)", job.doc_id, job.attempts)
         last = [0.0]
 
         def progress(done: int, total: int, *, stage: str = "memories") -> None:
             if self._stop.is_set():
                 raise Stopped()
+            if report is not None:
+                report(done, total, stage=stage)
             now = time.monotonic()
             if now - last[0] >= BEAT_EVERY_S or done >= total:
                 last[0] = now
@@ -152,27 +203,59 @@ class MemoryWorker:
             self.write(job.doc_id, progress, store)
         except (LeaseLost, DocumentNotFound):
             log.info("memories #%d: no longer this worker's (taken over or deleted)", job.doc_id)
-        except Stopped:
-            self.jobs.release(job, self.holder)
+        except (Stopped, KeyboardInterrupt, SystemExit) as e:
+            self._settle(lambda: self.jobs.release(job, self.holder))
+            if not isinstance(e, Stopped):
+                raise
         except Exception as e:  # noqa: BLE001 - one document failing must not stop the worker
-            log.exception("writing the memories of document %d failed", job.doc_id)
-            self.jobs.fail(job, self.holder, f"{type(e).__name__}: {e}")
+            if give_back:
+                self._settle(lambda: self.jobs.release(job, self.holder))
+                raise
+            if transient(e) and job.attempts < MAX_ATTEMPTS:
+                delay = backoff_s(job.attempts)
+                log.warning("memories #%d: %s; retried in %.0f s (attempt %d of %d)",
+                            job.doc_id, _line(e), delay, job.attempts, MAX_ATTEMPTS)
+                self._settle(lambda: self.jobs.retry(job, self.holder, _line(e), delay))
+            else:
+                log.exception("writing the memories of document %d failed", job.doc_id)
+                self._settle(lambda: self.jobs.fail(job, self.holder, _line(e)))
         else:
-            if self.jobs.finish(job, self.holder):
+            if self._settle(lambda: self.jobs.finish(job, self.holder)):
                 log.info("memories #%d done", job.doc_id)
         finally:
             self.current = None
-        return job.doc_id
+
+    @staticmethod
+    def _settle(change: Callable[[], bool]) -> bool:
+        """A job's end state written; a database that fails here is logged (the lease runs out
+        and another claim retries the job), never raised into the worker's loop."""
+        try:
+            return change()
+        except Exception:  # noqa: BLE001
+            log.exception("recording a memory job's state failed; its lease will run out")
+            return False
 
     def run(self, *, until_idle: bool = False) -> None:
         """Work until ``stop``; ``until_idle``: return once no job under the fingerprint is
-        pending or running anywhere (a running one held elsewhere may still be abandoned)."""
+        pending or running anywhere (a running one held elsewhere may still be abandoned).
+        A database error (down, restarting, a dropped connection) is logged and waited out
+        with a growing pause: the loop goes on."""
+        failures = 0
         while not self._stop.is_set():
-            if self.run_one() is not None:
-                continue
-            if until_idle and self.jobs.open_count(self.fingerprint) == 0:
-                return
-            self._wake.wait(self.poll_s)
+            try:
+                if self.run_one() is not None:
+                    failures = 0
+                    continue
+                if until_idle and self.jobs.open_count(self.fingerprint) == 0:
+                    return
+                failures = 0
+                pause = self.poll_s
+            except Exception as e:  # noqa: BLE001 - the library unreachable: wait, go on
+                failures += 1
+                pause = min(MAX_PAUSE_S, self.poll_s * 2 ** failures)
+                log.warning("memory worker: the library failed (%s); trying again in %.0f s",
+                            _line(e), pause)
+            self._wake.wait(pause)
             self._wake.clear()
 
     def stop(self) -> None:

@@ -12,7 +12,9 @@ server ``H2MT_READER`` names).
 Every failure a user can cause or meet (server down, unknown model, HTTP 4xx/5xx, a stream that
 breaks off, a server that stalls) is one ``ReaderError`` line naming the URL and the server's own
 error. The API key is sent in the Authorization header only: never logged, never in ``repr``,
-never in an error (``_redact`` takes it out of anything the server echoes).
+never in an error (``_redact`` takes it out of anything the server echoes). A password in the
+URL (``http://user:pw@host/v1``) is sent as basic auth and dropped from the URL that messages,
+the label and ``repr`` show.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from typing import Iterator
 
 import httpx
 from httpx_sse import SSEError, connect_sse
+
+from engine.settings import split_userinfo
 
 # Where servers say a model's context window in their /models entry: vLLM's max_model_len,
 # LM Studio's max_context_length, OpenRouter-style context_length / context_window, and a llama.cpp
@@ -123,9 +127,10 @@ class RemoteReader:
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *,
                  connect_s: float = 10.0, stall_s: float = 60.0, context_tokens: int = 4096):
-        self.base_url = base_url.strip().rstrip("/")
+        self.base_url, userinfo = split_userinfo(base_url.strip().rstrip("/"))
         self.model = model
         self._api_key = api_key or None
+        self._secrets = tuple(x for x in (self._api_key, userinfo and userinfo[1]) if x)
         self.connect_s, self.stall_s = connect_s, stall_s
         self.default_context = context_tokens
         self._context: int | None = None
@@ -133,7 +138,7 @@ class RemoteReader:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         # no retries: a failure is said at once
         self._client = httpx.Client(
-            headers=headers, timeout=httpx.Timeout(stall_s, connect=connect_s, pool=connect_s))
+            headers=headers, auth=httpx.BasicAuth(*userinfo) if userinfo else None, timeout=httpx.Timeout(stall_s, connect=connect_s, pool=connect_s))
 
     @classmethod
     def from_settings(cls, settings) -> "RemoteReader":
@@ -241,7 +246,9 @@ class RemoteReader:
         return body
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "[key]") if self._api_key else text
+        for secret in self._secrets:
+            text = text.replace(secret, "[key]")
+        return text
 
     def _raise_for_status(self, resp: httpx.Response, url: str) -> None:
         if resp.status_code < 400:
@@ -340,3 +347,4 @@ def context_from_models(entries: list[dict], model: str) -> int | None:
             if isinstance(meta.get(key), int) and meta[key] > 0:
                 return meta[key]
     return None
+

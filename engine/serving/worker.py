@@ -1,9 +1,10 @@
 """The generation worker of one loaded model: continuous batching of the asks' greedy decoding.
 
 Asks submit a ``GenerationRequest`` and get a ``Ticket``. One thread per model runs the loop:
-take the requests waiting (up to ``max_batch`` sequences in all), prefill each alone and add it
-to a running batch of sequences of about its length (``engine.serving.batch``), run one
-decoding step for each batch, give every sequence its token (streamed to its own streamer),
+take the requests waiting (up to ``max_batch`` sequences in all), prefill each alone (on the
+worker's prefill thread, so that a long prompt's prefill does not hold the running streams:
+they go on stepping meanwhile) and add it to a running batch of sequences of about its length
+(``engine.serving.batch``), run one decoding step for each batch, give every sequence its token (streamed to its own streamer),
 and let the sequences that ended go; a cancelled ticket leaves before the next step. Decoding
 a small model on a CPU is bound by reading its weights for every step, so a step for eight
 sequences costs little more than a step for one.
@@ -35,6 +36,8 @@ import logging
 import threading
 import time
 from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
@@ -51,6 +54,16 @@ log = logging.getLogger(__name__)
 LENGTH_RATIO = 2
 
 
+@dataclass
+class Prefilled:
+    """What the prefill thread hands the loop for one request."""
+    ticket: Ticket
+    row: Row | None = None
+    cache: DynamicCache | None = None
+    stop: str | None = None
+    error: BaseException | None = None
+
+
 class GenerationWorker:
     """Decodes the requests for ``model`` in one batch of at most ``max_batch`` sequences;
     more wait (first come, first served) until a sequence ends."""
@@ -63,23 +76,29 @@ class GenerationWorker:
         self._waiting: deque[Ticket] = deque()
         self._wakeup = threading.Condition()
         self._thread: threading.Thread | None = None
+        # one prefill at a time, beside the loop's decoding steps
+        self._prefill_thread = ThreadPoolExecutor(1, thread_name_prefix="generation-prefill")
         self._closed = False
         self.active = 0  # sequences in the running batch (read by tests and benches)
 
     # -- the asks' side --------------------------------------------------------------------------
     def submit(self, request: GenerationRequest) -> Ticket:
-        """Queue ``request``; the worker thread starts with the first one."""
+        """Queue ``request``; the worker thread starts with the first one, and again after a
+        loop that died (a bug or a broken model: its rows failed, the waiting ones wait on)."""
         ticket = Ticket(request, self._wake)
         with self._wakeup:
             if self._closed:
                 raise RuntimeError("this generation worker is closed")
             self._waiting.append(ticket)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="generation-worker",
-                                                daemon=True)
-                self._thread.start()
+            if self._thread is None or not self._thread.is_alive():
+                self._start()
             self._wakeup.notify()
         return ticket
+
+    def _start(self) -> None:
+        """A new loop thread (the caller holds ``_wakeup``)."""
+        self._thread = threading.Thread(target=self._run, name="generation-worker", daemon=True)
+        self._thread.start()
 
     def generate(self, request: GenerationRequest) -> GenerationOutcome:
         """Submit and wait; an interrupted wait (the caller's generator closed, an exception
@@ -96,8 +115,15 @@ class GenerationWorker:
         with self._wakeup:
             self._closed = True
             self._wakeup.notify()
-        if self._thread is not None:
-            self._thread.join()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        self._prefill_thread.shutdown(wait=False)
+        with self._wakeup:  # a loop that had died left these
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for ticket in waiting:
+            self._fail(ticket, RuntimeError("the generation worker stopped"))
 
     def _wake(self) -> None:
         with self._wakeup:
@@ -114,50 +140,97 @@ class GenerationWorker:
             return taken
 
     def _run(self) -> None:
+        """The loop. Prefills run on the worker's prefill thread (``_prefilled``), so a long
+        prompt's prefill never holds the running streams' steps: the loop steps its batches
+        meanwhile and adds the prefilled sequence when it is ready. Each prefill and each
+        batch's step is guarded on its own (a failure fails the rows it touched, nothing else);
+        should the loop itself fail, its running rows fail, every stream ends, and the requests
+        still waiting go to a new loop (started here, or by the next ``submit``)."""
         batches: list[DecodeBatch] = []
+        pending: list[Future] = []
+        error: BaseException = RuntimeError("the generation worker stopped")
         try:
             with torch.no_grad():
                 while not self._closed:
-                    room = self.max_batch - self.active
-                    for ticket in self._take(room, block=not batches):
-                        self._admit(ticket, batches)
+                    room = self.max_batch - self.active - len(pending)
+                    for ticket in self._take(room, block=not batches and not pending):
+                        pending.append(self._prefill_thread.submit(self._prefilled, ticket))
+                    if pending and not batches:  # nothing to step: wait for a prefill
+                        wait(pending, return_when=FIRST_COMPLETED)
+                    for done in [f for f in pending if f.done()]:
+                        pending.remove(done)
+                        self._admit(done.result(), batches)
                     batches = [b for b in batches if self._step(b)]
                     self.active = sum(len(b) for b in batches)
+        except BaseException as e:  # noqa: BLE001 - a bug: its rows fail, the worker goes on
+            log.exception("the generation loop failed; its sequences fail, a new loop starts")
+            error = e
         finally:
-            error = RuntimeError("the generation worker stopped")
-            for row in [r for b in batches for r in b.rows]:
+            rows = [r for b in batches for r in b.rows]
+            for done in pending:  # prefills under way finish first (their rows fail too)
+                prefilled = done.result()
+                if prefilled.row is not None:
+                    rows.append(prefilled.row)
+                else:
+                    self._fail(prefilled.ticket, prefilled.error or error)
+            for row in rows:
                 self._end(row, None, error)
+            self.active = 0
             with self._wakeup:
-                while self._waiting:
-                    self._waiting.popleft().fail(error)
+                self._thread = None
+                if self._closed:
+                    waiting = list(self._waiting)
+                    self._waiting.clear()
+                else:
+                    waiting = []
+                    if self._waiting:
+                        self._start()
+            for ticket in waiting:
+                self._fail(ticket, error)
 
-    def _admit(self, ticket: Ticket, batches: list[DecodeBatch]) -> None:
-        """Prefill the request alone, choose its first token and add it to the batch of
-        sequences of about its length (``LENGTH_RATIO``), or start one."""
+    def _prefilled(self, ticket: Ticket) -> Prefilled:
+        """On the prefill thread: the request's prompt prefilled alone and its first token
+        chosen, or why not (cancelled, or its error: this request's failure, not the batch's).
+        Never raises."""
         if ticket.cancelled:
-            ticket.finish(GenerationOutcome([], ticket.request.prompt_length, None, "cancelled"))
-            return
+            return Prefilled(ticket, stop="cancelled")
         row = None
         try:
-            row, cache, logits = self._prefill(ticket)
-            stop = self._advance(row, logits)
-        except Exception as e:  # this request's failure, not the batch's
-            if row is not None:
-                self._end(row, None, e)
-            else:  # failed before it had a row: its stream still has to end, or its reader waits
-                if ticket.request.streamer is not None:
-                    ticket.request.streamer.end()
-                ticket.fail(e)
+            with torch.no_grad():  # grad mode is per thread
+                row, cache, logits = self._prefill(ticket)
+                return Prefilled(ticket, row, cache, stop=self._advance(row, logits))
+        except Exception as e:  # noqa: BLE001 - handed to the loop, which fails this request
+            return Prefilled(ticket, row, error=e)
+
+    def _admit(self, p: Prefilled, batches: list[DecodeBatch]) -> None:
+        """A prefilled request joins the batch of sequences of about its length
+        (``LENGTH_RATIO``), or starts one; a request that failed or ended at its first token
+        leaves. A failed join fails this request and the batch it broke, nothing else."""
+        if p.row is None:
+            if p.error is not None:  # no row: its stream still has to end, or its reader waits
+                self._fail(p.ticket, p.error)
+            else:
+                p.ticket.finish(GenerationOutcome([], p.ticket.request.prompt_length, None,
+                                                  "cancelled"))
             return
-        if stop is not None:
-            self._end(row, stop)
+        row = p.row
+        if p.error is not None or p.stop is not None:
+            self._end(row, p.stop, p.error)
             return
-        self.active += 1
         for batch in batches:
             if max(batch.length, row.cached) <= LENGTH_RATIO * min(batch.length, row.cached):
-                batch.join(row, cache)
+                try:
+                    batch.join(row, p.cache)
+                except Exception as e:  # the batch's cache may be half joined: all of it fails
+                    log.exception("joining a decoding batch failed")
+                    for r in dict.fromkeys([*batch.rows, row]):
+                        self._end(r, None, e)
+                    batches.remove(batch)
+                    return
+                self.active += 1
                 return
-        batches.append(DecodeBatch(row, cache))
+        batches.append(DecodeBatch(row, p.cache))
+        self.active += 1
 
     def _prefill(self, ticket: Ticket) -> tuple[Row, DynamicCache, torch.Tensor]:
         """The prompt's forward pass alone, as ``generate`` runs it (all-ones mask, fresh cache,
@@ -194,7 +267,17 @@ class GenerationWorker:
 
     def _step(self, batch: DecodeBatch) -> bool:
         """One decoding step of the batch; the rows that end (or fail) leave it. False when
-        none is left."""
+        none is left. A failed step fails the batch's rows (the ones it touched) only."""
+        try:
+            return self._step_rows(batch)
+        except Exception as e:
+            log.exception("generation step failed")
+            for row in batch.rows:
+                if not row.ticket.done:
+                    self._end(row, None, e)
+            return False
+
+    def _step_rows(self, batch: DecodeBatch) -> bool:
         keep = []
         live = []
         for i, row in enumerate(batch.rows):  # a client that went away leaves before the step
@@ -205,13 +288,7 @@ class GenerationWorker:
         batch.keep(live)
         if not live:
             return False
-        try:
-            logits = batch.step(self.model)
-        except Exception as e:  # a failed step fails every sequence in it
-            log.exception("generation step failed")
-            for row in batch.rows:
-                self._end(row, None, e)
-            return False
+        logits = batch.step(self.model)
         for i, row in enumerate(batch.rows):
             try:
                 stop = self._advance(row, logits[i:i + 1])
@@ -226,17 +303,31 @@ class GenerationWorker:
         return bool(keep)
 
     @staticmethod
-    def _end(row: Row, stop: str | None, error: BaseException | None = None) -> None:
-        """Close the row's stream and hand its outcome (or error) to its ticket."""
-        streamer = row.ticket.request.streamer
+    def _end_stream(ticket: Ticket) -> None:
+        """End the ticket's stream (its reader stops waiting); a streamer that raises is logged,
+        never left open."""
+        streamer = ticket.request.streamer
+        if streamer is None:
+            return
         try:
-            if streamer is not None:
-                streamer.end()
-        finally:
-            if error is not None:
-                row.ticket.fail(error)
-            else:
-                row.ticket.finish(row.outcome(stop))
+            streamer.end()
+        except Exception:  # noqa: BLE001 - the outcome still reaches the ticket
+            log.exception("ending a generation stream failed")
+
+    @classmethod
+    def _fail(cls, ticket: Ticket, error: BaseException) -> None:
+        """A request that never got a row: its stream ends and its ticket gets ``error``."""
+        cls._end_stream(ticket)
+        ticket.fail(error)
+
+    @classmethod
+    def _end(cls, row: Row, stop: str | None, error: BaseException | None = None) -> None:
+        """Close the row's stream and hand its outcome (or error) to its ticket."""
+        cls._end_stream(row.ticket)
+        if error is not None:
+            row.ticket.fail(error)
+        else:
+            row.ticket.finish(row.outcome(stop))
 
 
 def worker_for(cache: dict, model: torch.nn.Module, max_batch: int) -> GenerationWorker:

@@ -10,7 +10,7 @@ from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.generation.cleanup import degeneracy
 from engine.ask import AskError, AskOptions, ask, ask_stream
 from engine.ingest import ingest_file
-from tests.test_ask import make_runtime, tiny_rt  # noqa: F401  (tiny_rt: the widgets manual)
+from tests.support.runtime import make_runtime, tiny_rt  # noqa: F401  (tiny_rt: the widgets manual)
 
 
 def _events(rt, doc, q, opts):

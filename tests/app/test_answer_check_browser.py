@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.test_app_browser import _ask_and_wait, _no_error_badge, _shot, browser  # noqa: F401
+from tests.support.browser import ask_and_wait, browser, no_error_badge, shot  # noqa: F401
 
 from engine.answer.checks.confidence import ASSET
 
@@ -41,7 +41,7 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
         page.locator("#ask-max-new input").fill("128")
         page.locator("#ask-max-new input").press("Tab")
 
-        rec = _ask_and_wait(page, rt, doc.id, WRONG_Q)
+        rec = ask_and_wait(page, rt, doc.id, WRONG_Q)
         fold = page.locator("#answer-fold details.answer-fold")
         assert fold.count() == 1, f"the wrong answer was not folded: {rec.answer!r}"
         assert "\\AtBeginEnvironment" not in rec.answer
@@ -49,10 +49,10 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
         assert line.startswith("The ") and line.endswith(".") and len(line) < 200, line
         assert "_" not in line and "lp_" not in line  # words, not a signal's name
         assert not page.locator("#answer-text").is_visible()
-        _no_error_badge(page)
-        _shot(page, tmp_path, "answer-check-low-confidence")
+        no_error_badge(page)
+        shot(page, tmp_path, "answer-check-low-confidence")
 
-        rec = _ask_and_wait(page, rt, doc.id, RIGHT_Q)
+        rec = ask_and_wait(page, rt, doc.id, RIGHT_Q)
         try:
             page.wait_for_function("() => !document.querySelector('#answer-fold details')")
         except Exception:
@@ -65,7 +65,7 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
         assert "From the manual (p. " in shown and "\\patchcmd" in shown, shown
         # the key line stands above the model's prose
         assert key.bounding_box()["y"] < page.locator("#answer-text").bounding_box()["y"]
-        _no_error_badge(page)
-        _shot(page, tmp_path, "answer-check-key-line")
+        no_error_badge(page)
+        shot(page, tmp_path, "answer-check-key-line")
     finally:
         page.close()

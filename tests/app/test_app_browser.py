@@ -23,23 +23,16 @@ import pytest
 
 from app.figures import visible_tree
 from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
-from tests.app import hold_memory_writer
+from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, ask_and_wait,  # noqa: F401
+                                  browser,
+                                  SCREENSHOTS, no_error_badge, open_folds, shot, value)
+from tests.support.memory_writer import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 CORPUS_PDF = "camlidl-manual_no-outline.pdf"
 QUESTION = "How do I declare an array parameter in an IDL file?"
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-TIMEOUT_MS = 240_000
 MEMORIES_S = 600
-
-# Red error badges: an error toast, or a component's status tracker showing "Error".
-ERRORS_JS = """() => Array.from(document.querySelectorAll(
-  "[data-testid='toast-body'].error, [data-testid='status-tracker'] .error"))
-  .map(e => (e.closest("[data-testid='toast-body']") || e).innerText.trim())"""
 
 HOVER_JS = """(sel) => {
   const gd = document.querySelector(sel + ' .js-plotly-plot');
@@ -63,26 +56,6 @@ PLOT_SUMMARY_JS = """(sel) => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip(f"Chromium not found at {CHROMIUM} (install Debian's chromium package)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-def _shot(page, tmp_path: Path, name: str) -> None:
-    out = tmp_path / f"{name}.png"
-    page.screenshot(path=str(out), full_page=True)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(out, SCREENSHOTS / f"{name}.png")
-
-
 def _rows_js(table: str) -> str:
     """JS expression: rows rendered by a (virtualised) Gradio dataframe."""
     return f"document.querySelectorAll('{table} [data-testid^=\\'cell-\\'][data-col=\\'0\\']').length"
@@ -90,24 +63,6 @@ def _rows_js(table: str) -> str:
 
 def _cell(page, table: str, row: int, col: int):
     return page.locator(f"{table} [data-testid='cell-{row}-{col}']")
-
-
-def _value(page, selector: str) -> str:
-    return page.locator(selector).input_value()
-
-
-def _open_folds(page, *headings: str) -> None:
-    """Open the Ask tab's folded sections under these headings (closed by default; Gradio
-    mounts a fold's components only once it is opened)."""
-    for heading in headings:
-        fold = page.locator("button.label-wrap", has_text=heading).first
-        if "open" not in (fold.get_attribute("class") or "").split():
-            fold.click()
-
-
-def _no_error_badge(page) -> None:
-    errors = page.evaluate(ERRORS_JS)
-    assert not errors, f"red error badge(s) on the page: {errors}"
 
 
 LIBRARY_CELL_JS = """([docId, col]) => {
@@ -191,7 +146,7 @@ def _delete_from_library(page, rt, doc_id: int) -> None:
     assert all(d.id != doc_id for d in rt.library.list_documents())
     assert rt.library.list_queries(doc_id) == []
     page.wait_for_function(f"(a) => ({LIBRARY_CELL_JS})(a) === null", arg=[doc_id, 0])
-    _no_error_badge(page)
+    no_error_badge(page)
 
 
 def rec_quote(page) -> str:
@@ -232,7 +187,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
     page.wait_for_function(
         "() => (document.querySelector('#index-status textarea')?.value || '').includes('✓')",
         timeout=TIMEOUT_MS)
-    status = _value(page, "#index-status textarea")
+    status = value(page, "#index-status textarea")
     assert CORPUS_PDF in status, status
     assert "being written in the background" in status or "Memories ready" in status, status
     doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
@@ -244,12 +199,12 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
     page.wait_for_function(
         "() => (document.querySelector('#library-node-text textarea')?.value || '').length > 0")
     assert "manual #" in page.locator("#library-node-head").inner_text()
-    _no_error_badge(page)
-    _shot(page, tmp_path, "upload")
+    no_error_badge(page)
+    shot(page, tmp_path, "upload")
 
     # -- route with one router chosen by name ----------------------------------------------
     page.get_by_role("tab", name="Ask").click()
-    _open_folds(page, "Metrics", "where they disagree", "History")
+    open_folds(page, "Metrics", "where they disagree", "History")
     routers = page.locator("#ask-router input[type=radio]")
     assert [routers.nth(i).get_attribute("value") for i in range(routers.count())] == [
         "fused", "memory", "lexical", "dense"]
@@ -277,9 +232,9 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
     agreement = page.locator("#router-agreement").inner_text()
     assert any(m in agreement for m in ("both:", "memory router not available yet",
                                         "only its own evidence")), agreement
-    _no_error_badge(page)
+    no_error_badge(page)
     page.locator("#route-plot").scroll_into_view_if_needed()
-    _shot(page, tmp_path, "router")
+    shot(page, tmp_path, "router")
 
     # -- the memories arrive: the library says "ready" -------------------------------------
     assert memory_writer(rt).wait_idle(MEMORIES_S), "the memories were not written in time"
@@ -309,7 +264,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
     rec = queries[-1]
     assert rec.mode == "text" and rec.settings["max_new_tokens"] == 32
     assert rec.settings["router"] == "fused"
-    final = _value(page, "#answer-text textarea").strip()
+    final = value(page, "#answer-text textarea").strip()
     assert final == rec.answer.strip()
     # the answer streamed in: the fused route's tree first, then a growing answer, token by
     # token, each state a beginning of the final answer
@@ -383,7 +338,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
         caption, yellow = _page_view(page)
         assert yellow > 0, caption
         page.locator("#page-view-image").scroll_into_view_if_needed()
-        _shot(page, tmp_path, "evidence")
+        shot(page, tmp_path, "evidence")
     # the history lists the question; restoring it shows its mode and plain metric labels
     assert QUESTION in page.locator("#history-table").inner_text()
     page.locator("#ask-mode input[value='route']").check()
@@ -393,9 +348,9 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
     metrics_text = page.locator("#answer-metrics").inner_text()
     assert "time to first token" in metrics_text and "ttft_ms" not in metrics_text, metrics_text
     assert page.locator("#ask-mode input[value='text']").is_checked()
-    _no_error_badge(page)
+    no_error_badge(page)
     page.locator("#route-plot").scroll_into_view_if_needed()
-    _shot(page, tmp_path, "tree")
+    shot(page, tmp_path, "tree")
 
     # -- compare two modes -----------------------------------------------------------------
     page.get_by_role("tab", name="Compare").click()
@@ -410,25 +365,25 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
         timeout=TIMEOUT_MS)
     table = page.locator("#compare-table").inner_text()
     assert "memory" in table and "text" in table
-    assert _value(page, "#compare-answer-a textarea").strip()
-    assert _value(page, "#compare-answer-b textarea").strip()
+    assert value(page, "#compare-answer-a textarea").strip()
+    assert value(page, "#compare-answer-b textarea").strip()
     for sel in ("#compare-plot-a", "#compare-plot-b"):
         d = page.evaluate(PLOT_SUMMARY_JS, sel)
         assert d["counts"]["root"] == 1 and d["counts"]["selected"] >= 1
-    _no_error_badge(page)
-    _shot(page, tmp_path, "compare")
+    no_error_badge(page)
+    shot(page, tmp_path, "compare")
 
     # -- done with it: delete the manual; the Ask tab no longer offers it ------------------
     _delete_from_library(page, rt, doc.id)
     page.get_by_role("tab", name="Ask").click()
     # (the pickers came with the "Deleted" line, in the same update; the list may be empty)
-    assert not _value(page, "#ask-doc input").startswith(f"#{doc.id} ")
+    assert not value(page, "#ask-doc input").startswith(f"#{doc.id} ")
     page.locator("#ask-doc input").click()
     page.wait_for_timeout(1_000)
     offered = page.locator("[role='option']").all_inner_texts()
     assert not any(t.strip().startswith(f"#{doc.id} ") for t in offered), offered
     page.keyboard.press("Escape")
-    _no_error_badge(page)
+    no_error_badge(page)
 
     assert not outside, f"requests left the app's server: {outside[:5]}"
     page.close()
@@ -457,7 +412,7 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
         page.wait_for_function(
             "() => (document.querySelector('#index-status textarea')?.value || '')"
             ".includes('valve-guide.md')", timeout=TIMEOUT_MS)
-        assert "being written in the background" in _value(page, "#index-status textarea")
+        assert "being written in the background" in value(page, "#index-status textarea")
         doc = next(d for d in rt.library.list_documents() if d.file_name == "valve-guide.md")
         assert _library_cell(page, doc.id).startswith(f"memories 0/{doc.n_nodes}")
         page.wait_for_function(
@@ -465,7 +420,7 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
             ".includes('Memories are being written')")
 
         page.get_by_role("tab", name="Ask").click()
-        _open_folds(page, "where they disagree")
+        open_folds(page, "where they disagree")
         page.wait_for_function(
             "() => (document.querySelector('#ask-memory-status')?.innerText || '')"
             ".includes('still being written')")
@@ -485,17 +440,17 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
             "() => (document.querySelector('#page-view-text')?.innerText || '').length > 0")
         assert "no pages" in page.locator("#page-view-head").inner_text()
         assert not page.locator("#page-view-image img").count()
-        answer_before = _value(page, "#answer-text textarea")
+        answer_before = value(page, "#answer-text textarea")
         # memory mode waits: a notice, not an error; the last answer stays
         page.locator("#ask-mode input[value='memory']").check()
         page.locator("#ask-button").click()
         page.wait_for_function(
             "() => (document.querySelector('#ask-notice')?.innerText || '')"
             ".includes('memory mode needs them')", timeout=TIMEOUT_MS)
-        _no_error_badge(page)
-        assert _value(page, "#answer-text textarea") == answer_before
+        no_error_badge(page)
+        assert value(page, "#answer-text textarea") == answer_before
         page.locator("#ask-notice").scroll_into_view_if_needed()
-        _shot(page, tmp_path, "pending")
+        shot(page, tmp_path, "pending")
         # an empty question: one line under the question box, no red badge, nothing wiped
         notice_before = page.locator("#ask-notice").inner_text()
         page.locator("#ask-question textarea").fill("   ")
@@ -503,15 +458,15 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
         page.wait_for_function(
             "() => [...document.querySelectorAll('.validation-error')]"
             ".some(e => e.innerText.includes('Type a question first'))")
-        _no_error_badge(page)
-        assert _value(page, "#answer-text textarea") == answer_before
+        no_error_badge(page)
+        assert value(page, "#answer-text textarea") == answer_before
         assert page.locator("#ask-notice").inner_text() == notice_before
     finally:
         gate.set()
     assert writer.wait_idle(MEMORIES_S)
     page.get_by_role("tab", name="Library").click()
     _wait_ready(page, doc.id)
-    _no_error_badge(page)
+    no_error_badge(page)
     _delete_from_library(page, rt, doc.id)
     page.close()
 
@@ -540,7 +495,7 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     page.set_default_timeout(60_000)
     page.goto(url)
     page.get_by_role("tab", name="Ask").click()
-    _open_folds(page, "Metrics")
+    open_folds(page, "Metrics")
     page.locator("#ask-doc input").click()
     page.get_by_role("option", name=f"#{doc.id} ").first.click()
     page.locator("#ask-mode input[value='memory']").check()
@@ -551,14 +506,14 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     page.wait_for_function(
         "() => (document.querySelector('#ask-notice')?.innerText || '').includes('not an answer')",
         timeout=TIMEOUT_MS)
-    assert _value(page, "#answer-text textarea").startswith("(no answer")
+    assert value(page, "#answer-text textarea").startswith("(no answer")
     notice = page.locator("#ask-notice").inner_text()
     assert "Ask in text mode" in notice and "The model wrote" in notice, notice
     assert rt.library.list_queries(doc.id)[-1].mode == "memory"
     button = page.locator("#text-instead-button")
     assert button.is_visible()
-    _no_error_badge(page)
-    _shot(page, tmp_path, "degenerate")
+    no_error_badge(page)
+    shot(page, tmp_path, "degenerate")
     monkeypatch.undo()  # the text answer is checked for real
     n_before = len(rt.library.list_queries(doc.id))
     button.click()
@@ -571,11 +526,11 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     rec = rt.library.list_queries(doc.id)[-1]
     assert len(rt.library.list_queries(doc.id)) == n_before + 1
     assert rec.mode == "text" and rec.question == question
-    assert _value(page, "#answer-text textarea").strip() == rec.answer.strip()
+    assert value(page, "#answer-text textarea").strip() == rec.answer.strip()
     page.wait_for_function("() => !(document.querySelector('#ask-notice')?.innerText || '')"
                            ".includes('not an answer')")
     assert not button.is_visible()
-    _no_error_badge(page)
+    no_error_badge(page)
     page.close()
 
 
@@ -587,13 +542,13 @@ def test_delete_is_disabled_on_an_empty_library(browser, real_backbone, tmp_path
     from engine.runtime import Runtime
     from engine.settings import Settings
     from storage import Library
-    from tests.conftest import _free_port
+    from tests.support.network import free_port
 
     settings = Settings(data_dir=tmp_path / "data")
     rt = Runtime(settings, real_backbone, load_or_init_parts(settings, real_backbone),
                  Library(settings.database_url))
     demo = build_app(rt)
-    port = _free_port()
+    port = free_port()
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
                         ssr_mode=False, quiet=True)
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
@@ -604,7 +559,7 @@ def test_delete_is_disabled_on_an_empty_library(browser, real_backbone, tmp_path
         page.wait_for_function("() => document.querySelector('#library-table') !== null")
         page.wait_for_timeout(2_000)
         assert page.locator("#delete-button").is_disabled()
-        _no_error_badge(page)
+        no_error_badge(page)
     finally:
         page.close()
         demo.close()
@@ -679,10 +634,10 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
             assert page.locator("button.label-wrap", has_text=heading).count() == 1, heading
         assert not page.locator("#route-table").is_visible()
         assert not page.locator("#history-table").is_visible()
-        _open_folds(page, "Metrics", "Scored nodes")  # and they open on a click
+        open_folds(page, "Metrics", "Scored nodes")  # and they open on a click
         assert "TTFT" in page.locator("#answer-metrics").inner_text()
         page.wait_for_function(f"() => {_rows_js('#route-table')} > 0")
-        _no_error_badge(page)
+        no_error_badge(page)
     finally:
         page.close()
 
@@ -711,10 +666,10 @@ def test_outline_shows_contents_as_one_folded_row(browser, explorer_server, shar
         page.wait_for_function(
             "() => (document.querySelector('#library-node-head')?.innerText || '')"
             ".includes('folded in the outline')")
-        text = _value(page, "#library-node-text textarea")
+        text = value(page, "#library-node-text textarea")
         assert "Contents" in page.locator("#library-node-head").inner_text()
         assert "Introduction" in text and "Author Commands" in text, text[:200]
-        _no_error_badge(page)
+        no_error_badge(page)
     finally:
         page.close()
 
@@ -727,26 +682,6 @@ FLAGGED_Q = "How do I attach a data frame?"
 # (the read.table question was clean before the quote read by units; its answer now invents
 # "file.csv", which the check rightly flags)
 CLEAN_Q = "How do I quit an R session?"
-
-
-def _ask_and_wait(page, rt, doc_id: int, question: str) -> object:
-    """Asks ``question`` in text mode at 128 tokens and returns its query-log record once the
-    engine has logged it and the page shows the final answer (folded or in the answer box)."""
-    import time
-
-    n = len(rt.library.list_queries(doc_id))
-    page.locator("#ask-question textarea").fill(question)
-    page.locator("#ask-button").click()
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while len(rt.library.list_queries(doc_id)) == n and time.monotonic() < deadline:
-        time.sleep(1)
-    log = rt.library.list_queries(doc_id)
-    assert len(log) == n + 1 and log[-1].question == question
-    page.wait_for_function(
-        "(answer) => document.querySelector('#answer-fold details') || "
-        "(document.querySelector('#answer-text textarea')?.value || '').trim() === answer",
-        arg=log[-1].answer.strip(), timeout=TIMEOUT_MS)
-    return log[-1]
 
 
 def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
@@ -770,7 +705,7 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         page.locator("#ask-max-new input").fill("128")
         page.locator("#ask-max-new input").press("Tab")
 
-        rec = _ask_and_wait(page, rt, doc.id, FLAGGED_Q)
+        rec = ask_and_wait(page, rt, doc.id, FLAGGED_Q)
         fold = page.locator("#answer-fold details.answer-fold")
         assert fold.count() == 1, f"the answer was not folded: {rec.answer!r}"
         line = page.locator("#answer-fold summary").inner_text()
@@ -788,17 +723,17 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         assert all(m in line for m in marked)  # the line names what is marked
         quote_text = page.locator("#quote-view").inner_text().lower()
         assert all(m.lower() not in quote_text for m in marked)
-        _no_error_badge(page)
-        _shot(page, tmp_path, "answer-check-folded")
+        no_error_badge(page)
+        shot(page, tmp_path, "answer-check-folded")
 
-        rec = _ask_and_wait(page, rt, doc.id, CLEAN_Q)
+        rec = ask_and_wait(page, rt, doc.id, CLEAN_Q)
         try:
             page.wait_for_function("() => !document.querySelector('#answer-fold details')")
         except Exception:
             pytest.fail(f"the clean question's answer was folded: {rec.answer!r}")
         assert page.locator("#answer-text").is_visible(), f"folded: {rec.answer!r}"
-        assert _value(page, "#answer-text textarea").strip() == rec.answer.strip()
+        assert value(page, "#answer-text textarea").strip() == rec.answer.strip()
         assert not page.locator("#answer-fold").is_visible()
-        _no_error_badge(page)
+        no_error_badge(page)
     finally:
         page.close()

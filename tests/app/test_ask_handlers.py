@@ -75,10 +75,12 @@ def test_a_refused_request_clears_nothing(tab):
 
     s, t, doc_id = tab
     kept = clear_before_ask(s, t, request(doc_id, max_new_tokens=0))
-    assert set(kept) == {*t.view_outputs(), *t.page_outputs()} and changed(kept) == {}
+    shown = {*t.view_outputs(), *t.page_outputs(), *t.feedback.outputs()}
+    assert set(kept) == shown and changed(kept) == {}
     cleared = clear_before_ask(s, t, request(doc_id))
-    assert set(cleared) == {*t.view_outputs(), *t.page_outputs()}
+    assert set(cleared) == shown
     assert cleared[t.notice] == "" and cleared[t.text_btn]["visible"] is False
+    assert cleared[t.feedback.note] == ""  # the thumbs' note of the last answer
 
 
 def test_show_view_updates_only_what_the_view_holds(tab):

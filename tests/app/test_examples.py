@@ -79,7 +79,7 @@ def test_visitor_first_answer_from_an_empty_data_folder(tmp_path):
     fills the question, picks the example manual and asks it: an answer and the manual's quote,
     no red badge, nothing loaded from outside. The question is in the library's log. The
     answered page's first screen goes to docs/screenshots/examples.png."""
-    from tests.app.test_app_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 
     if not CHROMIUM.exists():
         pytest.skip(f"Chromium not found at {CHROMIUM} (install Debian's chromium package)")

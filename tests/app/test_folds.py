@@ -11,7 +11,7 @@ from app.figures import figure_summary, fold_marker_id, marker_id, route_figure,
 from app.folds import FOLD_MARK, MAX_GAP, contents_folds, fold_text, route_folds
 from app.library_tab import outline_rows
 from engine.document.tree import ROOT, TreeAssembler
-from tests.app.test_figures import make_route
+from tests.support.routes import make_route
 
 
 @pytest.fixture(scope="module")

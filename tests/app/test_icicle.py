@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from app.figures import ROOT_FILL, UNVISITED_FILL
 from app.icicle import manual_figure
-from tests.app.test_figures import PARENTS, STATUS, make_route
+from tests.support.routes import PARENTS, STATUS, make_route
 
 
 def test_manual_icicle_has_every_node_and_a_colorbar():

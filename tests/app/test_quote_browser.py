@@ -8,19 +8,15 @@ quote block's text, the page view's caption and the highlight's yellow pixels on
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+
+from tests.support.browser import TIMEOUT_MS, browser  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.real_model
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PDF = "why3-manual.pdf"
 QUESTION = "How do I install Why3 with opam?"
 COMMAND = "opam install why3"
-TIMEOUT_MS = 240_000
 
 # highlight-yellow pixels of the page image (the page view draws the quote's highlight)
 YELLOW_JS = """async () => {
@@ -37,19 +33,6 @@ YELLOW_JS = """async () => {
     if (d[i] > 220 && d[i + 1] > 190 && d[i + 2] < 90) n++;
   return n;
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip(f"Chromium not found at {CHROMIUM} (install Debian's chromium package)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def test_how_to_quote_holds_the_command_on_its_highlighted_page(browser, explorer_server,

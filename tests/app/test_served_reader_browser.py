@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.test_app_browser import (TIMEOUT_MS, _no_error_badge, _open_folds,  # noqa: F401
-                                        _shot, _value, browser)
-from tests.conftest import _free_port
+from tests.support.browser import (TIMEOUT_MS, browser, no_error_badge, open_folds,  # noqa: F401
+                                  shot, value)
+from tests.support.network import free_port
 
 pytestmark = pytest.mark.real_model
 
@@ -42,7 +42,7 @@ def launch(real_backbone, tmp_path, reader: str, model: str):
     doc = ingest_file(md, rt).doc_id
     demo = build_app(rt, examples=False)
     for attempt in range(3):  # Gradio's own 3-second check of the page fails on a loaded machine
-        port = _free_port()
+        port = free_port()
         try:
             demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1",
                                 server_port=port, ssr_mode=False, quiet=True)
@@ -57,7 +57,7 @@ def launch(real_backbone, tmp_path, reader: str, model: str):
 def ask_on_page(page, url: str, doc: int) -> None:
     page.goto(url)
     page.get_by_role("tab", name="Ask").click()
-    _open_folds(page, "Metrics")
+    open_folds(page, "Metrics")
     page.locator("#ask-doc input").click()
     page.get_by_role("option", name=f"#{doc} ").first.click()
     page.locator("#ask-mode input[value='text']").check()
@@ -83,14 +83,14 @@ def test_a_served_reader_answers_streamed_under_the_reader_line(browser, served_
         assert f"{model} at {reader}" in line and "answered when last checked" in line, line
         assert "Memory mode answers with the local backbone" in line
         (rec,) = rt.library.list_queries(doc)
-        answer = _value(page, "#answer-text textarea").strip()
+        answer = value(page, "#answer-text textarea").strip()
         assert answer and answer == rec.answer.strip() and rec.mode == "text"
         seen = page.evaluate("() => window.__answers")
         assert len(seen) >= 2 and seen[-1].strip() == answer  # streamed in, piece by piece
         assert all(answer.startswith(v.strip()) for v in seen[:-1]), seen
         assert page.locator("#quote-view").is_visible()
-        _no_error_badge(page)
-        _shot(page, tmp_path, "served-reader")
+        no_error_badge(page)
+        shot(page, tmp_path, "served-reader")
     finally:
         page.close()
         demo.close()
@@ -98,7 +98,7 @@ def test_a_served_reader_answers_streamed_under_the_reader_line(browser, served_
 
 
 def test_a_server_that_is_down_is_one_line_and_the_quote_stays(browser, real_backbone, tmp_path):
-    reader = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
+    reader = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     url, rt, demo, doc = launch(real_backbone, tmp_path, reader, "some-model")
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     page.set_default_timeout(60_000)
@@ -111,11 +111,11 @@ def test_a_server_that_is_down_is_one_line_and_the_quote_stays(browser, real_bac
         # (the notice shows md_text's escapes as typed, "127\\.0": an app-wide quirk of notices)
         notice = page.locator("#ask-notice").inner_text().replace("\\", "")
         assert reader in notice and "cannot be reached" in notice, notice
-        assert _value(page, "#answer-text textarea").startswith("(no answer")
+        assert value(page, "#answer-text textarea").startswith("(no answer")
         assert page.locator("#quote-view").is_visible()
         assert "Priming" in page.locator("#quote-view").inner_text()
         assert rt.library.list_queries(doc) == []  # nothing logged as an answer
-        _no_error_badge(page)
+        no_error_badge(page)
     finally:
         page.close()
         demo.close()

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from engine.settings import Settings
-from tests.test_concurrency import _markdown
-from tests.test_crash import _memory_inserts
+from tests.support.phase_two import memory_inserts
+from tests.support.runtime import tagged_manual
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def _docs(rt, tmp_path, n: int) -> list[int]:
     out = []
     for i in range(n):
         md = tmp_path / f"m{i}.md"
-        md.write_text(_markdown(f"tag{i}") * 2)
+        md.write_text(tagged_manual(f"tag{i}") * 2)
         out.append(ingest_file(md, rt, memories=False).doc_id)
     return out
 
@@ -50,7 +50,7 @@ def test_two_workers_share_the_documents_and_write_each_node_once(rt, tmp_path):
         while (d := w.run_one()) is not None:
             written[w.holder].append(d)
 
-    with _memory_inserts(rt.library.engine) as inserted:
+    with memory_inserts(rt.library.engine) as inserted:
         threads = [threading.Thread(target=run, args=(w,)) for w in workers]
         for t in threads:
             t.start()

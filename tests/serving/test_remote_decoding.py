@@ -8,7 +8,7 @@ from engine.answer.generation.decoding import generate
 from engine.answer.generation.prompts import SYSTEM_PROMPT, chat_messages, chat_parts, embed_text as _embed_text
 from engine.serving.remote_decoding import RemoteStreamed
 from engine.serving.remote_reader import RemoteReader
-from tests.serving.test_remote_reader import SSE_HEAD, _chunk, _chunked, scripted  # noqa: F401
+from tests.support.scripted_server import SSE_HEAD, chunk, chunked, scripted  # noqa: F401
 
 
 @pytest.mark.parametrize("question, stop", [
@@ -42,9 +42,9 @@ def test_a_loop_is_cut_off_and_never_shown(scripted):
     """13 distinct pieces said twice and more: the 16-piece rule fires on the second round and
     its 16 newest pieces go; the pieces shown join to one round, and the stream is closed."""
     unit = [f" w{i}" for i in range(13)]
-    body = b"".join(_chunked(_chunk(p)) for p in unit * 4)
+    body = b"".join(chunked(chunk(p)) for p in unit * 4)
 
-    server = scripted(lambda conn, s: conn.sendall(SSE_HEAD + body + _chunked(_chunk(None, "stop"))
+    server = scripted(lambda conn, s: conn.sendall(SSE_HEAD + body + chunked(chunk(None, "stop"))
                                                    + b"0\r\n\r\n"))
     served = RemoteStreamed(RemoteReader(server.url, "m"), chat_messages("q", "s"),
                             max_new_tokens=100)

@@ -5,91 +5,20 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 
 import pytest
 
 from engine.serving.remote_reader import ReaderError, RemoteReader, context_from_models
 from engine.settings import Settings
-from tests.conftest import _free_port
+from tests.support.network import free_port
+from tests.support.scripted_server import SSE_HEAD, chunk, chunked, scripted  # noqa: F401
 
 MESSAGES = [{"role": "system", "content": "You answer questions about a technical manual. Use "
                                           "the provided context; answer briefly and precisely."},
             {"role": "user", "content": "Manual sections:\n[1] Options (p. 3):\nThe -v option "
                                         "prints the version and exits.\n\nQuestion: Which option "
                                         "prints the version?"}]
-
-
-class ScriptedServer:
-    """A real TCP server on a free local port whose every connection runs ``script(conn)``
-    after the request has been read (headers and body)."""
-
-    def __init__(self, script):
-        self.script = script
-        self.requests: list[bytes] = []
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            while len(body) < length:
-                body += conn.recv(65536)
-            self.requests.append(head + b"\r\n\r\n" + body)
-            try:
-                self.script(conn, self)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
-
-
-@pytest.fixture
-def scripted():
-    servers = []
-
-    def start(script) -> ScriptedServer:
-        servers.append(ScriptedServer(script))
-        return servers[-1]
-
-    yield start
-    for s in servers:
-        s.close()
-
-
-def _chunk(content: str | None = None, finish: str | None = None) -> bytes:
-    delta = {"content": content} if content is not None else {}
-    event = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    return f"data: {json.dumps(event)}\n\n".encode()
-
-
-def _chunked(payload: bytes) -> bytes:
-    return f"{len(payload):x}\r\n".encode() + payload + b"\r\n"
-
-
-SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n")
 
 
 def _json_response(status: str, body: dict) -> bytes:
@@ -132,7 +61,7 @@ def test_context_window_falls_back_to_the_setting(served_reader):
 # -- what goes wrong ---------------------------------------------------------------------------
 
 def test_server_down():
-    url = f"http://127.0.0.1:{_free_port()}/v1"  # a closed port
+    url = f"http://127.0.0.1:{free_port()}/v1"  # a closed port
     reader = RemoteReader(url, "m")
     with pytest.raises(ReaderError) as e:
         reader.stream(MESSAGES, max_tokens=4)
@@ -165,7 +94,7 @@ def test_stalled_server_times_out(scripted):
 
 def test_server_stalling_mid_stream_times_out(scripted):
     def script(conn, server):
-        conn.sendall(SSE_HEAD + _chunked(_chunk("The")) + _chunked(_chunk(" option")))
+        conn.sendall(SSE_HEAD + chunked(chunk("The")) + chunked(chunk(" option")))
         server.stop.wait(30)
 
     server = scripted(script)
@@ -180,7 +109,7 @@ def test_server_stalling_mid_stream_times_out(scripted):
 
 def test_stream_that_breaks_off(scripted):
     def script(conn, server):  # half a chunk, then the connection is gone
-        conn.sendall(SSE_HEAD + _chunked(_chunk("The")) + b"40\r\ndata: {\"cho")
+        conn.sendall(SSE_HEAD + chunked(chunk("The")) + b"40\r\ndata: {\"cho")
         conn.shutdown(socket.SHUT_RDWR)
 
     server = scripted(script)
@@ -191,7 +120,7 @@ def test_stream_that_breaks_off(scripted):
 
 def test_stream_that_ends_unfinished(scripted):
     def script(conn, server):  # a well-formed end, but the answer never finished
-        conn.sendall(SSE_HEAD + _chunked(_chunk("The")) + b"0\r\n\r\n")
+        conn.sendall(SSE_HEAD + chunked(chunk("The")) + b"0\r\n\r\n")
 
     server = scripted(script)
     with pytest.raises(ReaderError, match="without finishing the answer"):
@@ -200,8 +129,8 @@ def test_stream_that_ends_unfinished(scripted):
 
 def test_error_in_the_stream(scripted):
     def script(conn, server):  # transformers serve's and vLLM's way of failing mid-answer
-        conn.sendall(SSE_HEAD + _chunked(_chunk("The"))
-                     + _chunked(b'data: {"error": "CUDA out of memory"}\n\n') + b"0\r\n\r\n")
+        conn.sendall(SSE_HEAD + chunked(chunk("The"))
+                     + chunked(b'data: {"error": "CUDA out of memory"}\n\n') + b"0\r\n\r\n")
 
     server = scripted(script)
     with pytest.raises(ReaderError) as e:
@@ -212,8 +141,8 @@ def test_error_in_the_stream(scripted):
 
 def test_streamed_events_of_a_scripted_server(scripted):
     def script(conn, server):
-        conn.sendall(SSE_HEAD + _chunked(_chunk("Use")) + _chunked(_chunk(" -v"))
-                     + _chunked(_chunk(None, "stop")) + _chunked(b"data: [DONE]\n\n")
+        conn.sendall(SSE_HEAD + chunked(chunk("Use")) + chunked(chunk(" -v"))
+                     + chunked(chunk(None, "stop")) + chunked(b"data: [DONE]\n\n")
                      + b"0\r\n\r\n")
 
     server = scripted(script)

@@ -172,3 +172,104 @@ def test_time_limit_and_a_failing_request(tiny):
         worker.close()
     with pytest.raises(ValueError):
         GenerationRequest(max_new_tokens=3)
+
+
+def test_a_failed_step_fails_its_rows_and_the_next_ask_is_answered(tiny, monkeypatch):
+    """Issue 44: an error injected into a decoding step fails the rows of that step only, ends
+    their streams (their readers stop waiting), and the worker answers the next ask."""
+    from engine.serving import batch as batch_module
+
+    worker = GenerationWorker(tiny.model, max_batch=4)
+    real_step = batch_module.DecodeBatch.step
+    failures = []
+
+    def failing_step(self, model):
+        if not failures:
+            failures.append(len(self.rows))
+            raise RuntimeError("injected step failure")
+        return real_step(self, model)
+
+    monkeypatch.setattr(batch_module.DecodeBatch, "step", failing_step)
+    try:
+        req, streamer, _ = request(tiny, prompt_embeds(tiny, "Why?"), 20, guard=False)
+        ticket = worker.submit(req)
+        texts = []
+        reader = threading.Thread(target=lambda: texts.extend(streamer))
+        reader.start()
+        with pytest.raises(RuntimeError, match="injected step failure"):
+            ticket.result(timeout=60)
+        reader.join(timeout=60)
+        assert not reader.is_alive() and failures == [1]  # its stream ended
+        good, _, _ = request(tiny, prompt_embeds(tiny, "Why?"), 5, guard=False)
+        assert len(worker.generate(good).tokens) == 5
+    finally:
+        worker.close()
+
+
+def test_a_dead_loop_is_replaced_and_every_stream_ends(tiny, monkeypatch):
+    """An error outside any one request (here: in taking the waiting requests) ends the loop:
+    its running rows fail with their streams ended, and the next submit starts a new loop that
+    answers."""
+    worker = GenerationWorker(tiny.model, max_batch=4)
+    try:
+        long_req, long_streamer, _ = request(tiny, prompt_embeds(tiny, "Why?"), 4000,
+                                             guard=False)
+        long_t = worker.submit(long_req)
+        reader = threading.Thread(target=lambda: list(long_streamer))  # ends at end()
+        reader.start()
+        while len(long_streamer.ids) < 3:
+            time.sleep(0.005)
+        first = worker._thread
+        real_take = GenerationWorker._take
+
+        def broken_take(self, room, block):
+            monkeypatch.setattr(GenerationWorker, "_take", real_take)  # fails once
+            raise RuntimeError("injected loop failure")
+
+        monkeypatch.setattr(GenerationWorker, "_take", broken_take)
+        with pytest.raises(RuntimeError, match="injected loop failure"):
+            long_t.result(timeout=60)
+        reader.join(timeout=60)
+        assert not reader.is_alive()  # its stream ended
+        first.join(timeout=10)
+        assert not first.is_alive()
+        good, _, _ = request(tiny, prompt_embeds(tiny, "Why?"), 5, guard=False)
+        assert len(worker.generate(good).tokens) == 5
+        assert worker._thread is not first
+    finally:
+        worker.close()
+
+
+def test_a_long_prefill_does_not_freeze_the_running_streams(tiny, monkeypatch):
+    """Issue 44: prefills run beside the loop, so the running sequences keep getting tokens
+    while a long prompt is prefilled (here a prefill held for a second)."""
+    real_prefill = GenerationWorker._prefill
+    held = threading.Event()
+
+    def slow_prefill(self, ticket):
+        if ticket.request.prompt_length > 100:
+            held.set()
+            time.sleep(1.0)
+        return real_prefill(self, ticket)
+
+    monkeypatch.setattr(GenerationWorker, "_prefill", slow_prefill)
+    worker = GenerationWorker(tiny.model, max_batch=4)
+    try:
+        short_req, short_streamer, _ = request(tiny, prompt_embeds(tiny, "Why?"), 4000,
+                                               guard=False)
+        short_t = worker.submit(short_req)
+        while len(short_streamer.ids) < 3:
+            time.sleep(0.005)
+        long_embeds = prompt_embeds(tiny, " ".join(QUESTIONS * 4))
+        assert long_embeds.shape[0] > 100
+        long_req, _, _ = request(tiny, long_embeds, 5, guard=False)
+        long_t = worker.submit(long_req)
+        held.wait(10)
+        before = len(short_streamer.ids)
+        time.sleep(0.5)  # the long prefill is still held
+        assert len(short_streamer.ids) > before + 3, "the running stream went on"
+        assert len(long_t.result(timeout=60).tokens) == 5
+        short_t.cancel()
+        assert short_t.result(timeout=60).stop == "cancelled"
+    finally:
+        worker.close()

@@ -11,7 +11,7 @@ from sqlalchemy import delete, func, select
 
 from storage import DocumentNotFound, Library, SourceFile
 from storage.models import DocumentRow, SourceFileRow
-from tests.storage.test_storage import library, meta_for, sample_tree  # noqa: F401 (fixture)
+from tests.support.library import library, meta_for, sample_tree  # noqa: F401 (fixture)
 
 PDF = SourceFile(file_name="manual.pdf", media_type="application/pdf",
                  data=b"%PDF-1.7\n" + bytes(range(256)) * 64 + b"\0\xff%%EOF")
@@ -57,10 +57,10 @@ def test_failed_add_stores_no_source(library, monkeypatch):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(library_module, "_insert_evidence", broken)
-    from tests.storage.test_storage import _evidence
+    from tests.support.library import sample_evidence
 
     with pytest.raises(RuntimeError, match="disk full"):
-        library.add_document(meta_for(tree), tree, evidence=_evidence(tree), source=PDF)
+        library.add_document(meta_for(tree), tree, evidence=sample_evidence(tree), source=PDF)
     assert _sources(library) == 0 and library.list_documents() == []
 
 

@@ -5,7 +5,6 @@ H2MT_TEST_PG_URL names a throwaway database (its tables are dropped before and a
 """
 from __future__ import annotations
 
-import os
 import sqlite3
 from dataclasses import replace
 
@@ -16,58 +15,15 @@ from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
 import storage.memory_store as memory_store_module
-from engine.document.tree import Tree, TreeAssembler
+from engine.document.tree import Tree
 from storage import (DocumentMeta, DocumentNotFound, DuplicateDocument, Library, MissingMemories,
                      StaleMemories)
 from storage.blobs import decode_vector, encode_vector
-from storage.models import Base, DocumentRow, MemoryRow, NodeRow, QueryRow
+from storage.models import DocumentRow, MemoryRow, NodeRow, QueryRow
+from tests.support.library import (PG_URL, library, meta_for, sample_evidence,  # noqa: F401
+                                  sample_tree)
 
-PG_URL = os.environ.get("H2MT_TEST_PG_URL")
 DIM = 8
-
-
-@pytest.fixture(params=[
-    "sqlite",
-    pytest.param("postgresql", marks=pytest.mark.skipif(
-        not PG_URL, reason="set H2MT_TEST_PG_URL to a throwaway PostgreSQL database to run")),
-])
-def library(request, tmp_path):
-    if request.param == "sqlite":
-        lib = Library(f"sqlite:///{tmp_path / 'nested' / 'library.sqlite3'}")
-        yield lib
-        lib.close()
-        return
-    lib = Library(PG_URL)
-    Base.metadata.drop_all(lib.engine)
-    Base.metadata.create_all(lib.engine)
-    yield lib
-    Base.metadata.drop_all(lib.engine)
-    lib.close()
-
-
-def sample_tree(title: str = "Pump manual") -> Tree:
-    """A small tree with every Node field exercised (pages, refs, kinds, unicode, None values)."""
-    asm = TreeAssembler("outline", title, pages=12, root_text="Front matter.")
-    intro = asm.add(0, title="1 Introduction", text="Read this first.", page_start=1, page_end=2)
-    asm.add(intro, title="", text="Safety: wear gloves — always.", page_start=1, page_end=1,
-            kind="paragraph")
-    asm.add(intro, title="1.1 Scope", text="", page_start=2, page_end=2)
-    ops = asm.add(0, title="2 Opération", text="Überblick ✓", page_start=3, page_end=12)
-    start = asm.add(ops, title="2.1 Start", text="Press the green button.\n\nWait.",
-                    page_start=3, page_end=4, ref="chunk-17")
-    asm.add(start, title="", text="x" * 5000, kind="chunk")
-    asm.add(0, title="Appendix", text="No pages here.", kind="front")
-    tree = asm.finish()
-    for nid in tree.graph.nodes:  # token counts normally come from split_long_nodes
-        node = tree.node(nid)
-        tree.graph.nodes[nid]["node"] = replace(node, tokens=3 * nid + 1)
-    tree.validate()
-    return tree
-
-
-def meta_for(tree: Tree, sha: str = "a" * 64) -> DocumentMeta:
-    return DocumentMeta(title=tree.title, file_name="manual.pdf", sha256=sha, pages=tree.pages,
-                        tree_ms=12.5, memory_ms=40.25)
 
 
 def memories_for(tree: Tree, seed: int = 0, dtype: torch.dtype = torch.float32):
@@ -393,30 +349,18 @@ def test_in_memory_sqlite_works():
 
 # -- routing evidence and phase-two memories ------------------------------------------------------
 
-def _evidence(tree: Tree, fingerprint: str = "lex:1|dense:test", dim: int = 4):
-    import numpy as np
-
-    from storage import NodeEvidence
-
-    rng = np.random.default_rng(0)
-    tokens = [[] if i == 0 else [f"w{i}", "pump", "\\patchcmd"] for i in range(len(tree))]
-    dense = rng.standard_normal((len(tree), dim)).astype(np.float32)
-    dense[0] = 0
-    return NodeEvidence(tokens=tokens, dense=dense, fingerprint=fingerprint)
-
-
 def test_evidence_round_trip_and_fingerprint(library):
     import numpy as np
 
     tree = sample_tree()
-    ev = _evidence(tree)
+    ev = sample_evidence(tree)
     doc = library.add_document(meta_for(tree), tree, evidence=ev)
     back = library.get_evidence(doc, ev.fingerprint)
     assert back.tokens == ev.tokens
     # stored as float16: close, not bit-exact (unit vectors need no more)
     np.testing.assert_allclose(back.dense, ev.dense, atol=2e-3)
     assert library.get_evidence(doc, "lex:1|dense:other") is None  # another encoder: re-index
-    other = _evidence(tree, "lex:1|dense:other")
+    other = sample_evidence(tree, "lex:1|dense:other")
     library.put_evidence(doc, other)
     assert library.get_evidence(doc, ev.fingerprint) is None
     assert library.get_evidence(doc, other.fingerprint).tokens == ev.tokens
@@ -430,7 +374,7 @@ def test_evidence_round_trip_and_fingerprint(library):
 
 def test_phase_one_document_has_no_memories_and_phase_two_adds_them_by_parts(library):
     tree = sample_tree()
-    doc = library.add_document(meta_for(tree), tree, evidence=_evidence(tree))
+    doc = library.add_document(meta_for(tree), tree, evidence=sample_evidence(tree))
     p = library.memory_progress(doc, "fp")
     assert (p.done, p.total, p.complete) == (0, len(tree), False)
     with pytest.raises(MissingMemories):
@@ -483,3 +427,15 @@ def test_document_states_in_one_query(library):
     assert 999 not in states and set(library.document_states(None, "fp")) == {a, b}
     library.delete_document(b)
     assert set(library.document_states(None, "fp")) == {a}
+
+
+def test_query_log_keeps_who_asked(library):
+    """Issue 44: a signed-in asker is kept with the question; a question logged without one
+    (sign-in off, or a library from before) stays readable and is listed for everyone."""
+    old = library.log_query("before sign-in?", "route")
+    bob = library.log_query("bob's?", "route", asker="bob")
+    carol = library.log_query("carol's?", "route", asker="carol")
+    assert [r.id for r in library.list_queries(asker="bob")] == [bob]
+    assert [r.asker for r in library.list_queries()] == [None, "bob", "carol"]
+    assert [r.id for r in library.list_queries(newest=1, asker="carol")] == [carol]
+    assert library.get_query(bob).asker == "bob" and library.get_query(old).asker is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from engine.memory.flat import flat_index, search
 from engine.answer.modes.base import Mode, ModeInputs, Step
 from engine.answer.generation.prompts import slots_plan
+from engine.answer.modes.memory import capped_slots
 
 
 class FlatMode(Mode):
@@ -21,7 +22,7 @@ class FlatMode(Mode):
         rt, doc_id = inputs.rt, inputs.doc_ids[0]
         index = flat_index(rt, doc_id, inputs.trees[doc_id], inputs.opts.flat_segment_tokens)
         seg, _ = search(index, inputs.query_vector, rt.parts.router,
-                        max(1, len(inputs.route.selected)))
+                        max(1, len(capped_slots(inputs))))
         return Step(slots_plan(rt.backbone, rt.parts, inputs.question, index.memories[seg], None,
                                inputs.opts.gate), [],
                     sources=tuple(index.texts[i] for i in seg))  # the segments' text

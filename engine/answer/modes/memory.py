@@ -18,7 +18,7 @@ class MemoryMode(Mode):
 
     def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
         rt, question = inputs.rt, inputs.question
-        ids = sorted(inputs.route.selected)  # document order
+        ids = sorted(capped_slots(inputs))  # document order
         if not ids:
             return Step(text_plan(InProcessReader(rt.backbone), question, ""), [])
         paths = [path_indices(inputs.routing, i) for i in ids] if inputs.opts.hier_pos else None
@@ -30,3 +30,23 @@ class MemoryMode(Mode):
         if result.loops is None:
             return {}
         return {rid: [int(x) for x in result.loops[i].tolist()] for i, rid in enumerate(cited)}
+
+
+# Prompt tokens around the slots (chat template, "Context:", the question's framing): room kept
+# free of slots in the context window besides the question and the answer.
+PROMPT_ROOM = 256
+
+
+def capped_slots(inputs: ModeInputs) -> list[int]:
+    """The selected nodes that get a slot (H2MT 3.4: one memory slot per selected node): all
+    of them, or, past ``H2MT_MAX_MEMORY_SLOTS`` or what the context window holds besides the
+    question and the answer, the best-scored ones. The walk keeps every level's winners, so a
+    wide route would otherwise prefill one slot per node of the library."""
+    route, rt = inputs.route, inputs.rt
+    room = (InProcessReader(rt.backbone).context_window() - inputs.opts.max_new_tokens
+            - PROMPT_ROOM - len(rt.backbone.encode(inputs.question)))
+    cap = max(1, min(rt.settings.max_memory_slots, room))
+    selected = list(route.selected)
+    if len(selected) <= cap:
+        return selected
+    return sorted(selected, key=lambda i: -(route.scores.get(i) or float("-inf")))[:cap]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.ingest import ingest_file
-from tests.test_ask import MANUAL, make_runtime
+from tests.support.runtime import MANUAL, make_runtime
 
 
 @pytest.fixture(scope="package")

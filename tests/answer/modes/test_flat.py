@@ -6,7 +6,7 @@ import pytest
 from engine.answer.modes.flat import FlatMode
 from engine.ask import AskError, AskOptions, ask
 from engine.ingest import ingest_file
-from tests.test_ask import MANUAL
+from tests.support.runtime import MANUAL
 
 
 def test_flat_mode_generates_from_segment_slots(tiny_rt):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.answer.modes.full import FullMode
 from engine.ask import AskOptions, ask
-from tests.test_ask import MANUAL
+from tests.support.runtime import MANUAL
 
 
 def test_full_mode_reads_the_manual_without_a_route(tiny_rt):

@@ -6,7 +6,7 @@ import pytest
 from engine.answer.modes.memory import MemoryMode
 from engine.ask import AskOptions, MemoriesPending, ask
 from engine.ingest import ingest_file
-from tests.test_ask import MANUAL, make_runtime
+from tests.support.runtime import MANUAL, make_runtime
 
 
 def test_one_slot_per_selected_node_and_the_gate_per_slot(tiny_rt):

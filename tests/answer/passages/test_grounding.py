@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.answer.passages.grounding import answer_evidence, find_quote, ranked_sentences, sections
 from engine.ask import AskOptions, ask
 from engine.documents import load_documents, routing_tree
-from tests.test_ask import tiny_rt  # noqa: F401  (the widgets manual on a tiny random Llama)
+from tests.support.runtime import tiny_rt  # noqa: F401  (the widgets manual on a tiny random Llama)
 
 
 def test_sentences_quote_and_evidence_come_from_the_routed_sections(tiny_rt):

@@ -1,0 +1,78 @@
+"""The browser tests' Chromium (Debian's, headless, one set of flags for every test) as a
+module-scoped ``browser`` fixture, and helpers on a page of the explorer."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 240_000
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+# Red error badges: an error toast, or a component's status tracker showing "Error".
+ERRORS_JS = """() => Array.from(document.querySelectorAll(
+  "[data-testid='toast-body'].error, [data-testid='status-tracker'] .error"))
+  .map(e => (e.closest("[data-testid='toast-body']") || e).innerText.trim())"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip(f"Chromium not found at {CHROMIUM} (install Debian's chromium package)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def value(page, selector: str) -> str:
+    return page.locator(selector).input_value()
+
+
+def open_folds(page, *headings: str) -> None:
+    """Open the Ask tab's folded sections under these headings (closed by default; Gradio
+    mounts a fold's components only once it is opened)."""
+    for heading in headings:
+        fold = page.locator("button.label-wrap", has_text=heading).first
+        if "open" not in (fold.get_attribute("class") or "").split():
+            fold.click()
+
+
+def no_error_badge(page) -> None:
+    errors = page.evaluate(ERRORS_JS)
+    assert not errors, f"red error badge(s) on the page: {errors}"
+
+
+def shot(page, tmp_path: Path, name: str) -> None:
+    """A full-page screenshot, kept in docs/screenshots too."""
+    out = tmp_path / f"{name}.png"
+    page.screenshot(path=str(out), full_page=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(out, SCREENSHOTS / f"{name}.png")
+
+
+def ask_and_wait(page, rt, doc_id: int, question: str) -> object:
+    """Asks ``question`` in text mode at 128 tokens and returns its query-log record once the
+    engine has logged it and the page shows the final answer (folded or in the answer box)."""
+    import time
+
+    n = len(rt.library.list_queries(doc_id))
+    page.locator("#ask-question textarea").fill(question)
+    page.locator("#ask-button").click()
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while len(rt.library.list_queries(doc_id)) == n and time.monotonic() < deadline:
+        time.sleep(1)
+    log = rt.library.list_queries(doc_id)
+    assert len(log) == n + 1 and log[-1].question == question
+    page.wait_for_function(
+        "(answer) => document.querySelector('#answer-fold details') || "
+        "(document.querySelector('#answer-text textarea')?.value || '').trim() === answer",
+        arg=log[-1].answer.strip(), timeout=TIMEOUT_MS)
+    return log[-1]
