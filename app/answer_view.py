@@ -13,7 +13,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from app.figures import figure_summary, route_figure
-from app.hover import pages_label
+from engine.document.tree import page_name, pages_name
 from app.icicle import manual_figure
 from app.folds import route_folds
 from app.pages import Line, page_view
@@ -83,7 +83,8 @@ def metric_rows(m: dict) -> list[tuple[str, object]]:
 def cited_rows(cited) -> list[list]:
     """Rows of the cited table from an Answer or a list of Citations."""
     cited = getattr(cited, "cited", cited)
-    return [[i + 1, c.title or "(untitled)", pages_label(c.page_start, c.page_end), c.doc_id,
+    return [[i + 1, (c.title or "(untitled)") + (" (OCR)" if getattr(c, "ocr", False) else ""),
+             pages_name(c.page_start, c.page_end, getattr(c, "page_label", None)), c.doc_id,
              c.node_id] for i, c in enumerate(cited)]
 
 
@@ -168,7 +169,8 @@ def evidence_summary(a, evidence: list[dict], degenerate) -> str:
 
 
 def evidence_rows(s: AppState, evidence: list[dict]) -> list[list]:
-    return [[i + 1, round(float(e["score"]), 3), e["page"] if e["page"] else "",
+    return [[i + 1, round(float(e["score"]), 3),
+             page_name(e["page"], e.get("page_label")) if e["page"] else "",
              section_title(s, e["doc_id"], e["node_id"], e["title"]), e["text"], e["doc_id"],
              e["node_id"]]
             for i, e in enumerate(evidence)]
@@ -215,4 +217,13 @@ def quote_outputs(s: AppState, quote, not_covered: bool, mode: ModeTraits
         return gr.update(value=md, visible=bool(md)), None
     return (gr.update(value=md, visible=True),
             page_outputs(s, quote.doc_id, quote.node_id,
-                         [Line(quote.text, quote.page, quote.score)]))
+                         quote_lines(quote)))
+
+
+def quote_lines(quote) -> list[Line]:
+    """What the page view highlights for a quote: the quote whole, or a table row and its
+    header apart (they need not stand together on the page)."""
+    parts = quote.text.splitlines()
+    if len(parts) == 2 and all(" | " in p for p in parts):
+        return [Line(p, quote.page, quote.score) for p in parts]
+    return [Line(quote.text, quote.page, quote.score)]

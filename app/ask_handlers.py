@@ -13,6 +13,7 @@ written says so in a notice and leaves the other outputs as they were.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -216,14 +217,19 @@ def cited_select(s: AppState, t: AskTab, view: ViewState, evt: gr.SelectData) ->
     return {**out, **page_updates(t, page_outputs(s, row[doc_col], row[node_col], lines))}
 
 
+def physical_page(shown) -> int | None:
+    """The physical page of an evidence row's page cell ("p. 8 (PDF page 10)" -> 10, "p. 3" -> 3)."""
+    m = re.search(r"PDF page (\d+)", str(shown)) or re.search(r"(\d+)\s*$", str(shown))
+    return int(m.group(1)) if m else None
+
+
 def evidence_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
     row = evt.row_value or []
     doc_col, node_col = EVIDENCE_COLUMNS.index("doc"), EVIDENCE_COLUMNS.index("node")
     if len(row) <= node_col or row[doc_col] in (None, ""):
         return {t.page_head: "Select an evidence line."}
-    page = row[EVIDENCE_COLUMNS.index("page")]
     line = Line(str(row[EVIDENCE_COLUMNS.index("sentence")]),
-                int(page) if page not in (None, "") else None)
+                physical_page(row[EVIDENCE_COLUMNS.index("page")]))
     return page_updates(t, page_outputs(s, row[doc_col], row[node_col], [line]))
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import html
 
+
+from engine.document.tree import pages_name
 from engine.routing.channels import CHANNELS, LABELS
 
 # Parents guessed by clustering (H2MT 4.3: a document without headings) say so in their hover.
@@ -28,10 +30,12 @@ def esc(text: str | None, limit: int | None = None) -> str:
     return html.escape(t, quote=True)
 
 
-def pages_label(start: int | None, end: int | None) -> str:
-    if start is None:
-        return "—"
-    return f"p. {start}" if end in (None, start) else f"pp. {start}–{end}"
+def pages_label(start: int | None, end: int | None, tree=None) -> str:
+    """Pages as shown: printed labels first where ``tree`` (a Tree) knows them
+    ("p. 8 (PDF page 10)"), else physical numbers ("pp. 3–5")."""
+    if tree is not None:
+        return tree.pages_name(start, end)
+    return pages_name(start, end)
 
 
 def score_label(router: str | None) -> str:

@@ -100,7 +100,8 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
 
         def report(done: int, total: int, *, stage: str, i=i, name=name) -> None:
             progress((i + 0.1 + 0.85 * done / max(total, 1)) / n,
-                     desc=f"{of}{name}: {stage} {done}/{total} nodes")
+                     desc=f"{of}{name}: {stage} {done}/{total} "
+                          f"{'pages' if stage == 'ocr' else 'nodes'}")
 
         of = f"file {i + 1} of {n}: " if n > 1 else ""
         progress(i / n, desc=f"{of}{name}: parsing and building the tree")
@@ -165,10 +166,10 @@ def outline_rows(tree) -> list[list]:
         if fold is not None:
             skip.update(fold.ids)
             rows.append([n.id, indent + FOLD_MARK + fold.title,
-                         pages_label(fold.page_start, fold.page_end), fold.tokens, fold.kind])
+                         pages_label(fold.page_start, fold.page_end, tree), fold.tokens, fold.kind])
         else:
-            rows.append([n.id, indent + labels[n.id], pages_label(n.page_start, n.page_end),
-                         n.tokens, n.kind])
+            rows.append([n.id, indent + labels[n.id], pages_label(n.page_start, n.page_end, tree),
+                         n.tokens, n.kind + (" (OCR)" if tree.is_ocr(n) else "")])
     return rows
 
 

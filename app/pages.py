@@ -23,6 +23,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from engine.document.tree import page_name
+
 MIN_SPLIT_CHARS = 12  # the part of a sentence left on a page before a break: at least this long
 DPI = 110  # about 935 x 1210 pixels for a letter page
 MAX_PAGES = 4  # pages rendered at once (a citation spanning more shows those with highlights)
@@ -222,9 +224,10 @@ def render_pdf(data: bytes, lines: list[Line], first: int | None, last: int | No
                 annot.update()
             images.append(page.get_pixmap(dpi=capped_dpi(page.rect, dpi), annots=True))
         png = _stack(images)
+        labels = {p: pdf.doc[p - 1].get_label() for p in pages}
     finally:
         pdf.doc.close()
-    return PageView(caption=_caption(title, lines, placements, pages), png=png, pages=pages,
+    return PageView(caption=_caption(title, lines, placements, pages, labels), png=png, pages=pages,
                     placements=placements)
 
 
@@ -257,8 +260,11 @@ def _stack(pixmaps) -> bytes:
 
 
 def _caption(title: str, lines: list[Line], placements: list[Placement],
-             pages: list[int]) -> str:
-    where = f"p. {pages[0]}" if len(pages) == 1 else f"pp. {', '.join(map(str, pages))}"
+             pages: list[int], labels: dict[int, str] | None = None) -> str:
+    """``labels``: the pages' printed labels (``Page.get_label``), shown first where they differ."""
+    labels = labels or {}
+    named = [page_name(p, labels.get(p)) for p in pages]
+    where = named[0] if len(pages) == 1 else "pp. " + ", ".join(n[3:] for n in named)
     head = f"**{escape_md(title) or '(untitled)'}**, {where}"
     if not lines:
         return (f"{head}: no sentence of this section passed the evidence threshold, so "
@@ -269,7 +275,8 @@ def _caption(title: str, lines: list[Line], placements: list[Placement],
     for p in placements:
         if p.split:
             a, b = sorted(p.rects)
-            parts.append(f"One runs over the page break from p. {a} to p. {b}")
+            parts.append(f"One runs over the page break from {page_name(a, labels.get(a))} "
+                         f"to {page_name(b, labels.get(b))}")
     missing = [p for p in placements if not p.found]
     if missing:
         parts.append("Not found on the page (shown without a highlight): "

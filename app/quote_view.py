@@ -6,6 +6,8 @@ section and page; the answer under it is written by the model.
 """
 from __future__ import annotations
 
+from engine.document.tree import page_name
+
 NOT_COVERED = ("**The manual does not seem to cover this question**: no passage of the routed "
                "sections matches it closely enough. Any answer below is the model's own, "
                "without the manual.")
@@ -26,7 +28,9 @@ def quote_markdown(quote, not_covered: bool, model_answers: bool) -> str:
     if quote is None:
         return NOT_COVERED if not_covered else ""
     where = _md(quote.heading or "the manual")
-    page = f", page {quote.page}" if quote.page else ""
+    page = f", {page_name(quote.page, quote.page_label)}" if quote.page else ""
+    if getattr(quote, "ocr", False):
+        page += ", read by OCR from a scanned page"
     note = f" {MODEL_NOTE}" if model_answers else ""
     # a command or code line the passage introduces stays on a line of its own (a hard break
     # at each line's end; Markdown would otherwise run the quote's lines into one paragraph)

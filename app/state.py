@@ -356,8 +356,9 @@ def node_view(s: AppState, doc_id, node_id):
     labels = tree.labels()
     path = " › ".join(md_text(labels[p.id]) for p in tree.path(n.id)[1:-1])
     title = md_text(labels[n.id])
-    head = (f"**{title}** — {pages_label(n.page_start, n.page_end)}, depth {n.depth}, "
-            f"{n.tokens} tokens, node {n.id} of manual #{int(doc_id)}")
+    head = (f"**{title}** — {pages_label(n.page_start, n.page_end, tree)}, depth {n.depth}, "
+            f"{n.tokens} tokens, node {n.id} of manual #{int(doc_id)}"
+            + (", read by OCR (a scanned page)" if tree.is_ocr(n) else ""))
     if path:
         head += f"  \nin: {path}"
     return head, n.text or "(this node has only its heading; its text is in its children)"

@@ -21,7 +21,9 @@ from engine.answer.checks.verdict import judge
 from engine.answer.generation.decoding import Decoding
 from engine.answer.evaluation import Evaluation, ProbeQuestion, evaluation_row
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
-from engine.answer.passages.grounding import answer_evidence, find_quote, sentence_pager
+from engine.routing.named_pages import pin_named_pages
+from engine.answer.passages.grounding import (answer_evidence, find_quote, label_citations,
+                                              sentence_pager)
 from engine.answer.generation.cleanup import clean_answer, degeneracy
 from engine.answer.measure import PeakMemory
 from engine.answer.notices import degenerate_warning
@@ -152,6 +154,7 @@ def route(rt: Runtime, req: Request, metrics: Metrics) -> Routed:
                                   walk_how=opts.walk or rt.settings.walk)
     except RouterUnavailable as e:
         raise AskError(str(e)) from None
+    pin_named_pages(found, req.routing, req.trees, req.question)  # "what is on page 8"
     metrics.route_ms = query_ms + found.route_ms
     return Routed(found, query.dense, q)
 
@@ -216,7 +219,8 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
                         quote_text)
     if cut:
         text = f"{text} (cut at {result.generated_tokens} tokens)"
-    return Answer(text=text, mode=mode.name, traits=mode.traits(), cited=citations, gate=gate, metrics=metrics,
+    return Answer(text=text, mode=mode.name, traits=mode.traits(),
+                  cited=label_citations(citations, req.trees), gate=gate, metrics=metrics,
                   route=shown, warning=" ".join(warnings) or None, evidence=evidence,
                   cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
                   stop=result.stop if result is not None else None, repetition_cut=trimmed,

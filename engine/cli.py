@@ -65,6 +65,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(json.dumps({"file": str(path), "error": str(e)}), flush=True)
             failures += 1
             continue
+        except Exception as e:  # one file's failure never stops the rest of the batch
+            logging.getLogger(__name__).exception("ingest of %s failed", path)
+            print(json.dumps({"file": str(path), "error": f"could not be read "
+                              f"({type(e).__name__}: {e})"}), flush=True)
+            failures += 1
+            continue
         finally:
             bar.close()
         print(json.dumps(result.as_json()), flush=True)

@@ -213,9 +213,11 @@ class _EvidenceEncoder:
 
 
 def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = None,
-                        check: Callable[[str], None] | None = None) -> Tree:
+                        check: Callable[[str], None] | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> Tree:
     """The file's tree within the settings' node limit; ``check(stage)``: the ingest's
-    deadline, called while parsing, chunking, encoding and clustering."""
+    deadline, called while parsing, reading scanned pages, chunking, encoding and clustering;
+    ``progress(done, total)``: after each OCR'd page."""
     bb = rt.backbone
     # A document without headings gets an induced hierarchy (H2MT 4.3) over the dense
     # channel's sentence-encoder vectors (an LSA embedding when that channel is off).
@@ -226,7 +228,8 @@ def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = 
         def embed(texts):
             return shared.embed(texts, progress=lambda done, total: check and check("encoding"))
     tree = build_tree(path, bb.encode, bb.decode, rt.settings.node_token_limit, embed=embed,
-                      check=check, max_nodes=rt.settings.max_nodes)
+                      check=check, max_nodes=rt.settings.max_nodes,
+                      ocr_languages=rt.settings.ocr_languages, progress=progress)
     check_tree_limits(Path(path).name, tree, rt.settings)
     return tree
 
@@ -292,7 +295,7 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
         return _reuse(existing, rt, progress, memories)
     t0 = time.perf_counter()
     shared = SharedVectors(rt.encoder) if rt.encoder is not None else None
-    tree = build_document_tree(path, rt, shared, deadline.check)
+    tree = build_document_tree(path, rt, shared, deadline.check, _stage(progress, "ocr"))
     tree_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
     evidence = tree_evidence(tree, rt, shared, _stage(progress, "evidence"))
@@ -300,7 +303,8 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     meta = DocumentMeta(title=tree.title or path.stem, file_name=path.name, sha256=sha,
                         pages=tree.pages, tree_ms=tree_ms, memory_ms=0.0)
     try:
-        doc_id = lib.add_document(meta, tree, evidence=evidence, source=source_file(path))
+        doc_id = lib.add_document(meta, tree, evidence=evidence,
+                                  source=source_file(path, tree.text_layer_pdf))
     except DuplicateDocument as e:  # another client stored the same file meanwhile
         existing = e.existing_id if e.existing_id is not None else lib.find_by_sha256(sha)
         if existing is None:

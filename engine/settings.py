@@ -168,6 +168,9 @@ class Settings:
     query_log_routes: int = 2000
     # Rendered PDF pages the app keeps in its file cache for browsers to fetch (newest kept).
     rendered_pages_kept: int = 500
+    # Languages of the OCR of scanned PDF pages (Tesseract names joined by "+", e.g. "eng+deu");
+    # their trained data must be installed (engine/document/ocr.py).
+    ocr_languages: str = "eng"
     # Routing (``engine.routing.fused``): "fused" (every available evidence channel), "memory"
     # (H2MT's memory score alone), "lexical" (BM25 alone) or "dense" (sentence encoder alone).
     router: str = "fused"

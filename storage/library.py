@@ -32,7 +32,7 @@ from storage.errors import DatabaseUnavailable, DocumentNotFound, DuplicateDocum
 from storage.memory_store import (MEMORY_INSERT_BATCH, MemoryStore, check_covers, insert_batched,
                                   insert_memories)
 from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryJobRow,
-                            MemoryRow, NodeRow, QueryRow, SourceFileRow)
+                            MemoryRow, NodeRow, PageRow, QueryRow, SourceFileRow)
 from storage.query_log import QueryLog
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence, SourceFile,
                              as_utc)
@@ -92,6 +92,10 @@ class Library(MemoryStore, QueryLog):
                 SourceFileRow.doc_id.in_(bad) | SourceFileRow.doc_id.not_in(docs))).rowcount
             if sources:  # reported only when any (the key is newer than the others)
                 counts["source_files"] = sources
+            page_rows = s.execute(delete(PageRow).where(
+                PageRow.doc_id.in_(bad) | PageRow.doc_id.not_in(docs))).rowcount
+            if page_rows:
+                counts["document_pages"] = page_rows
             s.execute(update(QueryRow).where(QueryRow.doc_id.in_(bad)).values(doc_id=None))
             counts["documents"] = s.execute(
                 delete(DocumentRow).where(DocumentRow.status != "ready")).rowcount
@@ -149,6 +153,9 @@ class Library(MemoryStore, QueryLog):
             except IntegrityError as e:  # another writer stored the same file meanwhile
                 raise DuplicateDocument(meta.sha256, None) from e
             s.execute(insert(NodeRow), [_node_row(doc.id, n) for n in nodes])
+            page_rows = _page_rows(doc.id, tree)
+            if page_rows:
+                s.execute(insert(PageRow), page_rows)
             if evidence is not None:
                 _insert_evidence(s, doc.id, evidence)
             if source is not None:
@@ -269,6 +276,7 @@ class Library(MemoryStore, QueryLog):
             s.execute(delete(MemoryJobRow).where(MemoryJobRow.doc_id == doc_id))
             s.execute(delete(MemoryRow).where(MemoryRow.doc_id == doc_id))
             s.execute(delete(SourceFileRow).where(SourceFileRow.doc_id == doc_id))
+            s.execute(delete(PageRow).where(PageRow.doc_id == doc_id))
             self._drop_candidate_indexes(s, doc_id)
             s.execute(delete(NodeRow).where(NodeRow.doc_id == doc_id))
             s.execute(update(QueryRow).where(QueryRow.doc_id == doc_id).values(doc_id=None))
@@ -325,7 +333,12 @@ class Library(MemoryStore, QueryLog):
             for r in rows:
                 if r.parent is not None:
                     graph.add_edge(r.parent, r.node_id)
-            tree = Tree(graph, doc.tree_source, doc.title, doc.pages)
+            pages = s.scalars(select(PageRow).where(PageRow.doc_id == doc_id)).all()
+            labels = {p.page: p.label for p in pages if p.label}
+            tree = Tree(graph, doc.tree_source, doc.title, doc.pages,
+                        page_labels=tuple(labels.get(i, "") for i in range(1, doc.pages + 1))
+                        if labels else (),
+                        ocr_pages=frozenset(p.page for p in pages if p.ocr))
         tree.validate()
         return tree
 
@@ -345,6 +358,17 @@ def _insert_evidence(s: Session, doc_id: int, evidence: NodeEvidence) -> None:
 def _source_row(doc_id: int, source: SourceFile) -> SourceFileRow:
     return SourceFileRow(doc_id=doc_id, file_name=source.file_name, media_type=source.media_type,
                          size=len(source.data), data=bytes(source.data))
+
+
+def _page_rows(doc_id: int, tree: Tree) -> list[dict[str, Any]]:
+    """One row per page that has a printed label or was read by OCR (``PageRow``)."""
+    out = []
+    for page in range(1, tree.pages + 1):
+        label = tree.page_label(page) or ""
+        if label or page in tree.ocr_pages:
+            out.append({"doc_id": doc_id, "page": page, "label": label,
+                        "ocr": page in tree.ocr_pages})
+    return out
 
 
 def _node_row(doc_id: int, n: Node) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import (JSON, DateTime, Float, ForeignKey, ForeignKeyConstraint, Index, Integer,
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, ForeignKeyConstraint, Index, Integer,
                         LargeBinary, String, Text)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -59,6 +59,20 @@ class SourceFileRow(Base):
     media_type: Mapped[str] = mapped_column(String(128))
     size: Mapped[int] = mapped_column(Integer)
     data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class PageRow(Base):
+    """What a document's physical page carries beyond its number: the printed label the PDF gives
+    it ("iv", "8") and whether its text was read by OCR. Only pages with either have a row, so
+    documents stored before this table existed (and files without pages) have none."""
+
+    __tablename__ = "document_pages"
+
+    doc_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    page: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # 1-based
+    label: Mapped[str] = mapped_column(Text, default="")
+    ocr: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class NodeRow(Base):

@@ -8,7 +8,7 @@ and ``Tree`` from ``engine.document.tree``, where the rest of the code imports t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import networkx as nx
@@ -46,6 +46,14 @@ class Tree:
     source: str  # one of SOURCES
     title: str = ""
     pages: int = 0
+    # The printed page label of each physical page (index 0 = page 1; "" where the PDF defines
+    # none, empty when it defines none at all: ``pymupdf.Page.get_label``) and the 1-based pages
+    # whose text was read by OCR.
+    page_labels: tuple[str, ...] = ()
+    ocr_pages: frozenset[int] = frozenset()
+    # The PDF with the OCR'd text written in as an invisible layer (what the library keeps as
+    # the document's file, so its pages can be searched and highlighted); None: the file as is.
+    text_layer_pdf: bytes | None = field(default=None, repr=False, compare=False)
 
     # -- access ---------------------------------------------------------------------------
     def node(self, node_id: int) -> Node:
@@ -138,6 +146,27 @@ class Tree:
         node = self.node(node_id)
         return node.title if node.title.strip() and node.parent is not None else self.labels()[node_id]
 
+    def page_label(self, page: int | None) -> str | None:
+        """The printed label of a 1-based physical page (None: the PDF gives it none)."""
+        if page is None or not 1 <= page <= len(self.page_labels):
+            return None
+        return self.page_labels[page - 1] or None
+
+    def page_name(self, page: int | None) -> str:
+        """How a page is shown: "p. 8 (PDF page 10)" where the printed label differs from the
+        physical number, else "p. 10" (``page_name``)."""
+        return page_name(page, self.page_label(page))
+
+    def pages_name(self, start: int | None, end: int | None) -> str:
+        """A page range as shown ("pp. 8–9 (PDF pages 10–11)"); "—" without pages."""
+        return pages_name(start, end, self.page_label(start), self.page_label(end))
+
+    def is_ocr(self, node: Node) -> bool:
+        """Whether any page of the node was read by OCR."""
+        if node.page_start is None or not self.ocr_pages:
+            return False
+        return any(p in self.ocr_pages for p in range(node.page_start, (node.page_end or node.page_start) + 1))
+
     def subtree_ids(self, node_id: int) -> set[int]:
         return {node_id} | nx.descendants(self.graph, node_id)
 
@@ -148,9 +177,7 @@ class Tree:
         for n in self.preorder():
             if max_depth is not None and n.depth > max_depth:
                 continue
-            pages = ""
-            if n.page_start is not None:
-                pages = f"  p.{n.page_start}" + (f"-{n.page_end}" if n.page_end != n.page_start else "")
+            pages = f"  {self.pages_name(n.page_start, n.page_end)}" if n.page_start else ""
             label = labels[n.id]
             ref = f"  [{n.ref}]" if n.ref else ""
             lines.append(f"{'  ' * n.depth}{n.id:>5} {label}{pages}  ({n.tokens} tok){ref}")
@@ -174,3 +201,26 @@ class Tree:
 def preview(text: str, n: int = 60) -> str:
     one = " ".join(text.split())
     return one if len(one) <= n else one[: n - 1] + "…"
+
+
+def page_name(page: int | None, label: str | None = None) -> str:
+    """A physical 1-based page as shown: its printed label first where it has one that differs
+    ("p. 8 (PDF page 10)"), else the physical number ("p. 10"); "—" without a page."""
+    if page is None:
+        return "—"
+    if label and label != str(page):
+        return f"p. {label} (PDF page {page})"
+    return f"p. {page}"
+
+
+def pages_name(start: int | None, end: int | None, start_label: str | None = None,
+               end_label: str | None = None) -> str:
+    """A physical page range as shown, printed labels first ("pp. 8–9 (PDF pages 10–11)")."""
+    if start is None:
+        return "—"
+    if end in (None, start):
+        return page_name(start, start_label)
+    physical = f"{start}–{end}"
+    if (start_label or end_label) and (start_label, end_label) != (str(start), str(end)):
+        return f"pp. {start_label or start}–{end_label or end} (PDF pages {physical})"
+    return f"pp. {physical}"

@@ -41,7 +41,8 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
                                    "query_vector_ms"}
     # every mode carries the quote (the manual's words), generation or not
     assert out["quote"] is not None and out["not_covered"] is False
-    assert set(out["quote"]) == {"text", "doc", "node", "heading", "page", "score"}
+    assert set(out["quote"]) == {"text", "doc", "node", "heading", "page", "page_label", "ocr",
+                                 "score", "channel"}
     assert "widget" in out["quote"]["text"] and out["quote"]["text"] in " ".join(MANUAL.split())
     if mode == "full":
         assert out["route"] is None

@@ -75,7 +75,7 @@ def bad_files(shared_dir: Path) -> dict[str, tuple[bytes, str]]:
         "truncated-head.pdf": (real[:2000], "damaged PDF"),
         "corrupt.pdf": (bytes(corrupt), "damaged PDF"),
         "encrypted.pdf": (_pdf(encrypt=True), "password-protected"),
-        "scanned.pdf": (_pdf(image_only=True), "OCR is not supported"),
+        "scanned.pdf": (_pdf(image_only=True), "no text layer"),
         "too-many-pages.pdf": (_pdf(PAGE_LIMIT + 1), f"the limit is {PAGE_LIMIT}"),
         "too-big.txt": (b"word " * int(SIZE_LIMIT_MB * 2**20 / 5 + 1000), "MB; the limit is"),
         "junk.md": (b"# Title\n" + bytes(range(1, 32)) * 200 + os.urandom(2000), "binary file"),
@@ -91,7 +91,7 @@ def bad_files(shared_dir: Path) -> dict[str, tuple[bytes, str]]:
                          b"<</Type/Pages/Kids[]/Count 0>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n",
                          "damaged PDF"),
         "png-named.pdf": (b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 2, "not a PDF"),
-        "blank-pages.pdf": (_pdf(2, image_only=True, blank=True), "OCR is not supported"),
+        "blank-pages.pdf": (_pdf(2, image_only=True, blank=True), "no text layer"),
         "script-only.html": (b"<html><head><title>T</title><script>alert(1)</script></head>"
                              b"<body><style>p{}</style></body></html>", "no text to read"),
         "headings-only.md": (b"# \n## \n### \n", "no text to read"),

@@ -21,6 +21,8 @@ class Citation:
     title: str
     page_start: int | None
     page_end: int | None
+    page_label: str | None = None  # printed label of page_start where the PDF gives one
+    ocr: bool = False  # the section's text was read by OCR
 
 
 def citation(r, rid: int) -> Citation:

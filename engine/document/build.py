@@ -3,6 +3,7 @@ document has no headings at all (H2MT 4.3), token-limit splitting, then evidence
 of contents and indexes marked, so routing and answers leave them out)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -15,21 +16,31 @@ from engine.document.tree import DocumentError, TokenCounter, Tree
 
 def build_tree(path: str | Path, encode: TokenCounter, decode: Callable[[list[int]], str],
                limit: int = 256, embed: Embed | None = None, *,
-               check: Callable[[str], None] | None = None, max_nodes: int | None = None) -> Tree:
+               check: Callable[[str], None] | None = None, max_nodes: int | None = None,
+               ocr_languages: str = "eng",
+               progress: Callable[[int, int], None] | None = None) -> Tree:
     """Build the semantic tree of one file, choosing the builder by content and extension.
 
     PDF: the outline when it has one, else headings from font statistics. Markdown, HTML, plain
     text, and the ORD-QA documentation JSON. A document where no heading was found (plain text,
     Markdown/HTML without headings, a PDF without outline or font levels) gets an induced
     hierarchy (source ``induced``); ``embed`` gives its chunk vectors (the sentence encoder's
-    ``encode``; None: an LSA embedding). Raises DocumentError for files users can get wrong.
-    ``check(stage)``: called between steps and for every piece of text tokenized (an ingest's
-    deadline, engine/document/deadline.py); ``max_nodes``: a tree sure to have more nodes is
-    refused as soon as that is known (before its text is tokenized or encoded).
+    ``encode``; None: an LSA embedding). Scanned PDF pages are read by OCR in
+    ``ocr_languages``, ``progress(done, total)`` after each page. Raises DocumentError for files
+    users can get wrong. ``check(stage)``: called between steps, after each OCR'd page and for
+    every piece of text tokenized (an ingest's deadline, engine/document/deadline.py);
+    ``max_nodes``: a tree sure to have more nodes is refused as soon as that is known (before
+    its text is tokenized or encoded).
     """
     path = Path(path)
     check = check or (lambda stage: None)
-    raw = build_raw_tree(path)
+
+    def ocr_progress(done: int, total: int) -> None:
+        check("reading scanned pages")
+        if progress is not None:
+            progress(done, total)
+
+    raw = build_raw_tree(path, ocr_languages, ocr_progress)
     check("parsing")
     if max_nodes is not None and len(raw) > max_nodes and not is_unstructured(raw):
         raise DocumentError(f"{path.name} makes a tree of {len(raw)} nodes or more; the limit "
@@ -44,4 +55,7 @@ def build_tree(path: str | Path, encode: TokenCounter, decode: Callable[[list[in
                           max_chunks=max_nodes, name=path.name)
     split = split_long_nodes(raw, encode, decode, limit)
     check("splitting")
-    return mark_evidence_hygiene(split)
+    tree = mark_evidence_hygiene(split)
+    # The pages' printed labels and OCR marks belong to the file, not to a stage's nodes.
+    return replace(tree, page_labels=raw.page_labels, ocr_pages=raw.ocr_pages,
+                   text_layer_pdf=raw.text_layer_pdf)

@@ -23,15 +23,16 @@ from typing import Protocol
 import networkx as nx
 
 # The tree as data is storage's (the library stores and returns it); named here as well.
-from storage.tree import ROOT, Node, Tree, preview
+from storage.tree import ROOT, Node, Tree, page_name, pages_name, preview
 
 __all__ = ["ROOT", "SOURCES", "DocumentError", "Node", "TokenCounter", "Tree", "TreeAssembler",
-           "clean_title", "preview"]
+           "clean_title", "page_name", "pages_name", "preview"]
 
 
-# Which builder produced a tree (recorded with the document); "induced": the hierarchy was
+# Which builder produced a tree (recorded with the document); "pages": one node per PDF page
+# (the last PDF builder, before induction); "induced": the hierarchy was
 # guessed by clustering (H2MT 4.3, ``induce.py``), the document had no headings.
-SOURCES = ("outline", "fonts", "markdown", "html", "json", "text", "induced")
+SOURCES = ("outline", "fonts", "pages", "markdown", "html", "json", "text", "induced")
 
 
 class TokenCounter(Protocol):

@@ -24,7 +24,7 @@ import pytest
 from app.figures import visible_tree
 from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
 from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, ask_and_wait,  # noqa: F401
-                                  browser,
+                                  TABLE_JS, browser, cell,
                                   SCREENSHOTS, no_error_badge, open_folds, shot, value)
 from tests.support.memory_writer import hold_memory_writer
 
@@ -59,10 +59,6 @@ PLOT_SUMMARY_JS = """(sel) => {
 def _rows_js(table: str) -> str:
     """JS expression: rows rendered by a (virtualised) Gradio dataframe."""
     return f"document.querySelectorAll('{table} [data-testid^=\\'cell-\\'][data-col=\\'0\\']').length"
-
-
-def _cell(page, table: str, row: int, col: int):
-    return page.locator(f"{table} [data-testid='cell-{row}-{col}']")
 
 
 LIBRARY_CELL_JS = """([docId, col]) => {
@@ -102,14 +98,6 @@ RECORD_JS = """() => {
   }, 20);
 }"""
 
-TABLE_JS = """(sel) => {
-  const byRow = {};
-  for (const c of document.querySelectorAll(sel + " [data-testid^='cell-']")) {
-    const [, r, k] = c.dataset.testid.split('-');
-    (byRow[r] = byRow[r] || [])[Number(k)] = c.innerText.trim();
-  }
-  return Object.keys(byRow).sort((a, b) => a - b).map(r => byRow[r]);
-}"""
 
 YELLOW_JS = """async () => {
   const img = document.querySelector('#page-view-image img');
@@ -138,7 +126,7 @@ def _delete_from_library(page, rt, doc_id: int) -> None:
       }
       return null; }""", doc_id)
     assert row is not None, f"manual #{doc_id} is not in the library table"
-    _cell(page, "#library-table", row, 1).click()
+    cell(page, "#library-table", row, 1).click()
     page.wait_for_function("() => !document.querySelector('#delete-button')?.disabled")
     page.locator("#delete-button").click()
     page.wait_for_function("() => (document.querySelector('#index-status textarea')?.value || '')"
@@ -191,11 +179,11 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
     assert CORPUS_PDF in status, status
     assert "being written in the background" in status or "Memories ready" in status, status
     doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
-    cell = _library_cell(page, doc.id)
-    assert cell == "ready" or cell.startswith("memories "), cell
+    state = _library_cell(page, doc.id)
+    assert state == "ready" or state.startswith("memories "), state
     # the new manual is picked, its outline listed; selecting a row opens the node
     page.wait_for_function(f"(n) => {_rows_js('#outline-table')} >= n", arg=min(doc.n_nodes, 5))
-    _cell(page, "#outline-table", 2, 1).click()
+    cell(page, "#outline-table", 2, 1).click()
     page.wait_for_function(
         "() => (document.querySelector('#library-node-text textarea')?.value || '').length > 0")
     assert "manual #" in page.locator("#library-node-head").inner_text()
@@ -318,7 +306,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
     evidence = page.evaluate(TABLE_JS, "#evidence-table")
     assert page.locator("#evidence-note").inner_text().strip()
     cited_rows = page.evaluate(TABLE_JS, "#cited-table")
-    _cell(page, "#cited-table", 0, 1).click()
+    cell(page, "#cited-table", 0, 1).click()
     page.wait_for_function(
         "() => (document.querySelector('#ask-node-text textarea')?.value || '').length > 0")
     head = page.locator("#ask-node-head").inner_text()
@@ -332,7 +320,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
         assert "passed the evidence threshold" in caption and yellow == 0, (caption, yellow)
     # an evidence line opens its page with the sentence highlighted
     if evidence:
-        _cell(page, "#evidence-table", 0, 4).click()
+        cell(page, "#evidence-table", 0, 4).click()
         page.wait_for_function("() => (document.querySelector('#page-view-head')?.innerText"
                                " || '').includes('1 of 1 evidence line highlighted')")
         caption, yellow = _page_view(page)
@@ -342,7 +330,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
     # the history lists the question; restoring it shows its mode and plain metric labels
     assert QUESTION in page.locator("#history-table").inner_text()
     page.locator("#ask-mode input[value='route']").check()
-    _cell(page, "#history-table", 0, 3).click()
+    cell(page, "#history-table", 0, 3).click()
     page.wait_for_function("() => (document.querySelector('#answer-metrics')?.innerText || '')"
                            ".includes('from the log')")
     metrics_text = page.locator("#answer-metrics").inner_text()
@@ -435,7 +423,7 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
         assert "memories being written 0/" in page.locator("#router-agreement").inner_text()
         assert "routed on words and meaning only" in page.locator("#ask-notice").inner_text()
         # a Markdown manual has no pages: a cited section opens its text in the page view
-        _cell(page, "#cited-table", 0, 1).click()
+        cell(page, "#cited-table", 0, 1).click()
         page.wait_for_function(
             "() => (document.querySelector('#page-view-text')?.innerText || '').length > 0")
         assert "no pages" in page.locator("#page-view-head").inner_text()
@@ -662,7 +650,7 @@ def test_outline_shows_contents_as_one_folded_row(browser, explorer_server, shar
         fold = titles.index("▸ Contents (p. 1, 2 parts)")
         assert fold < titles.index("Introduction"), titles[:8]
         assert not any("part 2 of 2" in t for t in titles), titles[:8]
-        _cell(page, "#outline-table", fold, 1).click()
+        cell(page, "#outline-table", fold, 1).click()
         page.wait_for_function(
             "() => (document.querySelector('#library-node-head')?.innerText || '')"
             ".includes('folded in the outline')")

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from app.evaluation_tab import ROW_COLUMNS
-from tests.app.test_app_browser import (TABLE_JS, _cell, _no_error_badge, _open_folds, _shot,
-                                        browser)  # noqa: F401 (fixture)
+from tests.support.browser import (TABLE_JS, browser, cell, no_error_badge,  # noqa: F401
+                                  open_folds, shot)
 
 pytestmark = pytest.mark.real_model
 
@@ -50,15 +50,15 @@ def test_evaluation_tab_runs_a_question_file_and_opens_a_failed_tree(browser, ex
     page.wait_for_function("() => !!document.querySelector('#eval-risk .js-plotly-plot')")
     page.locator("#eval-download td.filename[aria-label='two-quote-results.jsonl']").wait_for()
     # the failed question's routing tree, one click away
-    _cell(page, "#eval-table", 1, 1).click()
+    cell(page, "#eval-table", 1, 1).click()
     page.wait_for_function("() => (document.querySelector('#eval-row-head')?.innerText || '')"
                            ".includes('How do I patch a command?')")
     page.wait_for_function("""() => {
       const gd = document.querySelector('#eval-route-plot .js-plotly-plot');
       return !!(gd && gd.data && gd.data.some(t => t.meta && t.meta.status === 'selected'));
     }""")
-    _no_error_badge(page)
-    _shot(page, tmp_path, "evaluation")
+    no_error_badge(page)
+    shot(page, tmp_path, "evaluation")
 
     # -- a thumbs down in the Ask tab, then the Library tab lists it -----------------------
     page.get_by_role("tab", name="Ask").click()
@@ -79,9 +79,9 @@ def test_evaluation_tab_runs_a_question_file_and_opens_a_failed_tree(browser, ex
     page.get_by_role("tab", name="Library").click()
     page.locator("#library-doc input").click()
     page.get_by_role("option", name=f"#{doc_id} ").first.click()
-    _open_folds(page, "Answers marked wrong")
+    open_folds(page, "Answers marked wrong")
     page.wait_for_function("(q) => (document.querySelector('#wrong-answers-table')?.innerText"
                            " || '').includes(q)", arg="How do I loop over a comma-separated list?")
     assert "wrong loop macro" in page.locator("#wrong-answers-table").inner_text()
-    _no_error_badge(page)
+    no_error_badge(page)
     page.close()

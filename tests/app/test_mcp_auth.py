@@ -42,11 +42,11 @@ def shout(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def signed_in_app():
-    from tests.conftest import _free_port
+    from tests.support.network import free_port
 
     with gr.Blocks(analytics_enabled=False) as demo:
         gr.api(shout, api_name="shout", queue=False)
-    port = _free_port()
+    port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
                 quiet=True, ssr_mode=False, auth=check, mcp_server=True,
                 app_kwargs={"middleware": mcp_sign_in(check)})

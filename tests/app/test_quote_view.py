@@ -15,7 +15,14 @@ def test_a_command_line_stays_on_its_own_line():
                         False, True)
     html = MarkdownIt().render(md)
     assert "as simple as<br />\nopam install why3" in html
-    assert "page 4" in md
+    assert "p. 4)" in md
+
+
+def test_the_printed_page_label_comes_first_and_ocr_is_said():
+    q = _quote("Text")
+    q.page_label, q.ocr = "ii", True
+    md = quote_markdown(q, False, False)
+    assert "p. ii (PDF page 4)" in md and "read by OCR" in md
 
 
 def test_markup_in_the_manuals_words_is_shown_as_written():

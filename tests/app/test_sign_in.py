@@ -74,7 +74,7 @@ def served(tiny_backbone, tiny_parts, tmp_path_factory):
     from engine.ingest import ingest_file
     from engine.runtime import Runtime
     from storage import Library
-    from tests.conftest import _free_port
+    from tests.support.network import free_port
 
     folder = tmp_path_factory.mktemp("sign-in")
     settings = Settings(data_dir=folder, auth="alice:pw-a,bob:pw-b,carol:pw-c", admins="alice")
@@ -84,7 +84,7 @@ def served(tiny_backbone, tiny_parts, tmp_path_factory):
     doc_id = ingest_file(md, rt, memories=False).doc_id
     accounts = Accounts.from_settings(settings)
     demo = build_app(rt, accounts=accounts)
-    port = _free_port()
+    port = free_port()
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
                         ssr_mode=False, quiet=True, auth=accounts.check)
     try:

@@ -6,7 +6,7 @@ import json
 from bench.feedback import main
 from storage import Library
 from storage.feedback import Feedback
-from tests.storage.test_storage import meta_for, sample_tree
+from tests.support.library import meta_for, sample_tree
 
 QUOTE = {"text": "Press the green button.", "doc": 1, "node": 4, "heading": "2 › 2.1 Start",
          "page": 3, "score": 0.8}

@@ -17,8 +17,8 @@ from sqlalchemy.pool import NullPool
 from engine.memory import worker as worker_module
 from engine.settings import Settings
 from storage.models import Base, MemoryRow
-from tests.storage.test_storage import PG_URL
-from tests.test_concurrency import _markdown
+from tests.support.library import PG_URL
+from tests.support.runtime import tagged_manual
 
 PG = pytest.param("postgresql", marks=pytest.mark.skipif(
     not PG_URL, reason="set H2MT_TEST_PG_URL (scripts/postgres.sh) to run on PostgreSQL"))
@@ -48,7 +48,7 @@ def _doc(rt, tmp_path) -> int:
     from engine.ingest import ingest_file
 
     md = tmp_path / "m.md"
-    md.write_text(_markdown("tag") * 3)
+    md.write_text(tagged_manual("tag") * 3)
     return ingest_file(md, rt, memories=False).doc_id
 
 
@@ -131,7 +131,7 @@ def test_the_cli_ingest_writes_under_the_jobs_lease(rt, tmp_path):
     from storage import MemoryJobs
 
     md = tmp_path / "cli.md"
-    md.write_text(_markdown("cli") * 2)
+    md.write_text(tagged_manual("cli") * 2)
     leases = []
     jobs_beat = MemoryJobs.beat
 

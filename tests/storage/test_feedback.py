@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from storage import Library
 from storage.feedback import Feedback, QueryNotFound
-from tests.storage.test_storage import PG_URL, library, meta_for, sample_tree  # noqa: F401
+from tests.support.library import PG_URL, library, meta_for, sample_tree  # noqa: F401
 
 QUOTE = {"text": "Press the green button.", "doc": None, "node": 4, "heading": "2 › 2.1 Start",
          "page": 3, "score": 0.8}

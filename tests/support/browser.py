@@ -76,3 +76,17 @@ def ask_and_wait(page, rt, doc_id: int, question: str) -> object:
         "(document.querySelector('#answer-text textarea')?.value || '').trim() === answer",
         arg=log[-1].answer.strip(), timeout=TIMEOUT_MS)
     return log[-1]
+
+
+TABLE_JS = """(sel) => {
+  const byRow = {};
+  for (const c of document.querySelectorAll(sel + " [data-testid^='cell-']")) {
+    const [, r, k] = c.dataset.testid.split('-');
+    (byRow[r] = byRow[r] || [])[Number(k)] = c.innerText.trim();
+  }
+  return Object.keys(byRow).sort((a, b) => a - b).map(r => byRow[r]);
+}"""
+
+
+def cell(page, table: str, row: int, col: int):
+    return page.locator(f"{table} [data-testid='cell-{row}-{col}']")

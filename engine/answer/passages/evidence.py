@@ -39,6 +39,7 @@ class EvidenceLine:
     page: int | None  # physical 1-based page of the PDF; None when unknown or not paged
     text: str
     score: float  # cosine of the sentence to the closest answer sentence
+    page_label: str | None = None  # the page's printed label where the PDF gives one
 
 
 @dataclass

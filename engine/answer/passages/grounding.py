@@ -25,7 +25,10 @@ def answer_evidence(rt, routing, trees: dict, text: str, cited: list[int]) -> li
     found = sections(routing, trees, cited)
     if not found or not text.strip():
         return []
-    return evidence_lines(rt.encoder, text, found, pages_of=pages_lookup(rt))
+    lines = evidence_lines(rt.encoder, text, found, pages_of=pages_lookup(rt))
+    for line in lines:
+        line.page_label = page_label(trees, line.doc_id, line.page)
+    return lines
 
 
 def passage_ranker(rt) -> ranking.PassageRanker | None:
@@ -95,4 +98,25 @@ def find_quote(rt, routing, trees: dict, question: str, route, query_dense,
                                                  quoting.Quote | None]:
     """(ranked sentences, the quote or None below the bar: ``quote_bar``)."""
     ranked = ranked_sentences(rt, routing, trees, question, route, query_dense)
-    return ranked, quoting.choose(question, ranked, quote_bar(rt, threshold), sentence_pager(rt))
+    quote = quoting.choose(question, ranked, quote_bar(rt, threshold), sentence_pager(rt))
+    if quote is not None and quote.doc_id in trees:
+        tree = trees[quote.doc_id]
+        quote.page_label = tree.page_label(quote.page)
+        quote.ocr = tree.is_ocr(tree.node(quote.node_id))
+    return ranked, quote
+
+
+def page_label(trees: dict, doc_id: int | None, page: int | None) -> str | None:
+    """The printed label of a physical page of a document (None: none, or unknown)."""
+    tree = trees.get(doc_id)
+    return tree.page_label(page) if tree is not None else None
+
+
+def label_citations(citations: list, trees: dict) -> list:
+    """The citations with their first page's printed label and their OCR mark filled in."""
+    for c in citations:
+        tree = trees.get(c.doc_id)
+        if tree is not None and tree.graph.has_node(c.node_id):
+            c.page_label = tree.page_label(c.page_start)
+            c.ocr = tree.is_ocr(tree.node(c.node_id))
+    return citations

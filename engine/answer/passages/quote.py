@@ -44,11 +44,13 @@ class Quote:
     score: float  # the best unit's score (the passage ranker's probability, or sentences.score)
     rid: int  # routed node id
     channel: str = "routed section"  # which candidate channel found it (ranking.Candidate)
+    page_label: str | None = None  # the page's printed label where the PDF gives one
+    ocr: bool = False  # the section's text was read by OCR (a scanned page)
 
     def as_json(self) -> dict:
         return {"text": self.text, "doc": self.doc_id, "node": self.node_id,
-                "heading": self.heading, "page": self.page, "score": self.score,
-                "channel": self.channel}
+                "heading": self.heading, "page": self.page, "page_label": self.page_label,
+                "ocr": self.ocr, "score": self.score, "channel": self.channel}
 
 
 def is_fragment(text: str) -> bool:
@@ -78,6 +80,8 @@ def _quote_from(best: Sentence, ranked: list[Sentence], page_of) -> Quote:
     if best.leans and start > 0 and section[start - 1].index == best.index - 1:
         start -= 1  # the unit it refers to comes first ("It is as simple as" needs its subject)
     picked, words = [], 0
+    if best.kind == "row":  # one table row, with its header (the unit holds both)
+        section, start = [best], 0
     for s in section[start:]:
         n = len(s.text.split())
         if picked and (len(picked) >= MAX_SENTENCES or words + n > MAX_WORDS) and s is not best:

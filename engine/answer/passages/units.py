@@ -8,6 +8,8 @@ three words long, so a paragraph is read one of two ways:
 - a **line block** (every line looks like code, a command, an option or a short label: a prompt
   such as ``>`` or ``$``, code punctuation, a leading ``-`` or ``\\``, or at most ``SHORT_WORDS``
   words without final punctuation): each line is a unit, however short;
+- a **table** (every line holds " | ", as the builders write tables): each row is a unit,
+  with the table's header line before it, so the quote shows the row under its header;
 - **prose**: the lines joined and cut into sentences (``paragraph_pieces``: a cut after ``.``,
   ``!`` or ``?`` followed by a space and a capital, digit, bracket, quote or backslash; a
   paragraph whose pieces run over ``MAX_SENTENCE_CHARS`` is a listing or a table and is read
@@ -33,6 +35,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+TABLE_SEPARATOR = " | "
 SHORT_WORDS = 6  # a line this short without final punctuation is a line, not prose
 INTRO_LINES = 3
 INTRO_WORDS = 40
@@ -56,8 +59,9 @@ _LEANS = re.compile(r"^(?:It|Its|This|These|That|Those|They|Their|Them|Such|Here
 class Unit:
     """One quotable unit of a section, verbatim (whitespace inside a line collapsed)."""
 
-    text: str  # a sentence, a line, or an introducing sentence + "\n" + its lines
-    kind: str  # "sentence" | "line" | "intro"
+    text: str  # a sentence, a line, an introducing sentence + "\n" + its lines, or a table's
+    # header + "\n" + one of its rows
+    kind: str  # "sentence" | "line" | "intro" | "row"
     leans: bool  # refers to the unit before it (module docstring)
 
 
@@ -94,6 +98,12 @@ def is_code_line(line: str) -> bool:
     return len(words) <= SHORT_WORDS and not _FINAL.search(line)
 
 
+def is_table(lines: list[str]) -> bool:
+    """A table as the builders write one (one row a line, cells separated by " | "; the
+    first line its header): at least two lines, every one with a separator."""
+    return len(lines) >= 2 and all(TABLE_SEPARATOR in ln for ln in lines)
+
+
 def is_command_line(line: str) -> bool:
     """A line with a prompt or code punctuation (``$ make``, ``\\pause``, ``f(x)``): a command,
     however short."""
@@ -120,13 +130,16 @@ def _keep(text: str, kind: str) -> bool:
 def split_units(body: str, title: str = "") -> list[Unit]:
     """The units of a section's text in document order (module docstring); a unit that repeats
     the section's ``title`` (its heading, which the node text opens with) is left out."""
-    items: list[tuple[int, str, str]] = []  # (paragraph, kind "sentence" | "line", text)
+    items: list[tuple[int, str, str]] = []  # (paragraph, kind "sentence" | "line" | "row", text)
     for para in _PARA.split(body or ""):
         lines = [" ".join(ln.split()) for ln in para.splitlines()
                  if ln.strip() and not _FENCE.match(ln)]
         if not lines:
             continue
         p = len({i[0] for i in items})
+        if is_table(lines):  # a row with its table's header: quoted and read together
+            items += [(p, "row", f"{lines[0]}\n{row}") for row in lines[1:]]
+            continue
         pieces, listing = paragraph_pieces(lines)
         if listing or all(is_code_line(ln) for ln in lines):
             items += [(p, "line", ln) for ln in lines]  # code, or a listing or a table

@@ -1,14 +1,19 @@
 """Raw tree builders (H2MT 3.1, before token-limit splitting), one per input kind.
 
 ``build_raw_tree`` picks the builder by content first, then by extension:
-- a ``%PDF-`` header: the outline builder when the PDF has one, else font statistics;
+- a ``%PDF-`` header: the outline builder when the PDF has one that is not junk, else font
+  statistics, else one node per page (``pdf_chain``: a failing builder hands over to the next);
 - ``.md``/``.markdown``, ``.html``/``.htm``, ``.txt`` (and extension-less text): markup builders;
 - ``.json``: the ORD-QA documentation format, recognised by its structure.
 Every problem a user can cause (empty, unreadable, unsupported, no text layer) is a DocumentError.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
+
+from engine.document.ocr import ocr_pages
 
 from engine.document.tree import DocumentError, Tree
 
@@ -30,8 +35,10 @@ def _with_text(tree: Tree, name: str) -> Tree:
     return tree
 
 
-def build_raw_tree(path: Path) -> Tree:
-    """The document's tree before token-limit splitting."""
+def build_raw_tree(path: Path, ocr_languages: str = "eng",
+                   progress: Callable[[int, int], None] | None = None) -> Tree:
+    """The document's tree before token-limit splitting. A PDF's scanned pages are read by OCR
+    in ``ocr_languages`` (``engine.document.ocr``), with ``progress(done, total)`` per page."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -47,7 +54,7 @@ def build_raw_tree(path: Path) -> Tree:
     ext = path.suffix.lower()
     # A PDF is recognised by its header (some writers put a few bytes before it).
     if PDF_MAGIC in data[:1024]:
-        return _with_text(_build_pdf(path, data), path.name)
+        return _with_text(_build_pdf(path, data, ocr_languages, progress), path.name)
     if ext == ".pdf":
         raise DocumentError(f"{path.name} is named .pdf but is not a PDF file")
 
@@ -102,7 +109,8 @@ def _text_or_junk(path: Path, text: str) -> str:
     return text
 
 
-def _build_pdf(path: Path, data: bytes) -> Tree:
+def _build_pdf(path: Path, data: bytes, ocr_languages: str,
+               progress: Callable[[int, int], None] | None) -> Tree:
     import pymupdf
 
     damaged = (f"{path.name} is a damaged PDF (truncated or corrupt); export or download it "
@@ -121,22 +129,32 @@ def _build_pdf(path: Path, data: bytes) -> Tree:
         mupdf_errors = (RuntimeError, pymupdf.FileDataError,
                         getattr(pymupdf.mupdf, "FzErrorBase", RuntimeError))
         try:
-            tree = _build_pdf_tree(doc, path)
+            scanned = ocr_pages(doc, ocr_languages, progress)
+            tree = _build_pdf_tree(doc, path, scanned.pages)
         except mupdf_errors as exc:  # damage MuPDF only notices while reading pages or outline
             raise DocumentError(f"{damaged} ({type(exc).__name__}: {exc})") from None
         if doc.is_repaired:  # broken objects met (and patched over) while reading the pages
             raise DocumentError(damaged)
+        if scanned.pages:
+            tree = replace(tree, ocr_pages=scanned.pages, text_layer_pdf=doc.tobytes())
         return tree
 
 
-def _build_pdf_tree(doc, path: Path) -> Tree:
+def _build_pdf_tree(doc, path: Path, scanned: frozenset[int] = frozenset()) -> Tree:
     from engine.document.builders.pdf_pages import title_page_title
 
     # The PDF's own title, else the one printed on its title page, else the file's name.
     title = ((doc.metadata or {}).get("title", "").strip() or title_page_title(doc)
              or path.stem)
-    if doc.get_toc(simple=True):
-        from engine.document.builders.pdf_outline import build_outline_tree
-        return build_outline_tree(doc, path, title)
-    from engine.document.builders.pdf_fonts import build_fonts_tree
-    return build_fonts_tree(doc, path, title)
+    from engine.document.builders.pdf_chain import build_pdf_tree
+    # OCR'd text has no typography: a mostly scanned PDF skips the fonts builder
+    tree = build_pdf_tree(doc, path, title, fonts=len(scanned) * 2 <= doc.page_count)
+    return replace(tree, page_labels=page_labels(doc))
+
+
+def page_labels(doc) -> tuple[str, ...]:
+    """Every page's printed label (``Page.get_label``; "" where none), or () when the PDF
+    defines no labels at all, so that pages are shown by their physical number."""
+    if not doc.get_page_labels():
+        return ()
+    return tuple(page.get_label() or "" for page in doc)

@@ -70,8 +70,45 @@ def _plain_inline(title: str) -> str:
     return re.sub(r"[*_`]+", "", t).strip() or title.strip()
 
 
+_MD_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+TABLE_SEPARATOR = " | "
+
+
+def _md_cells(line: str) -> list[str]:
+    inner = line.strip()
+    inner = inner[1:] if inner.startswith("|") else inner
+    inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
+    return [c.strip() for c in re.split(r"(?<!\\)\|", inner)]
+
+
+def markdown_tables_as_rows(text: str) -> str:
+    """GitHub-style Markdown tables (a header line, a ``---|---`` rule, then rows) as the
+    builders write tables: one row a line, cells separated by " | ", the rule left out, a blank
+    line around (the table is a paragraph of its own)."""
+    lines = text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if (i + 1 < len(lines) and "|" in lines[i] and _MD_RULE.match(lines[i + 1])
+                and "|" in lines[i + 1]):
+            rows = [lines[i]]
+            j = i + 2
+            while j < len(lines) and "|" in lines[j] and lines[j].strip():
+                rows.append(lines[j])
+                j += 1
+            out += ["", *(TABLE_SEPARATOR.join(c for c in _md_cells(r)) for r in rows), ""]
+            i = j
+            continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out)
+
+
 def build_markdown_tree(text: str, title: str) -> Tree:
     preamble, sections = markdown_sections(text)
+    preamble = markdown_tables_as_rows(preamble)
+    sections = [Section(s.level, s.title, markdown_tables_as_rows(s.text).strip())
+                for s in sections]
     asm = TreeAssembler("markdown", title, root_text=preamble)
     nest(asm, 0, sections)
     return asm.finish()
@@ -88,6 +125,7 @@ def build_html_tree(html: str, fallback_title: str) -> Tree:
     title = title_tag.get_text(" ", strip=True) if title_tag else ""
     for tag in soup.find_all(HTML_DROPPED):
         tag.decompose()
+    _html_tables_as_rows(soup)
 
     preamble: list[str] = []
     sections: list[tuple[int, str, list[str]]] = []
@@ -120,6 +158,22 @@ def build_html_tree(html: str, fallback_title: str) -> Tree:
     asm = TreeAssembler("html", title or fallback_title, root_text="\n\n".join(preamble))
     nest(asm, 0, [Section(level, t, "\n\n".join(body)) for level, t, body in sections])
     return asm.finish()
+
+
+def _html_tables_as_rows(soup) -> None:
+    """Each innermost ``table`` replaced by a ``pre`` of its rows, one row a line, cells
+    separated by " | " (as the builders write tables), so the walk keeps it as one paragraph."""
+    for table in reversed(soup.find_all("table")):
+        if table.find("table") is not None:
+            continue
+        rows = []
+        for tr in table.find_all("tr"):
+            cells = [" ".join(c.get_text(" ").split()) for c in tr.find_all(["th", "td"])]
+            if any(cells):
+                rows.append(TABLE_SEPARATOR.join(c for c in cells if c))
+        pre = soup.new_tag("pre")
+        pre.string = "\n".join(rows)
+        table.replace_with(pre)
 
 
 # -- plain text ---------------------------------------------------------------------------------

@@ -28,12 +28,14 @@ class OutlineEntry:
     y: float  # anchor height in pymupdf coordinates (0 = top of page)
 
 
-def build_outline_tree(doc: pymupdf.Document, path: Path, title: str) -> Tree:
-    """Outline entries -> nested nodes; body text cut at heading anchors."""
+def build_outline_tree(doc: pymupdf.Document, path: Path, title: str,
+                       toc: list | None = None) -> Tree:
+    """Outline entries (``toc``: ``get_toc(simple=False)``, repaired; default the PDF's own)
+    -> nested nodes; body text cut at heading anchors."""
     pages = read_lines(doc)
     require_text_layer(pages, path.name)
     pages = drop_running_lines(doc, pages)
-    entries = locate_entries(doc, doc.get_toc(simple=False), pages)
+    entries = locate_entries(doc, toc if toc is not None else doc.get_toc(simple=False), pages)
 
     # Assign every line to the entry above it; index -1 is the front matter.
     keys = [(e.page, e.y) for e in entries]

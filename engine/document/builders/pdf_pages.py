@@ -46,6 +46,7 @@ class TextLine:
     font: str
     bold: bool
     chars: int  # non-blank characters in the line
+    table: int = 0  # 1-based table of its page when the line is a table row, else 0
 
     @property
     def y_mid(self) -> float:
@@ -81,9 +82,11 @@ def title_page_title(doc: pymupdf.Document) -> str:
     return ""
 
 
-def read_lines(doc: pymupdf.Document, first: int | None = None) -> list[list[TextLine]]:
+def read_lines(doc: pymupdf.Document, first: int | None = None,
+               tables: bool = True) -> list[list[TextLine]]:
     """Every page's text lines in reading order (blocks sorted top-to-bottom, left-to-right);
-    ``first`` limits it to the first pages."""
+    ``first`` limits it to the first pages. With ``tables``, a table's rows replace the lines
+    of its cells (``pdf_tables``: one line per row, cells separated by " | ")."""
     pages_out: list[list[TextLine]] = []
     for page in itertools.islice(doc, first):
         out: list[TextLine] = []
@@ -100,13 +103,35 @@ def read_lines(doc: pymupdf.Document, first: int | None = None) -> list[list[Tex
                                     size=round(first["size"], 1), font=first["font"],
                                     bold=is_bold(first["font"], first["flags"]),
                                     chars=sum(len(s["text"].strip()) for s in spans)))
-        pages_out.append(out)
+        pages_out.append(with_table_rows(page, out) if tables else out)
     return pages_out
+
+
+def with_table_rows(page: pymupdf.Page, lines: list[TextLine]) -> list[TextLine]:
+    """The page's lines with each table's cell lines replaced by its rows (``pdf_tables``)."""
+    from engine.document.builders.pdf_tables import CELL_SEPARATOR, table_rows
+
+    found = table_rows(page)
+    if not found:
+        return lines
+    boxes = [pymupdf.Rect(rows[0][0]) | rows[-1][0] for rows in found]
+    kept = [ln for ln in lines
+            if not any(b.contains(pymupdf.Point(ln.x0 + 1, ln.y_mid)) for b in boxes)]
+    covered = [ln for ln in lines if ln not in kept]  # the cells' own lines: the rows' style
+    style = covered[0] if covered else (lines[0] if lines else None)
+    for t, rows in enumerate(found, 1):
+        for rect, text in rows:
+            kept.append(TextLine(page=page.number, y0=rect.y0, y1=rect.y1, x0=rect.x0, text=text,
+                                 size=style.size if style else 0.0,
+                                 font=style.font if style else "", bold=False,
+                                 chars=len(text.replace(" ", "")),
+                                 table=t if CELL_SEPARATOR in text else 0))  # a caption: no row
+    return sorted(kept, key=lambda ln: (ln.y0, ln.x0))
 
 
 def require_text_layer(pages: list[list[TextLine]], name: str) -> None:
     if not any(pages):
-        raise DocumentError(f"{name} has no text layer (scanned?); OCR is not supported")
+        raise DocumentError(f"{name} has no text: no text layer, and no page image OCR could read")
 
 
 def _running_key(line: TextLine) -> tuple[str, int]:
@@ -148,6 +173,10 @@ def join_lines(lines: list[TextLine]) -> str:
     for ln in lines:
         if prev is None:
             parts.append(ln.text)
+        elif ln.table != prev.table or (ln.table and ln.page != prev.page):
+            parts.append("\n\n" + ln.text)  # a table is a paragraph of its own
+        elif ln.table:
+            parts.append("\n" + ln.text)  # one row a line
         elif ln.page == prev.page and abs(ln.y0 - prev.y0) < 2:
             parts.append(" " + ln.text)
         elif ln.page == prev.page and 0 <= ln.y0 - prev.y1 < max(ln.y1 - ln.y0, 4) * 0.6:
