@@ -293,7 +293,7 @@ def wire(s: AppState, t: AskTab) -> None:
     # Gradio's bare "400 Bad Request" (every input here is a plain string, number or bool)
     gr.on(asked, bind(s, do_ask, t, request=AskRequest), ask_inputs, t.answer_outputs(),
           concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
-          api_name="ask", api_visibility="undocumented",
+          api_name="ask",
           validator=bind(s, validate_ask, t, request=AskRequest), preprocess=False).then(
         bind(s, show_view, t), t.view, t.view_outputs(), **private).then(
         bind(s, reader_line), None, t.reader_line, **private)

@@ -93,5 +93,5 @@ def wire(s: AppState, t: CompareTab) -> None:
     """The tab's events."""
     t.button.click(bind(s, do_compare), [t.doc, t.question, *t.inputs], t.outputs,
                    concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
-                   api_name="compare", api_visibility="undocumented",
+                   api_name="compare",
                    preprocess=False)  # bad values: AskRequest.options' one line

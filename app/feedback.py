@@ -131,5 +131,4 @@ def build_wrong_list() -> gr.Dataframe:
 
 
 def wire_wrong_list(s: AppState, doc: gr.Dropdown, table: gr.Dataframe) -> None:
-    doc.change(bind(s, wrong_rows), doc, table, api_name="wrong_answers",
-               api_visibility="undocumented", show_progress="hidden")
+    doc.change(bind(s, wrong_rows), doc, table, api_name="wrong_answers", show_progress="hidden")

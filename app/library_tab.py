@@ -280,13 +280,12 @@ def wire(s: AppState, tab: LibraryTab, pickers_out: list, poll_inputs: list,
     # one progress bar, on the indexing status (not one per output component)
     tab.files.upload(bind(s, upload, on_gpu=True), tab.files,
                      [tab.status, tab.table, *pickers_out], api_name="ingest",
-                     api_visibility="undocumented",
                      concurrency_limit=1, concurrency_id="indexing",
                      show_progress_on=[tab.status]).then(
         bind(s, poll), poll_inputs, poll_outputs, api_visibility="private",
         show_progress="hidden")
     tab.doc.change(bind(s, outline), tab.doc, [tab.outline, tab.node_head, tab.node_text],
-                   api_name="outline", api_visibility="undocumented")
+                   api_name="outline")
     tab.outline.select(bind(s, outline_select), tab.doc, [tab.node_head, tab.node_text],
                        api_visibility="private")
     tab.table.select(bind(s, library_select), None, tab.doc, api_visibility="private")
@@ -299,5 +298,4 @@ def wire(s: AppState, tab: LibraryTab, pickers_out: list, poll_inputs: list,
                    show_progress="hidden")
     tab.delete_btn.click(bind(s, delete), tab.doc,
                          [tab.status, tab.table, *pickers_out, tab.outline, tab.node_head,
-                          tab.node_text], api_name="delete_manual",
-                         api_visibility="undocumented")
+                          tab.node_text], api_name="delete_manual")

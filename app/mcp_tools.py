@@ -3,8 +3,9 @@ MCP tools too (``launch(mcp_server=True)``, app/serve.py; off with ``H2MT_MCP=0`
 
 Gradio turns every public endpoint into an MCP tool, its description and argument types read
 from the function's docstring ("Args:" lines) and type hints; so these functions are the only
-public endpoints (``api_visibility="public"``), and the page's own endpoints (ingest, the Ask
-tab's full view, compare...) are "undocumented": still callable by HTTP clients, not tools.
+MCP tools, and the page's own public endpoints (ingest, the Ask tab's full view, compare...) stay
+in the documented API for HTTP clients (gradio_client fills their defaults from it) but are left
+out of the tools by ``keep_page_endpoints_off_mcp``.
 Gradio reads a docstring's "Args:" and "Returns:" entries one line each, hence their long lines.
 Each tool returns a JSON text (Gradio's MCP server hands a tool's output to the client as text,
 so a dict would reach it as a Python repr); a request's problem is one line (gr.Error). The
@@ -120,6 +121,22 @@ def read_node(s: AppState, manual_id: int, node_id: int) -> str:
 
 
 TOOLS = (list_manuals, manual_outline, ask_manual, read_node, rate_answer)
+
+
+# Gradio 6.31 has no public switch to keep a documented endpoint out of the MCP tools; its MCP
+# server lists an endpoint as a tool unless the function's ``_mcp_type`` (set by gr.mcp.tool,
+# resource, prompt) is another kind (gradio/mcp.py, list_tools). "undocumented" would hide it from
+# the API description too, and gradio_client then cannot fill a left-out parameter's default.
+NOT_A_TOOL = "page"
+
+
+def keep_page_endpoints_off_mcp(demo: gr.Blocks) -> None:
+    """Mark every named endpoint that is not one of ``TOOLS`` as no MCP tool (see above)."""
+    tools = {fn.__name__ for fn in TOOLS}
+    for block_fn in demo.fns.values():
+        if isinstance(block_fn.api_name, str) and block_fn.api_name not in tools \
+                and block_fn.fn is not None:
+            block_fn.fn._mcp_type = NOT_A_TOOL
 
 
 def wire(s: AppState) -> None:

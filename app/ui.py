@@ -82,19 +82,19 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         poll_in = [poll_key, ask.inputs.doc]
         poll_out = [lib.table, lib.mem_line, ask.mem_line, poll_key]
         library_tab.wire(s, lib, pickers_out, poll_in, poll_out)
-        demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library",
-                  api_visibility="undocumented")
+        demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library")
         demo.load(bind(s, poll), poll_in, poll_out, api_visibility="private",
                   show_progress="hidden")
         timer.tick(bind(s, poll), poll_in, poll_out, api_visibility="private",
                    show_progress="hidden", concurrency_id="poll", concurrency_limit=4)
         ask_tab.wire(s, ask)
-        gr.api(bind(s, node_api), api_name="node", api_visibility="undocumented")
+        gr.api(bind(s, node_api), api_name="node")
         mcp_tools.wire(s)  # the documented API: the MCP tools
         compare_tab.wire(s, cmp)
         evaluation_tab.wire(s, evl)
         if s.examples:
             example_questions.wire(s, demo, hint, pickers_out, ask.inputs.doc)
+    mcp_tools.keep_page_endpoints_off_mcp(demo)  # documented for HTTP clients, not MCP tools
     s.writer.resume_incomplete()  # memories interrupted by a crash or a restart
     if s.examples:
         s.examples.start()  # the example manual, indexed in the background if missing
