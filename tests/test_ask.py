@@ -28,7 +28,7 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
                         "repetition_cut", "stop", "quote", "not_covered", "unsupported",
                         "folded", "check", "reader", "reader_error", "mode_traits",
-                        "confidence", "key_line"}
+                        "confidence", "key_line", "query_id"}
     # what the mode declares is what it did: it generated (a stop reason) or not; no evidence
     # lines where it has none; the quote as the answer only where it says so
     traits = out["mode_traits"]

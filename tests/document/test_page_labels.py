@@ -62,7 +62,7 @@ def test_quote_on_physical_page_10_says_page_8(tiny_backbone, shared_dir, tmp_pa
     from app.quote_view import quote_markdown
     from engine.ask import AskOptions, ask
     from engine.ingest import ingest_file
-    from tests.test_ask import make_runtime
+    from tests.support.runtime import make_runtime
 
     rt = make_runtime(tiny_backbone, tmp_path)
     pdf = labelled_pdf(shared_dir, tmp_path)

@@ -75,7 +75,7 @@ def test_one_bad_file_never_stops_a_multi_file_ingest(tiny_backbone, shared_dir,
                                                       monkeypatch, capsys):
     from engine.cli import main
     from engine.runtime import Runtime
-    from tests.test_ask import make_runtime
+    from tests.support.runtime import make_runtime
 
     rt = make_runtime(tiny_backbone, tmp_path)
     monkeypatch.setattr(Runtime, "load", classmethod(lambda cls, settings: rt))

@@ -53,7 +53,7 @@ def test_an_option_table_row_is_quoted_with_its_header(tiny_backbone, shared_dir
     from app.pages import render_pdf
     from engine.ask import AskOptions, ask
     from engine.ingest import ingest_file
-    from tests.test_ask import make_runtime
+    from tests.support.runtime import make_runtime
 
     rt = make_runtime(tiny_backbone, tmp_path)
     pdf = checkbox_pages(shared_dir, tmp_path)

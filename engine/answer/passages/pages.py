@@ -55,12 +55,18 @@ def locate_page(sentence: str, start: int | None, end: int | None,
         return None
     key = _norm(sentence)
     probes = [key[:60], key[-60:], key[:30], key[-30:]]
+    # A table row quoted under its header ("cell | cell", engine/document/builders/pdf_tables.py)
+    # is not a run of the page's text: its cells are, the row's own (last line) first.
+    cells = [c for line in reversed(sentence.splitlines()) for c in line.split(" | ")]
+    probes += sorted((_norm(c) for c in cells if " | " in sentence), key=len, reverse=True)
     for probe in probes:
         if len(probe) < 12:
             continue
         for p in range(start, min(end, len(pages)) + 1):
             if probe in pages[p - 1]:
                 return p
+    if " | " in sentence:  # a table row whose cells the page's text runs differently: the
+        return start       # table's section begins there (a multi-page section's row may be later)
     return None
 
 
