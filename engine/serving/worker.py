@@ -32,8 +32,10 @@ this CPU (31.5 s for two 24-token answers, against seconds for ``generate``). Tr
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -80,6 +82,9 @@ class GenerationWorker:
         self._prefill_thread = ThreadPoolExecutor(1, thread_name_prefix="generation-prefill")
         self._closed = False
         self.active = 0  # sequences in the running batch (read by tests and benches)
+        # The loop thread is a daemon: stopped at exit, it would be killed inside a torch call
+        # while the interpreter finalizes (the process aborts: "terminate called ...").
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     # -- the asks' side --------------------------------------------------------------------------
     def submit(self, request: GenerationRequest) -> Ticket:
@@ -337,3 +342,9 @@ def worker_for(cache: dict, model: torch.nn.Module, max_batch: int) -> Generatio
     if worker is None or worker.model is not model:
         worker = workers[id(model)] = GenerationWorker(model, max_batch)
     return worker
+
+
+def _close_at_exit(ref: weakref.ref) -> None:
+    worker = ref()
+    if worker is not None and not worker._closed:
+        worker.close()
