@@ -64,7 +64,10 @@ def needs_ocr(page: pymupdf.Page) -> bool:
     """Almost no text, and an image to read it from."""
     if len("".join(page.get_text("text").split())) >= MIN_TEXT_CHARS:
         return False
-    return bool(page.get_images(full=False))
+    try:
+        return bool(page.get_images(full=False))
+    except ValueError:  # a broken page tree: MuPDF counts fewer pages than it iterates
+        return False
 
 
 def ocr_pages(doc: pymupdf.Document, languages: str = "eng",
