@@ -24,7 +24,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ import pytest
 
 from engine.memory import backbone as bb
 from engine.settings import APP_NAME, Settings, default_cache_dir, default_data_dir
+from tests.support.network import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = "torch==2.13.0"
@@ -114,12 +114,6 @@ def _distributions(py: Path) -> set[str]:
     out = _run([str(py), "-c", "import importlib.metadata as m; "
                 "print('\\n'.join(d.metadata['Name'].lower() for d in m.distributions()))"]).stdout
     return set(out.split())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -251,7 +245,7 @@ def test_space_requirements_only(installs, tmp_path, fresh_cache, manual):
     assert "gradio" in installed and "torch" in installed
     assert not bb.fetched_smollm2_gguf(fresh_cache).exists()
 
-    port = _free_port()
+    port = free_port()
     env = _server_env(fresh_cache, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
                       SPACE_ID="tests/manual-explorer")  # a Space without persistent storage
     server = Server([str(py), "app.py"], cwd=src, env=env, log=tmp_path / "space.log", port=port)
@@ -288,7 +282,7 @@ def test_pip_install_console_scripts(installs, tmp_path, fresh_cache, manual):
     assert is_file == "True" and "site-packages" in path, shipped.stdout
     assert "--data-dir" in _run([str(bin_ / "manual-explorer"), "--help"], cwd=work, env=env).stdout
 
-    port = _free_port()
+    port = free_port()
     server = Server([str(bin_ / "manual-explorer"), "--host", "127.0.0.1", "--port", str(port),
                      "--data-dir", str(data)], cwd=work, env=env, log=tmp_path / "serve.log",
                     port=port)
@@ -320,7 +314,7 @@ def test_docker_image_serves(tmp_path, manual):
         pytest.skip(why)
     tag = f"manual-explorer-test:{os.getpid()}"
     _run(["docker", "build", "-t", tag, str(ROOT)], timeout=3600)
-    port = _free_port()
+    port = free_port()
     name = f"manual-explorer-test-{os.getpid()}"
     _run(["docker", "run", "-d", "--rm", "--name", name, "-e", "H2MT_OPEN=1",
           "-p", f"127.0.0.1:{port}:7860", tag])

@@ -21,7 +21,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.support.phase_two import chain_manual, stored_blobs, tiny_model_dir  # noqa: F401 (fixture)
+from tests.support.network import free_port
 
 PG_URL = os.environ.get("H2MT_TEST_PG_URL")
 pytestmark = pytest.mark.skipif(not PG_URL, reason="H2MT_TEST_PG_URL is not set: no PostgreSQL "
@@ -41,12 +41,6 @@ pytestmark = pytest.mark.skipif(not PG_URL, reason="H2MT_TEST_PG_URL is not set:
 ROOT = Path(__file__).resolve().parents[1]
 LEASE_S = 3.0
 QUESTION = "How do I calibrate the controller?"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _manual(folder: Path, tag: str) -> Path:
@@ -113,7 +107,7 @@ def cluster(tiny_model_dir, tmp_path_factory):
     app_env = dict(env, H2MT_APP_WORKER="0")
     urls, apps = [], []
     for name in ("a", "b"):
-        port = _free_port()
+        port = free_port()
         apps.append(Proc([sys.executable, "-m", "app.serve", "--port", str(port)], app_env,
                          tmp / f"app-{name}.log"))
         urls.append(f"http://127.0.0.1:{port}/")

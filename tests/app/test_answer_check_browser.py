@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser import ask_and_wait, browser, no_error_badge, shot  # noqa: F401
+from tests.support.browser import ask_page, ask_and_wait, browser, no_error_badge, shot  # noqa: F401
 
 from engine.answer.checks.confidence import ASSET
 
@@ -30,16 +30,7 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
     url, rt = explorer_server
     doc = rt.library.get_document(
         ingest_file(shared_dir / "corpus" / PDF, rt, memories=False).doc_id)
-    page = browser.new_page(viewport={"width": 1440, "height": 1000})
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(url)
-        page.get_by_role("tab", name="Ask").click()
-        page.locator("#ask-doc input").click()
-        page.get_by_role("option", name=f"#{doc.id} ").first.click()
-        page.locator("#ask-mode input[value='text']").check()
-        page.locator("#ask-max-new input").fill("128")
-        page.locator("#ask-max-new input").press("Tab")
+    with ask_page(browser, url, doc.id, "text", max_new_tokens=128) as page:
 
         rec = ask_and_wait(page, rt, doc.id, WRONG_Q)
         fold = page.locator("#answer-fold details.answer-fold")
@@ -67,5 +58,3 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
         assert key.bounding_box()["y"] < page.locator("#answer-text").bounding_box()["y"]
         no_error_badge(page)
         shot(page, tmp_path, "answer-check-key-line")
-    finally:
-        page.close()

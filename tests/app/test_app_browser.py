@@ -23,7 +23,7 @@ import pytest
 
 from app.figures import visible_tree
 from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
-from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, ask_and_wait,  # noqa: F401
+from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, ask_and_wait, ask_page,  # noqa: F401
                                   TABLE_JS, browser, cell,
                                   SCREENSHOTS, no_error_badge, open_folds, shot, value)
 from tests.support.memory_writer import hold_memory_writer
@@ -685,17 +685,7 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
     url, rt = explorer_server
     doc = rt.library.get_document(
         ingest_file(shared_dir / "corpus" / CHECK_PDF, rt, memories=False).doc_id)
-    page = browser.new_page(viewport={"width": 1440, "height": 1000})
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(url)
-        page.get_by_role("tab", name="Ask").click()
-        page.locator("#ask-doc input").click()
-        page.get_by_role("option", name=f"#{doc.id} ").first.click()
-        page.locator("#ask-mode input[value='text']").check()
-        page.locator("#ask-max-new input").fill("128")
-        page.locator("#ask-max-new input").press("Tab")
-
+    with ask_page(browser, url, doc.id, "text", max_new_tokens=128) as page:
         rec = ask_and_wait(page, rt, doc.id, FLAGGED_Q)
         fold = page.locator("#answer-fold details.answer-fold")
         assert fold.count() == 1, f"the answer was not folded: {rec.answer!r}"
@@ -726,5 +716,3 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         assert value(page, "#answer-text textarea").strip() == rec.answer.strip()
         assert not page.locator("#answer-fold").is_visible()
         no_error_badge(page)
-    finally:
-        page.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser import TIMEOUT_MS, browser  # noqa: F401 (fixture)
+from tests.support.browser import TIMEOUT_MS, ask_page, browser  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.real_model
 
@@ -42,14 +42,7 @@ def test_how_to_quote_holds_the_command_on_its_highlighted_page(browser, explore
     url, rt = explorer_server
     doc = rt.library.get_document(
         ingest_file(shared_dir / "corpus" / PDF, rt, memories=False).doc_id)
-    page = browser.new_page(viewport={"width": 1440, "height": 1000})
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(url)
-        page.get_by_role("tab", name="Ask").click()
-        page.locator("#ask-doc input").click()
-        page.get_by_role("option", name=f"#{doc.id} ").first.click()
-        page.locator("#ask-mode input[value='quote']").check()
+    with ask_page(browser, url, doc.id, "quote") as page:
         page.locator("#ask-question textarea").fill(QUESTION)
         page.locator("#ask-button").click()
         page.wait_for_function(
@@ -69,5 +62,3 @@ def test_how_to_quote_holds_the_command_on_its_highlighted_page(browser, explore
             "() => { const i = document.querySelector('#page-view-image img');"
             " return i && i.src && i.complete && i.naturalWidth > 0; }")
         assert page.evaluate(YELLOW_JS) > 200, "the quote is not highlighted on its page"
-    finally:
-        page.close()

@@ -6,18 +6,11 @@ them and nothing the page still uses, and the next requests of the session still
 """
 from __future__ import annotations
 
-import socket
-
 import gradio as gr
 import pytest
 
 from app.sessions import SESSION_CAPACITY, drop_stale_copies, prune_sessions
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.network import free_port
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +25,7 @@ def streaming_app():
         out = gr.Textbox()
         fig = gr.JSON()
         q.submit(stream, q, [out, fig], api_name="ask")
-    demo.queue().launch(server_port=_free_port(), prevent_thread_lock=True, quiet=True,
+    demo.queue().launch(server_port=free_port(), prevent_thread_lock=True, quiet=True,
                         ssr_mode=False, state_session_capacity=SESSION_CAPACITY)
     yield demo
     demo.close()

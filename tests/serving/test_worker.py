@@ -13,9 +13,9 @@ from engine.answer.generation.streamer import GuardedStreamer
 from engine.serving.stops import RepeatStop
 from engine.answer.generation.decoding import generate
 from engine.answer.generation.prompts import SYSTEM_PROMPT, chat_parts
-from engine.memory.aligner import ArcAligner
 from engine.serving.request import GenerationRequest
 from engine.serving.worker import GenerationWorker
+from tests.support.aligner import looping_aligner
 
 QUESTIONS = [  # different lengths
     "How do I patch a command?",
@@ -98,12 +98,7 @@ def test_loop_stop_and_memory_slots_in_one_batch(tiny):
     prompts gives ``generate``'s tokens and loop counts; so does a prompt too long to share
     their batch."""
     torch.manual_seed(5)
-    aligner = ArcAligner.for_model(tiny.model, gated_layers=(0,), max_loops=3)
-    with torch.no_grad():
-        for ad in aligner.lora.values():
-            ad.lora_B.normal_(0, 0.5)
-        for gate in aligner.gates.values():
-            gate.mlp[-1].bias.fill_(4.0)  # the gate says loop
+    aligner = looping_aligner(tiny.model, max_loops=3, lora_std=0.5)
     d = tiny.hidden_size
     texts = [prompt_embeds(tiny, q) for q in QUESTIONS]
     slots = torch.randn(3, d)

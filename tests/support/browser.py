@@ -3,6 +3,8 @@ module-scoped ``browser`` fixture, and helpers on a page of the explorer."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,27 @@ def browser():
             yield b
         finally:
             b.close()
+
+
+@contextmanager
+def ask_page(browser, url: str, doc_id: int, mode: str,
+             max_new_tokens: int | None = None) -> Iterator[object]:
+    """A new page on the explorer's Ask tab with manual ``#doc_id`` and the answer ``mode``
+    picked (and the reply's token budget, when given); closed on leaving the block."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.get_by_role("tab", name="Ask").click()
+        page.locator("#ask-doc input").click()
+        page.get_by_role("option", name=f"#{doc_id} ").first.click()
+        page.locator(f"#ask-mode input[value='{mode}']").check()
+        if max_new_tokens is not None:
+            page.locator("#ask-max-new input").fill(str(max_new_tokens))
+            page.locator("#ask-max-new input").press("Tab")
+        yield page
+    finally:
+        page.close()
 
 
 def value(page, selector: str) -> str:
@@ -88,5 +111,18 @@ TABLE_JS = """(sel) => {
 }"""
 
 
+# A component's progress overlay while an event that writes it is queued or running; Gradio
+# marks it ``hide`` when idle. It covers the component and takes its clicks.
+BUSY_OVERLAY = "[data-testid='status-tracker']:not(.hide)"
+
+
+def settled(page, selector: str, timeout_ms: int = TIMEOUT_MS) -> None:
+    """Wait until no event is pending on the component ``selector`` (its overlay is hidden)."""
+    page.wait_for_function("(sel) => !document.querySelector(sel)",
+                           arg=f"{selector} {BUSY_OVERLAY}", timeout=timeout_ms)
+
+
 def cell(page, table: str, row: int, col: int):
+    """The table's cell, once the table is not being refilled (a click would hit the overlay)."""
+    settled(page, table)
     return page.locator(f"{table} [data-testid='cell-{row}-{col}']")

@@ -31,14 +31,17 @@ def make_runtime(backbone, tmp_path):
     return Runtime(settings, backbone, parts.eval(), Library(settings.database_url))
 
 
+def widgets_runtime(backbone, tmp_path) -> tuple[Runtime, int]:
+    """A runtime in ``tmp_path`` holding the widgets manual (``MANUAL``) with its memories."""
+    rt = make_runtime(backbone, tmp_path)
+    md = tmp_path / "widgets.md"
+    md.write_text(MANUAL)
+    return rt, ingest_file(md, rt).doc_id
+
+
 @pytest.fixture(scope="module")
 def tiny_rt(tiny_backbone, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tiny")
-    rt = make_runtime(tiny_backbone, tmp)
-    md = tmp / "widgets.md"
-    md.write_text(MANUAL)
-    doc = ingest_file(md, rt).doc_id
-    return rt, doc
+    return widgets_runtime(tiny_backbone, tmp_path_factory.mktemp("tiny"))
 
 
 def tagged_manual(tag: str) -> str:

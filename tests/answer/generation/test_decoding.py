@@ -39,14 +39,11 @@ def test_streamed_through_the_generation_worker_equals_generate(tiny_backbone):
 
     from engine.answer.generation.decoding import Plan
     from engine.answer.generation.prompts import prompt_around_slots
-    from engine.memory.aligner import ArcAligner
     from engine.serving.worker import GenerationWorker
+    from tests.support.aligner import looping_aligner
 
     torch.manual_seed(7)
-    aligner = ArcAligner.for_model(tiny_backbone.model, gated_layers=(0,), max_loops=2)
-    with torch.no_grad():
-        for gate in aligner.gates.values():
-            gate.mlp[-1].bias.fill_(4.0)  # the gate says loop
+    aligner = looping_aligner(tiny_backbone.model, max_loops=2)
     plans = [text_plan(InProcessReader(tiny_backbone), q, c) for q, c in (
         ("How do I power a large widget?", "Large widgets need 12 V."),
         ("Why?", ""), ("What does the red light mean on the panel of the controller?",
