@@ -142,8 +142,10 @@ def build(s: AppState) -> AskTab:
                                 elem_id="ask-button")
         examples.build(s, ask_doc, question)  # example questions (app/examples.py), if any
         with gr.Row():  # one line's height: the manual's memories and the reader side by side
-            ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
-            reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
+            with gr.Column(scale=3):  # the wider: its line is the longer
+                ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
+            with gr.Column(scale=2):
+                reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
         # The settings a person changes in one row; the rest folded under "Advanced".
         with gr.Row():
             mode = gr.Radio(list(MODE_HELP), value="text", label="Answer from", scale=1,
@@ -199,9 +201,8 @@ def build(s: AppState) -> AskTab:
                 # the box, not the Textbox, is hidden for a folded answer: /ask's first output
                 # stays the answer's text for API clients (README "API")
                 with gr.Column(elem_id="answer-box") as answer_box:
-                    answer = gr.Textbox(label="Answer (written by the model)", lines=2,
+                    answer = gr.Textbox(label="Answer (written by the model)", lines=1,
                                         max_lines=12, interactive=False, elem_id="answer-text")
-                bar = feedback.build_bar()
                 route_plot = gr.Plot(label="Routing tree", show_label=False,
                                      elem_id="route-plot")
                 with gr.Accordion("How to read the routing tree", open=False):
@@ -214,6 +215,7 @@ def build(s: AppState) -> AskTab:
                         "and each kind of evidence "
                         f"({', '.join(CHANNEL_COLUMNS)}): its own score and the best in its "
                         "branch; to read a node, select its row under \"Scored nodes\".")
+                bar = feedback.build_bar()  # after the answer and how it was found
             with gr.Column(scale=2):
                 page_head = gr.Markdown("Select a cited node or an evidence line to "
                                         "see its page here.", elem_id="page-view-head")

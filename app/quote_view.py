@@ -11,8 +11,7 @@ from engine.document.tree import page_name
 NOT_COVERED = ("**The manual does not seem to cover this question**: no passage of the routed "
                "sections matches it closely enough. Any answer below is the model's own, "
                "without the manual.")
-MODEL_NOTE = ("Under it, the answer the model wrote from the manual: check it against the quote "
-              "and its page.")
+MODEL_NOTE = "Check the model's answer below against it."
 
 
 def _md(text: str) -> str:
@@ -35,13 +34,15 @@ def quote_markdown(quote, not_covered: bool, model_answers: bool) -> str:
     # a command or code line the passage introduces stays on a line of its own (a hard break
     # at each line's end; Markdown would otherwise run the quote's lines into one paragraph)
     lines = [f"> {_md(line)}" for line in quote.text.splitlines() if line.strip()]
-    return "\n".join([f"**From the manual** ({where}{page}), its own words.{note}", "",
-                      "  \n".join(lines), "", rank_reason(quote)])
+    # one paragraph above the quote (where it is from, why it was chosen, what follows), so that
+    # the quote, the answer and the top of the routing tree fit one first screen
+    return "\n".join([f"**From the manual** ({where}{page}), verbatim. "
+                      f"<small>{rank_reason(quote)}{note}</small>", "", "  \n".join(lines)])
 
 
 def rank_reason(quote) -> str:
     """One line: why this passage was quoted (the ranker's score, the channel that found it)."""
-    found = {"both": "both the routed sections and the flat BM25 over the whole manual",
-             "routed section": "a routed section", "flat BM25": "the flat BM25 over the whole "
-             "manual (its section was not routed)"}.get(quote.channel, quote.channel)
-    return f"<small>Ranked first: score {quote.score:.2f}, found by {found}.</small>"
+    found = {"both": "routing and flat BM25", "routed section": "routing",
+             "flat BM25": "flat BM25 alone (its section was not routed)"}.get(quote.channel,
+                                                                          quote.channel)
+    return f"Ranked first ({quote.score:.2f}) via {found}."

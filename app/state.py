@@ -316,9 +316,8 @@ def doc_memory_line(s: AppState, doc, labels: dict[int, str] | None = None) -> s
     what = pending_list(labels)
     if not what:
         return ""
-    return (f"Memories are still being written ({what}): ask in text or route mode now "
-            "(fused routing uses words and meaning until they are done); memory mode and "
-            "the memory router wait for them.")
+    return (f"Memories still being written ({what}): text and route modes work now; memory "
+            "mode and the memory router wait.")
 
 
 def pending_unavailable(s: AppState, doc) -> str:

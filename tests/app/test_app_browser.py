@@ -565,9 +565,6 @@ FIRST_SCREEN_BOXES_JS = """() => {
 }"""
 
 
-@pytest.mark.xfail(reason="this round's new rows above the tree (the key line, the quote's rank "
-                   "reason, the feedback bar) push the routing tree's top below a 1440x900 "
-                   "first screen (998 px); the layout is to be tightened", strict=False)
 def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_server, shared_dir,
                                                            tmp_path):
     """The Ask tab in a person's order, at 1440x900 without scrolling: the quote and the answer,
@@ -579,16 +576,7 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
     url, rt = explorer_server
     pdf = shared_dir / "corpus" / "etoolbox-manual.pdf"
     doc = rt.library.get_document(ingest_file(pdf, rt, memories=False).doc_id)
-    page = browser.new_page(viewport={"width": FIRST_SCREEN[0], "height": FIRST_SCREEN[1]})
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(url)
-        page.get_by_role("tab", name="Ask").click()
-        page.locator("#ask-doc input").click()
-        page.get_by_role("option", name=f"#{doc.id} ").first.click()
-        page.locator("#ask-mode input[value='text']").check()
-        page.locator("#ask-max-new input").fill("16")
-        page.locator("#ask-max-new input").press("Tab")
+    with ask_page(browser, url, doc.id, "text", max_new_tokens=16, size=FIRST_SCREEN) as page:
         page.locator("#ask-question textarea").fill("How do I patch a command?")
         page.locator("#ask-button").click()
         page.wait_for_function(
@@ -629,8 +617,6 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
         assert "TTFT" in page.locator("#answer-metrics").inner_text()
         page.wait_for_function(f"() => {_rows_js('#route-table')} > 0")
         no_error_badge(page)
-    finally:
-        page.close()
 
 
 def test_outline_shows_contents_as_one_folded_row(browser, explorer_server, shared_dir):

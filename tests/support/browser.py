@@ -35,11 +35,12 @@ def browser():
 
 
 @contextmanager
-def ask_page(browser, url: str, doc_id: int, mode: str,
-             max_new_tokens: int | None = None) -> Iterator[object]:
-    """A new page on the explorer's Ask tab with manual ``#doc_id`` and the answer ``mode``
-    picked (and the reply's token budget, when given); closed on leaving the block."""
-    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+def ask_page(browser, url: str, doc_id: int, mode: str, max_new_tokens: int | None = None,
+             size: tuple[int, int] = (1440, 1000)) -> Iterator[object]:
+    """A new page (``size``: its viewport) on the explorer's Ask tab with manual ``#doc_id``
+    and the answer ``mode`` picked (and the reply's token budget, when given); closed on
+    leaving the block."""
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     page.set_default_timeout(60_000)
     try:
         page.goto(url)
