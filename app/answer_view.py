@@ -114,7 +114,8 @@ def route_views(s: AppState, route, a, doc, mode: str, cited: list[int],
                           {"mode": mode, "route": None, "warning": warning},
                           ViewState(agreement=f"The {mode} mode does not route: nothing to "
                                               "compare.", agreement_rows=[]))
-    fig = route_figure(route, a, folds=folds_of(s, route))
+    trees = trees_of(s, route)
+    fig = figure_of(s, route, a, trees=trees)
     agreement = router_agreement(route)
     summary = figure_summary(fig)
     summary.update(mode=mode, router=route.router, selected=list(route.selected),
@@ -124,20 +125,29 @@ def route_views(s: AppState, route, a, doc, mode: str, cited: list[int],
     why = ("" if agreement else single_channel_reason(route) if single_channel(route)
            else pending_unavailable(s, doc))
     view = ViewState(agreement=agreement_summary(agreement, why),
-                     agreement_rows=agreement_rows(route, agreement))
-    return RouteViews(fig, manual_figure(route), route_rows(route, a), summary, view)
+                     agreement_rows=agreement_rows(route, agreement, trees))
+    return RouteViews(fig, manual_figure(route), route_rows(route, a, trees), summary, view)
 
 
-def folds_of(s: AppState, route) -> list:
-    """The runs of contents / index nodes of the routed manuals, in the route's ids
-    (app/folds.py), for the routing tree to draw folded."""
+def trees_of(s: AppState, route) -> dict:
+    """The routed manuals' Trees by document id (a manual deleted since is left out)."""
     trees = {}
     for doc_id in {n.doc_id for n in route.nodes if n.doc_id is not None}:
         try:
             trees[doc_id] = s.tree_of(int(doc_id))
-        except DocumentNotFound:  # deleted since: drawn unfolded
+        except DocumentNotFound:
             continue
-    return route_folds(route, trees)
+    return trees
+
+
+def figure_of(s: AppState, route, answer=None, title: str | None = None,
+              trees: dict | None = None):
+    """The routing tree of ``route`` as drawn in the app: runs of contents / index nodes folded
+    (app/folds.py) and printed page labels in the hovers, from the routed manuals' Trees
+    (``trees``, loaded when not given; a manual deleted since is drawn unfolded, with physical
+    page numbers)."""
+    trees = trees_of(s, route) if trees is None else trees
+    return route_figure(route, answer, title, folds=route_folds(route, trees), trees=trees)
 
 
 def generating_md(mode: ModeTraits, route, text: str) -> str:

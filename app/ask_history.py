@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import gradio as gr
 
-from app.answer_view import MODE_HELP, ROUTER_LABELS, folds_of, metric_rows, route_from_log
-from app.figures import figure_summary, route_figure
-from app.hover import pages_label
+from app.answer_view import (MODE_HELP, ROUTER_LABELS, figure_of, metric_rows, route_from_log,
+                             trees_of)
+from app.figures import figure_summary
 from app.icicle import manual_figure
-from app.route_tables import route_rows
+from app.route_tables import node_pages, route_rows
 from app.state import ALL, AppState, doc_arg, empty_figure
 from app.view_state import ViewState
 from engine.answer.options import AskError, parse_doc_id
@@ -76,9 +76,10 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
                 t.view: ViewState(notice="", agreement=msg, agreement_rows=[], evidence=[],
                                   evidence_note="", offer_text=False, query_id=rec.id)}
     route = route_from_log(rec.route, rec.settings)
-    fig = route_figure(route, None, title=f"Routing tree of query {rec.id} (from the log)",
-                       folds=folds_of(s, route))
-    cited = [[j + 1, n.title, pages_label(n.page_start, n.page_end), n.doc_id, n.node_id]
+    trees = trees_of(s, route)
+    fig = figure_of(s, route, title=f"Routing tree of query {rec.id} (from the log)",
+                    trees=trees)
+    cited = [[j + 1, n.title, node_pages(n, trees), n.doc_id, n.node_id]
              for j, n in enumerate(route.nodes[i] for i in route.selected)]
     view = ViewState(notice="", agreement="The other router's selection is not kept in the "
                      "query log: ask again to compare the routers.", agreement_rows=[],
@@ -86,4 +87,4 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
                      "log: select a cited section to read its page.", offer_text=False,
                      query_id=rec.id)
     return {**out, t.cited: cited, t.route_plot: fig, t.manual_plot: manual_figure(route),
-            t.route_table: route_rows(route), t.summary: figure_summary(fig), t.view: view}
+            t.route_table: route_rows(route, None, trees), t.summary: figure_summary(fig), t.view: view}

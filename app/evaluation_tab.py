@@ -20,8 +20,7 @@ from pathlib import Path
 import gradio as gr
 import plotly.graph_objects as go
 
-from app.answer_view import folds_of, route_from_log
-from app.figures import route_figure
+from app.answer_view import figure_of, route_from_log
 from app.state import (ALL, AppState, bind, doc_choices, empty_figure, md_text, user_error,
                        user_errors)
 from engine.answer.evaluation import COLUMNS, parse_questions, rates, risk_coverage
@@ -139,8 +138,7 @@ def row_tree(s: AppState, run: dict | None, evt: gr.SelectData):
     if not records:
         return empty_figure("This answer was found without routing."), head
     route = route_from_log(records, run["settings"])
-    fig = route_figure(route, None, title=f"Routing tree of question {i + 1}",
-                       folds=folds_of(s, route))
+    fig = figure_of(s, route, title=f"Routing tree of question {i + 1}")
     return fig, head
 
 

@@ -223,14 +223,21 @@ def score_range(route) -> tuple[float, float]:
     return lo, hi
 
 
-def route_figure(route, answer=None, title: str | None = None, folds=()) -> go.Figure:
+def route_figure(route, answer=None, title: str | None = None, folds=(),
+                 trees: dict | None = None) -> go.Figure:
     """The routing tree of ``route`` (gate loops from ``answer`` when given) as a Plotly figure;
-    ``folds``: runs of contents / index nodes drawn as one marker each (``visible_tree``)."""
+    ``folds``: runs of contents / index nodes drawn as one marker each (``visible_tree``);
+    ``trees``: the routed manuals' Trees by document id, for printed page labels in the hovers
+    (physical page numbers where a manual is missing)."""
     vt = visible_tree(route, folds)
     nodes = route.nodes
     pos = tidy_layout(vt.children, root=0)
     lo, hi = score_range(route)
     sname = score_label(getattr(route, "router", None))
+    trees = trees or {}
+
+    def hover(i: int, node_loops: list[int]) -> str:
+        return node_hover(nodes[i], node_loops, sname, trees.get(nodes[i].doc_id))
 
     sel_seg, pr_seg, col_seg = [], [], []
     for parent, ch in vt.children.items():
@@ -261,7 +268,7 @@ def route_figure(route, answer=None, title: str | None = None, folds=()) -> go.F
         x=[pos[i][0] for i in root_ids], y=[pos[i][1] for i in root_ids], mode="markers+text",
         marker=dict(symbol="square", size=16, color=ROOT_FILL),
         text=[esc(nodes[i].title, 40) for i in root_ids], textposition="top center",
-        hovertext=[node_hover(nodes[i], [], sname) for i in root_ids], hoverinfo="text",
+        hovertext=[hover(i, []) for i in root_ids], hoverinfo="text",
         name="root",
         customdata=[[i, "root", nodes[i].doc_id, nodes[i].node_id] for i in root_ids],
         meta={"status": "root"}, showlegend=False))
@@ -272,7 +279,7 @@ def route_figure(route, answer=None, title: str | None = None, folds=()) -> go.F
         marker=dict(size=9, color=[nodes[i].score for i in pr], coloraxis="coloraxis",
                     symbol=_symbols(nodes, pr),
                     opacity=0.45, line=dict(color=PRUNED_EDGE, width=1)),
-        hovertext=[node_hover(nodes[i], [], sname) for i in pr], hoverinfo="text",
+        hovertext=[hover(i, []) for i in pr], hoverinfo="text",
         customdata=[[i, "pruned", nodes[i].doc_id, nodes[i].node_id] for i in pr],
         meta={"status": "pruned"}))
 
@@ -294,7 +301,7 @@ def route_figure(route, answer=None, title: str | None = None, folds=()) -> go.F
                     color=[nodes[i].score for i in sel], coloraxis="coloraxis",
                     symbol=_symbols(nodes, sel), line=dict(color=SELECTED_EDGE, width=2.5)),
         text=labels, textposition="bottom center", textfont=dict(size=10),
-        hovertext=[node_hover(nodes[i], loops[i], sname) for i in sel], hoverinfo="text",
+        hovertext=[hover(i, loops[i]) for i in sel], hoverinfo="text",
         customdata=[[i, "selected", nodes[i].doc_id, nodes[i].node_id, sum(loops[i])]
                     for i in sel],
         meta={"status": "selected"}))

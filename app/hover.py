@@ -67,10 +67,11 @@ def channel_lines(channels: dict | None) -> list[str]:
     return out
 
 
-def node_hover(n, loops: list[int], score_name: str = "score") -> str:
+def node_hover(n, loops: list[int], score_name: str = "score", tree=None) -> str:
+    """A routed node's hover text; ``tree``: its manual's Tree, for printed page labels."""
     lines = [f"<b>{esc(n.title, 90) or '(untitled)'}</b>",
              f"status: {n.status}",
-             f"pages: {pages_label(n.page_start, n.page_end)}",
+             f"pages: {pages_label(n.page_start, n.page_end, tree)}",
              f"depth: {n.depth}"]
     if getattr(n, "induced", False):
         lines.append(INDUCED_NOTE)

@@ -24,8 +24,15 @@ def _branch(channels: dict | None, name: str) -> float | None:
     return None if v is None else round(v, 4)
 
 
-def route_rows(route, answer=None) -> list[list]:
-    """One row per scored node: selected first (in selection order), then pruned by score."""
+def node_pages(n, trees: dict | None) -> str:
+    """A routed node's pages as shown: printed labels where ``trees`` (Trees by document id)
+    holds its manual, else physical numbers."""
+    return pages_label(n.page_start, n.page_end, (trees or {}).get(n.doc_id))
+
+
+def route_rows(route, answer=None, trees: dict | None = None) -> list[list]:
+    """One row per scored node: selected first (in selection order), then pruned by score;
+    ``trees``: the routed manuals' Trees, for printed page labels."""
     nodes = route.nodes
     sel = [nodes[i] for i in route.selected]
     pr = sorted((n for n in nodes if n.status == "pruned"), key=lambda n: -(n.score or 0))
@@ -34,7 +41,7 @@ def route_rows(route, answer=None) -> list[list]:
         lp = gate_loops(answer, n.id)
         chans = getattr(n, "channels", None)
         rows.append([n.status, ("\u00a0\u00a0\u00a0" * n.depth) + (n.title or "(untitled)"),
-                     pages_label(n.page_start, n.page_end), n.depth,
+                     node_pages(n, trees), n.depth,
                      None if n.score is None else round(n.score, 4),
                      *(_branch(chans, c) for c in CHANNELS),
                      None if n.prob is None else round(n.prob, 4),
@@ -102,7 +109,7 @@ def agreement_summary(agreement: Agreement | None, unavailable: str = "") -> str
     return line
 
 
-def agreement_rows(route, agreement: Agreement | None) -> list[list]:
+def agreement_rows(route, agreement: Agreement | None, trees: dict | None = None) -> list[list]:
     """The nodes selected by exactly one of the two routers, in document order."""
     if agreement is None:
         return []
@@ -110,6 +117,6 @@ def agreement_rows(route, agreement: Agreement | None) -> list[list]:
     only = sorted([(i, "selected", "—") for i in agreement.fused_only]
                   + [(i, "—", "selected") for i in agreement.memory_only])
     return [[("\u00a0\u00a0\u00a0" * nodes[i].depth) + (nodes[i].title or "(untitled)"),
-             pages_label(nodes[i].page_start, nodes[i].page_end), nodes[i].depth, f, m,
+             node_pages(nodes[i], trees), nodes[i].depth, f, m,
              nodes[i].doc_id, nodes[i].node_id, i]
             for i, f, m in only]

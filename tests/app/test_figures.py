@@ -318,3 +318,15 @@ def test_the_quotes_section_is_starred_and_an_undrawn_one_marks_its_ancestor():
         drawn = {row[0] for t in route_figure(route).data if t.customdata is not None
                  for row in t.customdata}
         assert at in drawn and (rid == at) == ("not drawn" not in star.hovertext[0])
+
+
+def test_hovers_give_printed_page_labels_where_the_manual_has_them():
+    import networkx as nx
+
+    from storage.tree import Tree
+
+    route = make_channel_route(PARENTS, STATUS)  # node 1 of manual 1 spans PDF pages 2-3
+    labelled = Tree(nx.DiGraph(), "outline", page_labels=("i", "ii", "1", "2"))
+    assert "pages: pp. ii–1 (PDF pages 2–3)" in _hover_of(route_figure(route, trees={1: labelled}), 1)
+    assert "pages: pp. 2–3" in _hover_of(route_figure(route), 1)  # no tree: physical numbers
+    assert "pages: pp. 2–3" in _hover_of(route_figure(route, trees={2: labelled}), 1)  # not its manual
