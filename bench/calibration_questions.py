@@ -102,6 +102,14 @@ def variable_questions(text: str, manual: str) -> list[dict]:
     return out
 
 
+def informative(q: dict) -> bool:
+    """Whether the question's regex can label an answer: not where the question itself holds
+    the key fact ("... how to sort messages" for the variable ``sort``), which an answer that
+    only repeats the question would then hold too. A row without its regex (the dev probe's,
+    whose questions were written by hand) counts as informative."""
+    return not q.get("regex") or re.search(q["regex"], q["question"]) is None
+
+
 def manual_path(root: Path, rel: str) -> Path:
     """The manual as the library ingests it (a gzipped text is unpacked beside itself)."""
     path = root / rel
@@ -126,7 +134,7 @@ def build(root: Path, per_manual: int, seed: int = 0) -> list[dict]:
         else:
             found = option_questions(build_raw_tree(path), name)
         seen, unique = set(), []
-        for q in found:
+        for q in filter(informative, found):
             if q["question"].lower() not in seen:
                 seen.add(q["question"].lower())
                 unique.append({**q, "doc": str(path)})

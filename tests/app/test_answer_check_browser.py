@@ -31,7 +31,6 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
     doc = rt.library.get_document(
         ingest_file(shared_dir / "corpus" / PDF, rt, memories=False).doc_id)
     with ask_page(browser, url, doc.id, "text", max_new_tokens=128) as page:
-
         rec = ask_and_wait(page, rt, doc.id, WRONG_Q)
         fold = page.locator("#answer-fold details.answer-fold")
         assert fold.count() == 1, f"the wrong answer was not folded: {rec.answer!r}"

@@ -23,7 +23,8 @@ import pytest
 
 from app.figures import visible_tree
 from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
-from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, ask_and_wait, ask_page,  # noqa: F401
+from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, YELLOW_JS,  # noqa: F401
+                                  ask_and_wait, ask_page, open_ask_tab,
                                   TABLE_JS, browser, cell,
                                   SCREENSHOTS, no_error_badge, open_folds, shot, value)
 from tests.support.memory_writer import hold_memory_writer
@@ -96,22 +97,6 @@ RECORD_JS = """() => {
     if (!last || last.v !== v || last.fused !== fused || last.q !== q)
       window.__seen.push({v, fused, q, t: performance.now() - t0});
   }, 20);
-}"""
-
-
-YELLOW_JS = """async () => {
-  const img = document.querySelector('#page-view-image img');
-  if (!img || !img.src) return -1;
-  if (!img.complete || !img.naturalWidth) await img.decode();
-  const c = document.createElement('canvas');
-  c.width = img.naturalWidth; c.height = img.naturalHeight;
-  const g = c.getContext('2d');
-  g.drawImage(img, 0, 0);
-  const d = g.getImageData(0, 0, c.width, c.height).data;
-  let n = 0;
-  for (let i = 0; i < d.length; i += 4)
-    if (d[i] > 220 && d[i + 1] > 190 && d[i + 2] < 90) n++;
-  return n;
 }"""
 
 
@@ -481,14 +466,8 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     monkeypatch.setattr(engine.ask, "degeneracy", lambda text, *a, **k: "repeat")
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     page.set_default_timeout(60_000)
-    page.goto(url)
-    page.get_by_role("tab", name="Ask").click()
+    open_ask_tab(page, url, doc.id, "memory", max_new_tokens=8)
     open_folds(page, "Metrics")
-    page.locator("#ask-doc input").click()
-    page.get_by_role("option", name=f"#{doc.id} ").first.click()
-    page.locator("#ask-mode input[value='memory']").check()
-    page.locator("#ask-max-new input").fill("8")
-    page.locator("#ask-max-new input").press("Tab")
     page.locator("#ask-question textarea").fill(question)
     page.locator("#ask-button").click()
     page.wait_for_function(

@@ -10,29 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser import TIMEOUT_MS, ask_page, browser  # noqa: F401 (fixture)
+from tests.support.browser import TIMEOUT_MS, YELLOW_JS, ask_page, browser  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.real_model
 
 PDF = "why3-manual.pdf"
 QUESTION = "How do I install Why3 with opam?"
 COMMAND = "opam install why3"
-
-# highlight-yellow pixels of the page image (the page view draws the quote's highlight)
-YELLOW_JS = """async () => {
-  const img = document.querySelector('#page-view-image img');
-  if (!img || !img.src) return -1;
-  if (!img.complete || !img.naturalWidth) await img.decode();
-  const c = document.createElement('canvas');
-  c.width = img.naturalWidth; c.height = img.naturalHeight;
-  const g = c.getContext('2d');
-  g.drawImage(img, 0, 0);
-  const d = g.getImageData(0, 0, c.width, c.height).data;
-  let n = 0;
-  for (let i = 0; i < d.length; i += 4)
-    if (d[i] > 220 && d[i + 1] > 190 && d[i + 2] < 90) n++;
-  return n;
-}"""
 
 
 def test_how_to_quote_holds_the_command_on_its_highlighted_page(browser, explorer_server,

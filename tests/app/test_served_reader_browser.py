@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser import (TIMEOUT_MS, browser, no_error_badge, open_folds,  # noqa: F401
+from tests.support.browser import (TIMEOUT_MS, browser, no_error_badge, open_ask_tab, open_folds,  # noqa: F401
                                   shot, value)
 from tests.support.network import free_port
 
@@ -55,14 +55,8 @@ def launch(real_backbone, tmp_path, reader: str, model: str):
 
 
 def ask_on_page(page, url: str, doc: int) -> None:
-    page.goto(url)
-    page.get_by_role("tab", name="Ask").click()
+    open_ask_tab(page, url, doc, "text", max_new_tokens=48)
     open_folds(page, "Metrics")
-    page.locator("#ask-doc input").click()
-    page.get_by_role("option", name=f"#{doc} ").first.click()
-    page.locator("#ask-mode input[value='text']").check()
-    page.locator("#ask-max-new input").fill("48")
-    page.locator("#ask-max-new input").press("Tab")
     page.locator("#ask-question textarea").fill(QUESTION)
     page.evaluate(RECORD_JS)
     page.locator("#ask-button").click()

@@ -34,6 +34,24 @@ def browser():
             b.close()
 
 
+# The highlight-yellow pixels of the page image (the page view draws the quote's highlight);
+# -1 while no page is shown.
+YELLOW_JS = """async () => {
+  const img = document.querySelector('#page-view-image img');
+  if (!img || !img.src) return -1;
+  if (!img.complete || !img.naturalWidth) await img.decode();
+  const c = document.createElement('canvas');
+  c.width = img.naturalWidth; c.height = img.naturalHeight;
+  const g = c.getContext('2d');
+  g.drawImage(img, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4)
+    if (d[i] > 220 && d[i + 1] > 190 && d[i + 2] < 90) n++;
+  return n;
+}"""
+
+
 @contextmanager
 def ask_page(browser, url: str, doc_id: int, mode: str, max_new_tokens: int | None = None,
              size: tuple[int, int] = (1440, 1000)) -> Iterator[object]:
@@ -43,17 +61,23 @@ def ask_page(browser, url: str, doc_id: int, mode: str, max_new_tokens: int | No
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     page.set_default_timeout(60_000)
     try:
-        page.goto(url)
-        page.get_by_role("tab", name="Ask").click()
-        page.locator("#ask-doc input").click()
-        page.get_by_role("option", name=f"#{doc_id} ").first.click()
-        page.locator(f"#ask-mode input[value='{mode}']").check()
-        if max_new_tokens is not None:
-            page.locator("#ask-max-new input").fill(str(max_new_tokens))
-            page.locator("#ask-max-new input").press("Tab")
+        open_ask_tab(page, url, doc_id, mode, max_new_tokens)
         yield page
     finally:
         page.close()
+
+
+def open_ask_tab(page, url: str, doc_id: int, mode: str, max_new_tokens: int | None = None):
+    """``page`` at ``url``, on the Ask tab with manual ``#doc_id`` and ``mode`` picked (and the
+    reply's token budget, when given)."""
+    page.goto(url)
+    page.get_by_role("tab", name="Ask").click()
+    page.locator("#ask-doc input").click()
+    page.get_by_role("option", name=f"#{doc_id} ").first.click()
+    page.locator(f"#ask-mode input[value='{mode}']").check()
+    if max_new_tokens is not None:
+        page.locator("#ask-max-new input").fill(str(max_new_tokens))
+        page.locator("#ask-max-new input").press("Tab")
 
 
 def value(page, selector: str) -> str:
