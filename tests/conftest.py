@@ -1,6 +1,7 @@
 """Shared fixtures: the corpus folder beside the repository and one parsed tree per file."""
 from __future__ import annotations
 
+import contextlib
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -85,11 +86,9 @@ def real_backbone():
 
 # -- the app, served once per test session (browser and API tests share it) ----------------------
 
-@_pytest.fixture(scope="session")
-def explorer_server(real_backbone, tmp_path_factory):
-    """(url, runtime) of the explorer launched in-process on a temporary SQLite library."""
-    import os
-
+@contextlib.contextmanager
+def serve_explorer(backbone, data: Path):
+    """(url, runtime) of the explorer launched in-process on a SQLite library in ``data``."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.ui import build_app
     from engine.memory.parts import load_or_init_parts
@@ -97,10 +96,9 @@ def explorer_server(real_backbone, tmp_path_factory):
     from engine.settings import Settings
     from storage import Library
 
-    data = tmp_path_factory.mktemp("explorer")
     settings = Settings(data_dir=data)
-    parts = load_or_init_parts(settings, real_backbone)  # what a user gets: the shipped parts
-    rt = Runtime(settings, real_backbone, parts, Library(settings.database_url))
+    parts = load_or_init_parts(settings, backbone)  # what a user gets: the shipped parts
+    rt = Runtime(settings, backbone, parts, Library(settings.database_url))
     demo = build_app(rt)
     port = free_port()
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
@@ -110,6 +108,21 @@ def explorer_server(real_backbone, tmp_path_factory):
     finally:
         demo.close()
         rt.library.close()
+
+
+@_pytest.fixture(scope="session")
+def explorer_server(real_backbone, tmp_path_factory):
+    """(url, runtime) of the explorer on a temporary library, shared by the session's tests."""
+    with serve_explorer(real_backbone, tmp_path_factory.mktemp("explorer")) as served:
+        yield served
+
+
+@_pytest.fixture
+def fresh_explorer_server(real_backbone, tmp_path):
+    """(url, runtime) of an explorer of its own on an empty library: what a newcomer starts
+    from, untouched by the other tests' manuals, questions and events."""
+    with serve_explorer(real_backbone, tmp_path / "explorer") as served:
+        yield served
 
 
 # -- a reader served over HTTP: `transformers serve` on the bundled backbone's cached folder ------

@@ -137,10 +137,11 @@ def _page_view(page) -> tuple[str, int]:
     return page.locator("#page-view-head").inner_text(), page.evaluate(YELLOW_JS)
 
 
-def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_server, shared_dir, tmp_path, monkeypatch):
+def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_explorer_server,
+                                                             shared_dir, tmp_path, monkeypatch):
     import engine.answer.passages.grounding as grounding
 
-    url, rt = explorer_server
+    url, rt = fresh_explorer_server
     # Every evidence line is kept here (no threshold), so that whatever the small model writes
     # there is a sentence to highlight; the threshold is tested in tests/app/test_pages.py.
     monkeypatch.setattr(grounding, "evidence_lines",
@@ -255,7 +256,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, explorer_
     # and its page is shown with the quote highlighted
     assert "From the manual" in seen[first_token]["q"], seen[:first_token + 1]
     assert rec_quote(page) in " ".join(page.locator("#quote-view").inner_text().split())
-    assert "the answer the model wrote" in page.locator("#quote-view").inner_text()
+    assert "Check the model's answer below against it." in page.locator("#quote-view").inner_text()
     caption, yellow = _page_view(page)
     assert yellow > 0, caption
 
