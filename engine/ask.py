@@ -169,9 +169,11 @@ def quote_for(rt: Runtime, req: Request, routed: Routed, metrics: Metrics):
 
 
 def answer_check_model(rt: Runtime) -> Confidence | None:
-    """The fitted confidence (``assets/answer_check.json``), read once per runtime."""
+    """The fitted confidence (``Settings.answer_check``: by default the shipped
+    ``assets/answer_check.json``), read once per runtime; None for none."""
     if "answer_check" not in rt.cache:
-        rt.cache["answer_check"] = Confidence.load()
+        path = rt.settings.answer_check_path
+        rt.cache["answer_check"] = Confidence.load(path) if path is not None else None
     return rt.cache["answer_check"]
 
 

@@ -106,9 +106,20 @@ SHIPPED_CHECKPOINT = _assets_dir() / "smollm2-135m-instruct.h2mt.safetensors"
 SHIPPED_FUSION = _assets_dir() / "fusion.json"
 # The learned passage ranker of the quote (assets/PASSAGE_RANKER_CARD.md).
 SHIPPED_PASSAGE_RANKER = _assets_dir() / "passage_ranker.json"
+SHIPPED_ANSWER_CHECK = _assets_dir() / "answer_check.json"
 # The routers and walks ``engine.routing.fused`` offers; defined here only (it imports them).
 ROUTERS = ("fused", "memory", "lexical", "dense")
 WALKS = ("leaf-rescue", "rescue", "leaf", "topk")
+
+
+def _asset_choice(value: str, shipped: Path) -> Path | None:
+    """A learned file's setting: "auto" = the ``shipped`` file when it is there, "none" (or
+    empty) = none, anything else = a path."""
+    if str(value).lower() in ("", "none"):
+        return None
+    if value == "auto":
+        return shipped if shipped.is_file() else None
+    return Path(value)
 
 
 @dataclass(frozen=True)
@@ -195,6 +206,14 @@ class Settings:
     # gold fewer on the manuals dev set, and its passages cost the reader the example question's
     # answer (\patchcmd on etoolbox). H2MT_PASSAGE_RANKER=auto turns it on.
     passage_ranker: str = "none"
+    # The answer check's fitted confidence (engine.answer.checks.confidence): "auto" = the model
+    # shipped in assets/answer_check.json (answers below its threshold are folded under a line
+    # saying why), "none" = no fitted confidence (each answer keeps its signals; only the
+    # rule-based check folds), or a JSON path written by ``python -m bench.calibration fit``.
+    # Off by default for now: on the dev probe it folds 56% of the wrong answers but also 20% of
+    # the right ones (AUROC 0.69 on unseen manuals, assets/ANSWER_CHECK_CARD.md), and it folds
+    # the example manual's right answer to "How do I patch a command?" (a wrong key line).
+    answer_check: str = "none"
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0
@@ -255,20 +274,17 @@ class Settings:
     @property
     def passage_ranker_path(self) -> Path | None:
         """The passage ranker's JSON file, or None for the linear score over routed sections."""
-        if str(self.passage_ranker).lower() in ("", "none"):
-            return None
-        if self.passage_ranker == "auto":
-            return SHIPPED_PASSAGE_RANKER if SHIPPED_PASSAGE_RANKER.is_file() else None
-        return Path(self.passage_ranker)
+        return _asset_choice(self.passage_ranker, SHIPPED_PASSAGE_RANKER)
 
     @property
     def fusion_path(self) -> Path | None:
         """The JSON file of learned fusion weights, or None for the untrained z-score sum."""
-        if str(self.fusion).lower() in ("", "none"):
-            return None
-        if self.fusion == "auto":
-            return SHIPPED_FUSION if SHIPPED_FUSION.is_file() else None
-        return Path(self.fusion)
+        return _asset_choice(self.fusion, SHIPPED_FUSION)
+
+    @property
+    def answer_check_path(self) -> Path | None:
+        """The answer check's fitted confidence (JSON), or None for none."""
+        return _asset_choice(self.answer_check, SHIPPED_ANSWER_CHECK)
 
     @property
     def write_batches(self) -> dict[str, int]:

@@ -53,3 +53,12 @@ def test_a_commands_flags_win_over_the_environment():
     s = Settings.from_env(env, reader_model="m", db_url=None)
     assert (s.reader, s.reader_model, s.db_url) == (URL, "m", None)
     assert Settings.from_env(env, reader="smollm2").reader == "smollm2"
+
+
+def test_the_answer_check_is_off_by_default_and_auto_gives_the_shipped_model():
+    from engine.answer.checks.confidence import Confidence
+    from engine.settings import SHIPPED_ANSWER_CHECK
+
+    assert Settings().answer_check_path is None
+    auto = Settings.from_env({"H2MT_ANSWER_CHECK": "auto"}).answer_check_path
+    assert auto == SHIPPED_ANSWER_CHECK and Confidence.load(auto) is not None

@@ -7,27 +7,29 @@ import pytest
 
 from tests.support.browser import ask_page, ask_and_wait, browser, no_error_badge, shot  # noqa: F401
 
-from engine.answer.checks.confidence import ASSET
+from engine.answer.checks.confidence import ASSET, Confidence
 
-pytestmark = [pytest.mark.real_model,
-              pytest.mark.skipif(not ASSET.exists(), reason="no fitted answer check in assets/ "
-                                 "(python -m bench.calibration fit)")]
+pytestmark = pytest.mark.real_model
 
 PDF = "etoolbox-manual.pdf"
-# Text mode, 128 tokens, the shipped answer_check.json. The model answers the first question
-# rightly (it names \patchcmd, the key line's command); its answer to the second does not hold the
-# key fact (\AtBeginEnvironment) and the confidence is below the threshold (measured on the real
-# model: docs/results.md, "Issue 43").
-RIGHT_Q = "How do I patch a command?"
+# Text mode, 128 tokens, the shipped answer_check.json turned on (measured on the real model:
+# docs/results.md, "Issue 43"). The model answers the first question rightly, naming \newbool, the
+# key line's command, and its confidence is above the threshold; its answer to the second does not
+# hold the key fact (\AtBeginEnvironment) and the confidence is below. ("How do I patch a
+# command?" is answered rightly too but folded: its key line is the wrong line of the section,
+# about \ifpatchable, one of the right answers the check folds.)
+RIGHT_Q = "How do I define a new boolean flag?"
 WRONG_Q = ("How can I add code to the start of a particular environment without redefining "
            "that environment?")
 
 
 def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_line(
-        browser, explorer_server, shared_dir, tmp_path):  # noqa: F811
+        browser, explorer_server, shared_dir, tmp_path, monkeypatch):  # noqa: F811
     from engine.ingest import ingest_file
 
     url, rt = explorer_server
+    # the shipped model on, as H2MT_ANSWER_CHECK=auto does (off by default), for this test only
+    monkeypatch.setitem(rt.cache, "answer_check", Confidence.load(ASSET))
     doc = rt.library.get_document(
         ingest_file(shared_dir / "corpus" / PDF, rt, memories=False).doc_id)
     with ask_page(browser, url, doc.id, "text", max_new_tokens=128) as page:
@@ -47,12 +49,12 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
             page.wait_for_function("() => !document.querySelector('#answer-fold details')")
         except Exception:
             pytest.fail(f"the right answer was folded: {rec.answer!r}")
-        assert "\\patchcmd" in rec.answer
+        assert "\\newbool" in rec.answer
         assert page.locator("#answer-text").is_visible()
         key = page.locator("#key-line")
         key.wait_for(state="visible")
         shown = key.inner_text()
-        assert "From the manual (p. " in shown and "\\patchcmd" in shown, shown
+        assert "From the manual (p. " in shown and "\\newbool" in shown, shown
         # the key line stands above the model's prose
         assert key.bounding_box()["y"] < page.locator("#answer-text").bounding_box()["y"]
         no_error_badge(page)
