@@ -13,8 +13,7 @@ below it. A pruned node whose branch held one of the best nodes by own evidence 
 retrieval would have kept) is ringed in red (``strong_pruned``). A manual of 800+ nodes
 therefore draws only the nodes the router actually scored. A run of a printed table of contents
 or index (app/folds.py) that the router scored and pruned is drawn as ONE grey square saying
-what it holds ("Contents (pp. 1–8, 46 parts)" in its hover). Hover text is built once per
-figure, one string per drawn node.
+what it holds ("Contents (pp. 1–8, 46 parts)" in its hover). Hover text: one string per node.
 """
 from __future__ import annotations
 
@@ -227,8 +226,7 @@ def route_figure(route, answer=None, title: str | None = None, folds=(),
                  trees: dict | None = None) -> go.Figure:
     """The routing tree of ``route`` (gate loops from ``answer`` when given) as a Plotly figure;
     ``folds``: runs of contents / index nodes drawn as one marker each (``visible_tree``);
-    ``trees``: the routed manuals' Trees by document id, for printed page labels in the hovers
-    (physical page numbers where a manual is missing)."""
+    ``trees``: the manuals' Trees by document id, for printed page labels in the hovers."""
     vt = visible_tree(route, folds)
     nodes = route.nodes
     pos = tidy_layout(vt.children, root=0)
@@ -236,7 +234,7 @@ def route_figure(route, answer=None, title: str | None = None, folds=(),
     sname = score_label(getattr(route, "router", None))
     trees = trees or {}
 
-    def hover(i: int, node_loops: list[int]) -> str:
+    def hover(i: int, node_loops: list[int]) -> str:  # printed page labels from the node's tree
         return node_hover(nodes[i], node_loops, sname, trees.get(nodes[i].doc_id))
 
     sel_seg, pr_seg, col_seg = [], [], []

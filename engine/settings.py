@@ -113,8 +113,7 @@ WALKS = ("leaf-rescue", "rescue", "leaf", "topk")
 
 
 def _asset_choice(value: str, shipped: Path) -> Path | None:
-    """A learned file's setting: "auto" = the ``shipped`` file when it is there, "none" (or
-    empty) = none, anything else = a path."""
+    """"auto" = the ``shipped`` file when there, "none" (or empty) = none, else a path."""
     if str(value).lower() in ("", "none"):
         return None
     if value == "auto":
@@ -199,20 +198,13 @@ class Settings:
     # Fusion weights: "auto" = the learned weights shipped in assets/ when present, "none" =
     # the untrained z-score sum, or a JSON path (``engine.routing.fusion.FusionWeights``).
     fusion: str = "auto"
-    # The quote's second stage (engine.answer.ranking): "auto" = the learned passage ranker
-    # shipped in assets/passage_ranker.json, "none" = the linear score of engine.answer.sentences
-    # over the routed sections only, or a JSON path. Off by default for now: on the dev probe
-    # the learned ranker was no better (quote holds the fact 54% against 53%), one quote from
-    # gold fewer on the manuals dev set, and its passages cost the reader the example question's
-    # answer (\patchcmd on etoolbox). H2MT_PASSAGE_RANKER=auto turns it on.
+    # The quote's second stage: "auto" = assets/passage_ranker.json, "none" = the linear score
+    # over the routed sections, or a JSON path. Off by default: no better on the dev probe (54%
+    # against 53%) and it cost the example question's answer (docs/results.md, issue 42).
     passage_ranker: str = "none"
-    # The answer check's fitted confidence (engine.answer.checks.confidence): "auto" = the model
-    # shipped in assets/answer_check.json (answers below its threshold are folded under a line
-    # saying why), "none" = no fitted confidence (each answer keeps its signals; only the
-    # rule-based check folds), or a JSON path written by ``python -m bench.calibration fit``.
-    # Off by default for now: on the dev probe it folds 56% of the wrong answers but also 20% of
-    # the right ones (AUROC 0.69 on unseen manuals, assets/ANSWER_CHECK_CARD.md), and it folds
-    # the example manual's right answer to "How do I patch a command?" (a wrong key line).
+    # The answer check's confidence: "auto" = assets/answer_check.json (answers below its
+    # threshold folded), "none" = only the rule-based check folds, or a JSON path. Off by
+    # default: it folds 20% of the dev probe's right answers (assets/ANSWER_CHECK_CARD.md).
     answer_check: str = "none"
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
