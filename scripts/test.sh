@@ -15,6 +15,16 @@ fi
 source scripts/postgres.sh
 PYTHON=.venv/bin/python pg_test_start
 trap pg_test_stop EXIT
+# One pytest worker per core (at most four; H2MT_TEST_WORKERS overrides, 0 runs in one process),
+# each with its share of the cores for torch, so two workers never fight over one core's threads.
+# A test's slow parts (a browser waiting, a subprocess starting) then overlap with another's work.
+cores=$(nproc 2>/dev/null || echo 1)
+workers=${H2MT_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
+xdist=()
+if [ "$workers" -gt 1 ]; then
+  xdist=(-n "$workers" --dist load)
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / workers > 0 ? cores / workers : 1 ))}
+fi
 rc=0
-.venv/bin/python -m pytest "$@" || rc=$?
+.venv/bin/python -m pytest "${xdist[@]}" "$@" || rc=$?
 exit $rc

@@ -14,6 +14,49 @@ from tests.support.network import free_port
 SHARED = Path(os.environ.get("H2MT_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared")
 
 
+def pytest_configure(config):
+    """Under pytest-xdist each worker gets a PostgreSQL database of its own (``<name>_gw0``, ...),
+    created here before any test module reads H2MT_TEST_PG_URL: the storage tests drop and
+    recreate their tables, which two workers sharing one database would do under each other."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    url = os.environ.get("H2MT_TEST_PG_URL")
+    if not worker or not url:
+        return
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    base = make_url(url)
+    name = f"{base.database}_{worker}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            if conn.scalar(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}) is None:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    os.environ["H2MT_TEST_PG_URL"] = base.set(database=name).render_as_string(hide_password=False)
+
+
+# Fixtures whose tests take tens of seconds to minutes: the real backbone, a browser, an app or a
+# reader server, a parsed corpus manual.
+HEAVY_FIXTURES = {"real_backbone", "browser", "explorer_server", "fresh_explorer_server",
+                  "served_reader", "corpus_tree", "shared_dir"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist the heavy tests are handed out first (marked ``real_model`` or
+    ``install``, or using a heavy fixture; otherwise in file order), so that the many short tests
+    fill the gaps beside them instead of one worker finishing a long test alone at the end
+    (longest first is the usual rule for spreading jobs over machines)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+
+    def light(item) -> bool:
+        marked = item.get_closest_marker("real_model") or item.get_closest_marker("install")
+        return not marked and not HEAVY_FIXTURES.intersection(item.fixturenames)
+    items.sort(key=light)  # stable: file order kept within each group
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not (SHARED / "corpus").is_dir():

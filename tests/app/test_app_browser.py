@@ -8,12 +8,12 @@ channel in its hover, and the fused-vs-memory disagreement view, open a cited no
 restore a question from the history, compare two modes and delete the manual: the whole path a
 newcomer takes, in one test. Then memory mode on a manual still being written gives a notice,
 not an error, and a degenerate memory answer a notice with text mode one click away.
-Screenshots go to the test's output folder and are copied to docs/screenshots/. Nothing may load
+Screenshots go to the test's output folder (and to docs/screenshots/ with
+H2MT_UPDATE_SCREENSHOTS=1). Nothing may load
 from outside the app's own server, and no red error badge may appear.
 """
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -26,7 +26,7 @@ from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
 from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, YELLOW_JS,  # noqa: F401
                                   ask_and_wait, ask_page, open_ask_tab,
                                   TABLE_JS, browser, cell,
-                                  SCREENSHOTS, no_error_badge, open_folds, shot, value)
+                                  keep_screenshot, no_error_badge, open_folds, shot, value)
 from tests.support.memory_writer import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
@@ -550,7 +550,7 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
     """The Ask tab in a person's order, at 1440x900 without scrolling: the quote and the answer,
     beside them the quote's page rendered, and the top of the routing tree all lie within the
     first 900 pixels (element bounding boxes); metrics, scored nodes, figure data and history
-    are folded under headings. The screen goes to docs/screenshots/first-screen.png."""
+    are folded under headings. The screen is kept as first-screen.png."""
     from engine.ingest import ingest_file
 
     url, rt = explorer_server
@@ -571,8 +571,7 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
         boxes = page.evaluate(FIRST_SCREEN_BOXES_JS)
         out = tmp_path / "first-screen.png"
         page.screenshot(path=str(out), full_page=False)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out, SCREENSHOTS / "first-screen.png")
+        keep_screenshot(out)
         height = FIRST_SCREEN[1]
         assert boxes["scrollY"] == 0 and boxes["innerHeight"] == height, boxes
         for name in ("quote", "answer"):  # wholly on the first screen

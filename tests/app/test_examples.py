@@ -4,7 +4,6 @@ started from an empty data folder indexes the example in the background, and a c
 example question fills the question box, picks the manual and gives an answer and its quote."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,6 @@ from engine.ingest import file_sha256
 from engine.settings import Settings, SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "docs" / "screenshots"
 EXAMPLE_SHA256 = "d3e48222e5b26d15d5b2ac6362b5c48c82ffc87828dbd618ba79f40d7328a0de"
 
 
@@ -78,8 +76,8 @@ def test_visitor_first_answer_from_an_empty_data_folder(tmp_path):
     the example is being indexed, then what to do; the example questions are shown; a click
     fills the question, picks the example manual and asks it: an answer and the manual's quote,
     no red badge, nothing loaded from outside. The question is in the library's log. The
-    answered page's first screen goes to docs/screenshots/examples.png."""
-    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+    answered page's first screen is kept as examples.png."""
+    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, keep_screenshot
 
     if not CHROMIUM.exists():
         pytest.skip(f"Chromium not found at {CHROMIUM} (install Debian's chromium package)")
@@ -96,8 +94,7 @@ def test_visitor_first_answer_from_an_empty_data_folder(tmp_path):
                      screenshot=tmp_path / "examples.png")
         finally:
             browser.close()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(tmp_path / "examples.png", SCREENSHOTS / "examples.png")
+    keep_screenshot(tmp_path / "examples.png")
     assert w.examples == QUESTIONS
     # every line before the last said the example was being indexed; the last says what to do
     assert all("being indexed" in h for h in w.hints[:-1]), w.hints

@@ -2,6 +2,7 @@
 module-scoped ``browser`` fixture, and helpers on a page of the explorer."""
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,12 +99,19 @@ def no_error_badge(page) -> None:
     assert not errors, f"red error badge(s) on the page: {errors}"
 
 
+def keep_screenshot(path: Path) -> None:
+    """Copy a test's screenshot to docs/screenshots when H2MT_UPDATE_SCREENSHOTS=1 (a person
+    refreshing the documentation's pictures); a plain test run leaves the checkout clean."""
+    if os.environ.get("H2MT_UPDATE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, SCREENSHOTS / path.name)
+
+
 def shot(page, tmp_path: Path, name: str) -> None:
-    """A full-page screenshot, kept in docs/screenshots too."""
+    """A full-page screenshot in the test's folder (``keep_screenshot``)."""
     out = tmp_path / f"{name}.png"
     page.screenshot(path=str(out), full_page=True)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(out, SCREENSHOTS / f"{name}.png")
+    keep_screenshot(out)
 
 
 def ask_and_wait(page, rt, doc_id: int, question: str) -> object:

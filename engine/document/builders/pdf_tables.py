@@ -12,6 +12,7 @@ that position words instead of writing spaces).
 """
 from __future__ import annotations
 
+import numpy as np
 import pymupdf
 
 MIN_ROWS = 2  # a table worth finding: a header and a row ...
@@ -47,12 +48,12 @@ def table_rows(page: pymupdf.Page) -> list[list[tuple[pymupdf.Rect, str]]]:
     if not plausible_table(page):
         return []
     words = page.get_text("words", sort=True)
+    centres = _word_centres(words)
     out = []
     for table in page.find_tables().tables:
         rows = []
         for row in table.rows:
-            cells = [_cell_text(words, pymupdf.Rect(c)) if c is not None else ""
-                     for c in row.cells]
+            cells = [_cell_text(words, centres, c) if c is not None else "" for c in row.cells]
             if sum(1 for c in cells if c) >= 1:
                 rows.append((pymupdf.Rect(row.bbox), cells))
         width = max((sum(1 for c in cells if c) for _, cells in rows), default=0)
@@ -61,7 +62,21 @@ def table_rows(page: pymupdf.Page) -> list[list[tuple[pymupdf.Rect, str]]]:
     return out
 
 
-def _cell_text(words: list, cell: pymupdf.Rect) -> str:
-    inside = [w for w in words
-              if cell.contains(pymupdf.Point((w[0] + w[2]) / 2, (w[1] + w[3]) / 2))]
-    return " ".join(w[4] for w in inside)
+def _word_centres(words: list) -> np.ndarray:
+    """The words' centres as MuPDF's single-precision points (n x 2)."""
+    if not words:
+        return np.zeros((0, 2), dtype=np.float32)
+    boxes = np.array([w[:4] for w in words], dtype=np.float64)
+    return np.stack([(boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2],
+                    axis=1).astype(np.float32)
+
+
+def _cell_text(words: list, centres: np.ndarray, cell) -> str:
+    """The words whose centre lies in the cell, in reading order. The test is MuPDF's
+    ``fz_is_point_inside_rect`` (x0 <= x < x1, y0 <= y < y1, in single precision), written with
+    numpy: through ``Rect.contains`` it cost two thirds of the ngspice manual's indexing time
+    (3.5 million calls, 131 s of 208)."""
+    x0, y0, x1, y1 = np.asarray(tuple(cell), dtype=np.float32)
+    x, y = centres[:, 0], centres[:, 1]
+    inside = np.flatnonzero((x >= x0) & (x < x1) & (y >= y0) & (y < y1))
+    return " ".join(words[i][4] for i in inside)
