@@ -329,6 +329,11 @@ class Settings:
             raise SettingsError(f"H2MT_WALK={self.walk!r} is not one of {', '.join(WALKS)}")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
+        for name in ("passage_ranker", "fusion", "answer_check"):
+            value = str(getattr(self, name))
+            if value.lower() not in ("", "none", "auto") and not Path(value).is_file():
+                raise SettingsError(f"H2MT_{name.upper()}={value!r} is not a file: give 'auto' "
+                                    "(the shipped one), 'none', or the path of a fitted JSON file")
         self._check_reader()
 
     def _check_reader(self) -> None:

@@ -62,3 +62,13 @@ def test_the_answer_check_is_off_by_default_and_auto_gives_the_shipped_model():
     assert Settings().answer_check_path is None
     auto = Settings.from_env({"H2MT_ANSWER_CHECK": "auto"}).answer_check_path
     assert auto == SHIPPED_ANSWER_CHECK and Confidence.load(auto) is not None
+
+
+@pytest.mark.parametrize("name", ["H2MT_ANSWER_CHECK", "H2MT_PASSAGE_RANKER", "H2MT_FUSION"])
+def test_a_learned_part_named_by_a_missing_path_is_one_line(name, tmp_path):
+    missing = tmp_path / "no-such-model.json"
+    with pytest.raises(SettingsError, match=f"{name}=.*is not a file: give 'auto'"):
+        Settings.from_env({name: str(missing)})
+    fitted = tmp_path / "fitted.json"
+    fitted.write_text("{}")
+    assert Settings.from_env({name: str(fitted)}) is not None
