@@ -97,8 +97,20 @@ class MemoryWriter:
             time.sleep(IDLE_POLL_S)
         return True
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the worker thread after its current batch and wait for it (``timeout`` s): a
+        process that exits while the thread is inside the model aborts ("terminate called
+        without an active exception", exit 134)."""
         self.worker.stop()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+def stop_memory_writer(rt: Runtime, timeout: float = 30.0) -> None:
+    """Stop the runtime's memory writer, if one was started (an app shutting down)."""
+    writer = rt.cache.get("memory_writer")
+    if writer is not None:
+        writer.stop(timeout)
 
 
 def memory_writer(rt: Runtime) -> MemoryWriter:

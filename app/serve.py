@@ -88,6 +88,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     from app.accounts import Accounts, check_listen
     from app.mcp_auth import mcp_sign_in
     from app.page_cache import prune_rendered_pages
+    from app.memory_writer import stop_memory_writer
     from app.sessions import SESSION_CAPACITY, start_pruning
     from app.ui import build_app
     from engine.runtime import Runtime
@@ -111,14 +112,17 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     # per-session copies Gradio never drops (app/sessions.py), and its rendered pages on disk
     start_pruning(demo, also=lambda: prune_rendered_pages(demo.GRADIO_CACHE,
                                                           settings.rendered_pages_kept))
-    demo.queue(default_concurrency_limit=4).launch(
-        server_name=host, server_port=port, share=share,
-        auth=accounts.check if accounts.enabled else None,
-        auth_message="Sign in with the name and password your team gave you.",
-        max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False,
-        state_session_capacity=SESSION_CAPACITY, mcp_server=settings.mcp,
-        # Gradio mounts MCP outside its login: the same names sign in there (HTTP Basic)
-        app_kwargs={"middleware": mcp_sign_in(accounts.check)} if accounts.enabled else None)
+    try:
+        demo.queue(default_concurrency_limit=4).launch(
+            server_name=host, server_port=port, share=share,
+            auth=accounts.check if accounts.enabled else None,
+            auth_message="Sign in with the name and password your team gave you.",
+            max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False,
+            state_session_capacity=SESSION_CAPACITY, mcp_server=settings.mcp,
+            # Gradio mounts MCP outside its login: the same names sign in there (HTTP Basic)
+            app_kwargs={"middleware": mcp_sign_in(accounts.check)} if accounts.enabled else None)
+    finally:  # Ctrl-C: the memory writer's thread ends its batch before the process exits
+        stop_memory_writer(rt)
 
 
 def add_user(name: str, auth_file: Path | None) -> int:

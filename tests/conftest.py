@@ -133,6 +133,7 @@ def real_backbone():
 def serve_explorer(backbone, data: Path):
     """(url, runtime) of the explorer launched in-process on a SQLite library in ``data``."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from app.memory_writer import stop_memory_writer
     from app.ui import build_app
     from engine.memory.parts import load_or_init_parts
     from engine.runtime import Runtime
@@ -150,6 +151,7 @@ def serve_explorer(backbone, data: Path):
         yield f"http://127.0.0.1:{port}/", rt
     finally:
         demo.close()
+        stop_memory_writer(rt)
         rt.library.close()
 
 

@@ -190,6 +190,8 @@ def test_app_clients_upload_and_ask_at_once(explorer_server, tmp_path):
     """CLIENTS clients, each: upload its own file, upload a file shared by all, ask twice."""
     from gradio_client import Client, handle_file
 
+    from app.ui import memory_writer
+
     url, rt = explorer_server
     tag = uuid.uuid4().hex
     base = tmp_path / f"base-{tag}.md"
@@ -200,6 +202,9 @@ def test_app_clients_upload_and_ask_at_once(explorer_server, tmp_path):
     status, *_ = first.predict([handle_file(str(base))], api_name="/ingest")
     assert "✓" in status, status
     base_id = next(d.id for d in rt.library.list_documents() if d.file_name == base.name)
+    # memory mode answers once the manual's memories are written (before, it says they are
+    # being written); on a busy machine the background writer may still be at it here
+    assert memory_writer(rt).wait_idle(240), "the base manual's memories were not written in time"
     ask_args = (str(base_id), QUESTION, "memory", 3, 0, 0, True, False, 6)
     want = first.predict(*ask_args, api_name="/ask")[0]
 
