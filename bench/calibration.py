@@ -311,6 +311,9 @@ def main(argv: list[str] | None = None) -> None:
         answer_rows(qs[:args.limit], args.rows[0], args.db_dir)
         return
     rows = [r for p in args.rows for r in read_any(p)]
+    dropped = [r for r in rows if not informative(r)]
+    rows = [r for r in rows if informative(r)]
+    print(f"{len(rows)} rows ({len(dropped)} left out: the question holds its own key fact)")
     if args.step == "report":
         conf = Confidence.load(args.model)
         if conf is None:  # no fitted model: each signal alone, the key line, the rule check
@@ -318,9 +321,6 @@ def main(argv: list[str] | None = None) -> None:
         else:
             report(rows, conf, ", ".join(str(p) for p in args.rows))
         return
-    dropped = [r for r in rows if not informative(r)]
-    rows = [r for r in rows if informative(r)]
-    print(f"{len(rows)} rows ({len(dropped)} left out: the question holds its own key fact)")
     c, folds = choose_c(rows)
     for m, f in folds.items():
         print(f"{m}: {f}")
