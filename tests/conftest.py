@@ -38,9 +38,9 @@ def pytest_configure(config):
 
 
 # Fixtures whose tests take tens of seconds to minutes: the real backbone, a browser, an app or a
-# reader server, a parsed corpus manual.
+# reader server, a parsed corpus manual, the saved tiny model that CLI processes load.
 HEAVY_FIXTURES = {"real_backbone", "browser", "explorer_server", "fresh_explorer_server",
-                  "served_reader", "corpus_tree", "shared_dir"}
+                  "served_reader", "corpus_tree", "shared_dir", "tiny_model_dir"}
 
 
 def pytest_collection_modifyitems(config, items):
