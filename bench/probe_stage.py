@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.probe_set import (ProbeAnswer, judge, load_manuals, load_questions, manual_pdf,
                              size_bucket)
-from bench.quote_time import stood_in_walk
+from bench.quote_time import stood_in_walk, with_ranker
 
 VARIANTS = ("before (linear, routed sections)", "after (passage ranker)")
 
@@ -42,7 +42,7 @@ def run(manuals: list[str] | None, n_sections: int) -> list[dict]:
     settings = Settings.from_env()
     tok = load_tokenizer(settings)
     encoder = load_encoder("cpu")
-    ranker = ranking.PassageRanker.load(settings.passage_ranker_path)  # H2MT_PASSAGE_RANKER
+    ranker = ranking.PassageRanker.load(with_ranker(settings).passage_ranker_path)
     all_manuals = load_manuals()
     questions = load_questions(manuals=all_manuals)
     rows = []
