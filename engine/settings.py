@@ -329,9 +329,10 @@ class Settings:
             raise SettingsError(f"H2MT_WALK={self.walk!r} is not one of {', '.join(WALKS)}")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
-        for name in ("passage_ranker", "fusion", "answer_check"):
+        for name in ("passage_ranker", "fusion", "answer_check"):  # _asset_choice reads them
             value = str(getattr(self, name))
-            if value.lower() not in ("", "none", "auto") and not Path(value).is_file():
+            chosen = getattr(self, f"{name}_path")
+            if value != "auto" and chosen is not None and not chosen.is_file():
                 raise SettingsError(f"H2MT_{name.upper()}={value!r} is not a file: give 'auto' "
                                     "(the shipped one), 'none', or the path of a fitted JSON file")
         self._check_reader()
