@@ -27,7 +27,9 @@ process stored. The soak (if any) asks replica 0 about replica 1's manual.
    asking ``--answers`` each at once (after one warm-up ask). Reported: the median wait of an
    answer alone and together, their ratio, and the answers per minute of each phase (answers
    over the phase's wall time). The goal of issue 35: ratio at most 3 with 8 clients, zero
-   errors, and 8 clients' throughput at least 3 times one client's.
+   errors, and 8 clients' throughput at least 3 times one client's. ``--engine-baseline``
+   then times the lone client's answers with the engine alone (``engine.ask.ask`` in the bench's
+   process, the app idle): issue 44's goal is the API's median wait at most 1.3 times it.
 
 Answers are capped at ``--max-new-tokens`` (16) so that the load and the soak measure the app,
 not decoding (the together phase uses ``--answer-tokens``).
@@ -272,7 +274,7 @@ def answer_phase(url: str, doc: str, clients: int, answers: int, tokens: int,
     return time.perf_counter() - t0
 
 
-def run_together(args, url: str, doc: str) -> None:
+def run_together(args, url: str, doc: str, env: dict) -> None:
     """One client alone, then ``args.together`` clients at once (module docstring, step 4)."""
     from gradio_client import Client
 
@@ -296,6 +298,33 @@ def run_together(args, url: str, doc: str) -> None:
     (_, alone, tput1, _), (n, many, tputn, _) = phases
     print(f"together: median wait with {n} clients / alone = {many / alone:.2f}; throughput "
           f"with {n} / alone = {tputn / tput1:.2f}", flush=True)
+    if args.engine_baseline:
+        engine = statistics.median(engine_alone(env, int(doc), args.answers, args.answer_tokens))
+        print(f"together: the engine alone (ask() in this process, same library, questions and "
+              f"options, after one warm-up) median {engine:.2f} s; one client through the API / "
+              f"the engine alone = {alone / engine:.2f}", flush=True)
+
+
+def engine_alone(env: dict, doc: int, answers: int, tokens: int) -> list[float]:
+    """Wall seconds of ``engine.ask.ask`` (what ``engine ask`` runs: routing, reading, quote,
+    evidence lines, answer check, query log) for the questions the lone client asked, in this
+    process on the app's library with the app's settings (``Settings.from_env`` of the app's
+    environment), after one warm-up ask; the app stays up but idle meanwhile."""
+    from engine.ask import AskOptions, ask
+    from engine.runtime import Runtime
+    from engine.settings import Settings
+
+    settings = Settings.from_env(env)
+    rt = Runtime.load(settings)
+    opts = AskOptions(mode="text", k=3, gate=True, hier_pos=False, max_new_tokens=tokens,
+                      router="fused")  # ask_args' options
+    ask(rt, doc, QUESTIONS[0], opts)  # warm-up, as the API phases had
+    waits = []
+    for r in range(answers):
+        t0 = time.perf_counter()
+        ask(rt, doc, QUESTIONS[r % len(QUESTIONS)], opts)
+        waits.append(time.perf_counter() - t0)
+    return waits
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -310,6 +339,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="text answers each client asks in the together phases")
     ap.add_argument("--answer-tokens", type=int, default=128,
                     help="max new tokens of the together phases' answers")
+    ap.add_argument("--engine-baseline", action="store_true",
+                    help="after the together phases, time the same answers with the engine "
+                         "alone (no HTTP, no Gradio) in this process: the API's overhead")
     ap.add_argument("--port", type=int)
     ap.add_argument("--http-timeout", type=float,
                     help="seconds the together and soak clients wait for an HTTP reply (default: "
@@ -358,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
 
         report = Report()
         if args.together:
-            run_together(args, url, doc)
+            run_together(args, url, doc, env)
         if args.clients > 0:
             run_load(args, [(url, doc, node_doc)], data, report)
         if args.soak:
