@@ -98,13 +98,14 @@ class SectionText:
 
 def candidates(sections: list[SectionText]) -> list[Sentence]:
     """Every unit of the sections (``passages.split_units``: sentences, lines, a sentence with
-    the lines it introduces), in document order. A text two sections share is a unit of each
-    (two entries of a reference with one description: each section's quote and window read
-    on through it); ``select`` gives the reader each text once."""
-    out = []
+    the lines it introduces), each once, in document order."""
+    out, seen = [], set()
     for s in sorted(sections, key=lambda s: (s.doc_id or 0, s.rid)):
         title = s.heading.split(" > ")[-1] if s.heading else ""
         for i, u in enumerate(split_units(s.body, title)):
+            if u.text in seen:
+                continue
+            seen.add(u.text)
             out.append(Sentence(rid=s.rid, doc_id=s.doc_id, node_id=s.node_id, heading=s.heading,
                                 index=i, text=u.text, page_start=s.page_start, page_end=s.page_end,
                                 order=len(out), kind=u.kind, leans=u.leans))
@@ -175,16 +176,15 @@ def score(encoder, question: str, sents: list[Sentence],
 def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
            threshold: float = THRESHOLD) -> list[Sentence]:
     """The best units at or above ``threshold`` whose tokens fit ``budget`` (a unit that would
-    pass it is skipped, a shorter one may still fit), returned in document order, each text
-    once. A kept unit that leans on the one before brings it along when both fit (the quote's
-    rule)."""
+    pass it is skipped, a shorter one may still fit), returned in document order. A kept unit
+    that leans on the one before brings it along when both fit (the quote's rule)."""
     by_place = {(s.doc_id, s.node_id, s.index): s for s in ranked}
-    kept, texts, used = {}, set(), 0
+    kept, used = {}, 0
     for s in ranked:
         if s.score < threshold:
             break
-        if id(s) in kept or s.text in texts:
-            continue  # kept already, or its text is (another section's copy)
+        if id(s) in kept:
+            continue
         group = [s]
         before = by_place.get((s.doc_id, s.node_id, s.index - 1)) if s.leans else None
         if before is not None and id(before) not in kept:
@@ -196,7 +196,6 @@ def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
                 continue
         used += n
         kept.update((id(x), x) for x in group)
-        texts.update(x.text for x in group)
     return sorted(kept.values(), key=lambda s: s.order)
 
 

@@ -146,23 +146,3 @@ def test_a_units_window_is_what_a_quote_from_it_shows():
     assert w[4] == "Sets the flag to true or false as given."  # its section's last: alone
     assert S.windows(sents, words=12, units=3)[0] == "\\newtoggle{<name>}\nDefines a new flag."
     assert S.windows(sents, words=0) == [s.text for s in sents]
-
-
-def test_a_text_two_sections_share_is_each_ones_and_read_once():
-    """Two reference entries with one description: each section keeps its units (its quote reads
-    on through them, etoolbox's \\newtoggle quoted its signature line alone before), and the
-    reader's context holds the text once."""
-    body = ("{sig}\n\nDefines a new boolean flag called <name>. If the flag has already been "
-            "defined, this command issues an error. The initial state of newly defined flags "
-            "is false. This command is robust.")
-    sections = [S.SectionText(rid=i, doc_id=1, node_id=10 * i, heading=f"Flags > {sig}",
-                              page_start=15 + i, page_end=15 + i, body=body.format(sig=sig + "{<name>}"))
-                for i, sig in enumerate(["\\newbool", "\\newtoggle"], 1)]
-    cands = S.candidates(sections)
-    assert [c.node_id for c in cands].count(20) == [c.node_id for c in cands].count(10) == 5
-    question = "What is the initial state of a flag created with \\newtoggle?"
-    ranked = S.score(None, question, cands)  # words alone: the heading names \newtoggle
-    q = quoting.choose(question, ranked, threshold=0.0)
-    assert q.node_id == 20 and "initial state of newly defined flags is false" in q.text
-    kept = S.select(ranked, lambda t: len(t.split()), budget=10_000, threshold=0.0)
-    assert len(kept) == len({k.text for k in kept}) == 6  # two signatures, four shared
