@@ -310,19 +310,24 @@ def engine_alone(env: dict, doc: int, answers: int, tokens: int) -> list[float]:
     evidence lines, answer check, query log) for the questions the lone client asked, in this
     process on the app's library with the app's settings (``Settings.from_env`` of the app's
     environment), after one warm-up ask; the app stays up but idle meanwhile."""
-    from engine.ask import AskOptions, ask
+    from app.ask_request import AskRequest
+    from engine.ask import ask
     from engine.runtime import Runtime
     from engine.settings import Settings
 
     settings = Settings.from_env(env)
     rt = Runtime.load(settings)
-    opts = AskOptions(mode="text", k=3, gate=True, hier_pos=False, max_new_tokens=tokens,
-                      router="fused")  # ask_args' options
-    ask(rt, doc, QUESTIONS[0], opts)  # warm-up, as the API phases had
+
+    def options(q: str):  # the options /ask makes of the API clients' arguments
+        return AskRequest(*ask_args(str(doc), q, "text", tokens)).options(settings)
+
+    ask(rt, doc, QUESTIONS[0], options(QUESTIONS[0]))  # warm-up, as the API phases had
     waits = []
     for r in range(answers):
+        q = QUESTIONS[r % len(QUESTIONS)]
+        opts = options(q)
         t0 = time.perf_counter()
-        ask(rt, doc, QUESTIONS[r % len(QUESTIONS)], opts)
+        ask(rt, doc, q, opts)
         waits.append(time.perf_counter() - t0)
     return waits
 

@@ -33,6 +33,7 @@ def with_ranker(settings):
     shipped one (the product's default is off since the merge, so "after" must turn it on)."""
     return settings if settings.passage_ranker_path else replace(settings, passage_ranker="auto")
 
+
 QUESTIONS = (
     "How do I run a transient analysis?",
     "Which option sets the relative tolerance?",
