@@ -15,7 +15,9 @@ with the ranker (it builds the manual's passage index: ``engine.answer.passages.
 715 pages takes about 15 minutes on 2 cores): the tree is built as ingest builds it, the walk's
 sections are stood in for by the ``--sections`` best sections by BM25 (the walk keeps 40-60 on a
 big manual, issue 42), and each variant ranks their units and chooses the quote, exactly as
-``grounding.find_quote`` does after routing (routing itself is the same in both variants).
+``grounding.find_quote`` does after routing (routing itself is the same in both variants). It
+also times the linear score with each unit read alone (``window_words=0``: the quote's score
+before units were read with their windows, ``sentences.windows``).
 """
 from __future__ import annotations
 
@@ -87,16 +89,24 @@ def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
     encoder = load_encoder("cpu")
     ranker = ranking.PassageRanker.load(with_ranker(settings).passage_ranker_path)
     walk = stood_in_walk(tree, n_sections)
-    times: dict = {"before (linear, routed sections)": [], "after (passage ranker)": [],
+    times: dict = {"linear, units scored alone (window_words=0)": [],
+                   "linear, units scored with their windows (the default)": [],
+                   "passage ranker": [],
                    "first ask with the ranker (builds the passage index)": []}
     index = None
     for _ in range(rounds):
         for q in QUESTIONS:
             found = walk(q)
             t = time.perf_counter()
+            ranked = sentences.score(encoder, q, sentences.candidates(found), window_words=0)
+            quoting.choose(q, ranked)
+            times["linear, units scored alone (window_words=0)"].append(
+                (time.perf_counter() - t) * 1e3)
+            t = time.perf_counter()
             ranked = sentences.score(encoder, q, sentences.candidates(found))
             quoting.choose(q, ranked)
-            times["before (linear, routed sections)"].append((time.perf_counter() - t) * 1e3)
+            times["linear, units scored with their windows (the default)"].append(
+                (time.perf_counter() - t) * 1e3)
             t = time.perf_counter()
             first = index is None
             index = index or PassageIndex.build(1, tree)
@@ -105,7 +115,7 @@ def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
             quoting.choose(q, ranked, ranker.threshold)
             ms = (time.perf_counter() - t) * 1e3
             times["first ask with the ranker (builds the passage index)" if first
-                  else "after (passage ranker)"].append(ms)
+                  else "passage ranker"].append(ms)
     return times
 
 

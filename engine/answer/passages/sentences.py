@@ -9,6 +9,9 @@ nothing when none does), with the routing channels' ideas applied per sentence:
 - meaning: cosine of the question to the sentence under its heading path ("path: sentence"),
   all-MiniLM-L6-v2 (the dense channel's encoder).
 
+Both read a unit's **window** (``windows``): the unit and up to two units after it in its
+section within ``WINDOW_WORDS`` words, what a quote starting at the unit would show.
+
 ``score = cosine + LEXICAL_WEIGHT * bm25 / max bm25 + HEADING_WEIGHT * heading match +
 TYPE_WEIGHT * answer-type fit``: the heading match is the share of the question's words in the
 unit's heading path; the fit is 1 when the unit is the kind of passage the question asks for
@@ -47,6 +50,15 @@ BUDGET = 150  # reader context tokens (150, 300, 500 measured on both dev sets: 
 # (docs/results.md, "The quote's weights, measured"); 32 leaves the reader's 150-token selection
 # room.
 ENCODED = 32
+# A unit is scored with the units after it in its section (``windows``), what a quote starting
+# there shows: a short unit alone is mostly its heading to the encoder, so a signature line
+# ("\newtoggle{<name>}") or a label outscored the sentences that hold the fact, and a
+# description lost its term. Chosen: at most 3 units and 48 words (the quote shows up to 5 and
+# 80; shorter keeps the encoder's cost near the unit's), set before measuring; measured against
+# the unit alone and an even mix of both (docs/results.md, "each unit scored with the passage a
+# quote from it would show").
+WINDOW_WORDS = 48
+WINDOW_UNITS = 3
 
 
 @dataclass
@@ -86,14 +98,13 @@ class SectionText:
 
 def candidates(sections: list[SectionText]) -> list[Sentence]:
     """Every unit of the sections (``passages.split_units``: sentences, lines, a sentence with
-    the lines it introduces), each once, in document order."""
-    out, seen = [], set()
+    the lines it introduces), in document order. A text two sections share is a unit of each
+    (two entries of a reference with one description: each section's quote and window read
+    on through it); ``select`` gives the reader each text once."""
+    out = []
     for s in sorted(sections, key=lambda s: (s.doc_id or 0, s.rid)):
         title = s.heading.split(" > ")[-1] if s.heading else ""
         for i, u in enumerate(split_units(s.body, title)):
-            if u.text in seen:
-                continue
-            seen.add(u.text)
             out.append(Sentence(rid=s.rid, doc_id=s.doc_id, node_id=s.node_id, heading=s.heading,
                                 index=i, text=u.text, page_start=s.page_start, page_end=s.page_end,
                                 order=len(out), kind=u.kind, leans=u.leans))
@@ -105,18 +116,42 @@ def heading_match(question_tokens: set[str], heading: str) -> float:
     return len(question_tokens & set(lexical.tokenize(heading))) / max(1, len(question_tokens))
 
 
+def windows(sents: list[Sentence], words: int = WINDOW_WORDS,
+            units: int = WINDOW_UNITS) -> list[str]:
+    """Each unit's passage as the quote would show it from there: the unit and the units right
+    after it in its section (contiguous), while the passage stays within ``units`` units and
+    ``words`` words (the unit itself always; ``words`` 0: the unit alone). A table row is alone,
+    as it is quoted (with its header: ``quote``)."""
+    by_place = {(s.doc_id, s.node_id, s.index): s for s in sents}
+    out = []
+    for s in sents:
+        text, n, count = s.text, len(s.text.split()), 1
+        nxt = by_place.get((s.doc_id, s.node_id, s.index + 1))
+        while words and s.kind != "row" and nxt is not None and count < units:
+            m = len(nxt.text.split())
+            if n + m > words:
+                break
+            text, n, count = f"{text}\n{nxt.text}", n + m, count + 1
+            nxt = by_place.get((s.doc_id, s.node_id, nxt.index + 1))
+        out.append(text)
+    return out
+
+
 def score(encoder, question: str, sents: list[Sentence],
           lexical_weight: float = LEXICAL_WEIGHT, encoded: int = ENCODED,
           query_vec: np.ndarray | None = None, heading_weight: float = HEADING_WEIGHT,
-          type_weight: float = TYPE_WEIGHT) -> list[Sentence]:
+          type_weight: float = TYPE_WEIGHT, window_words: int = WINDOW_WORDS) -> list[Sentence]:
     """Sets each sentence's ``cosine``, ``lexical`` and ``score`` (module docstring); returns
-    them best first. Only the ``encoded`` best by BM25 are encoded (``ENCODED``); the others, and
+    them best first. Words and meaning are read over each unit's window (``windows``: what a
+    quote starting there shows; ``window_words`` 0: the unit alone); the answer-type fit over
+    the unit. Only the ``encoded`` best by BM25 are encoded (``ENCODED``); the others, and
     every sentence without an encoder, have cosine 0 (word match alone). ``query_vec``: the
     question's vector when the caller has it (routing encoded it already)."""
     if not sents:
         return []
-    index = lexical.LexicalIndex([lexical.evidence_tokens([s.heading], s.text, title_boost=1)
-                                  for s in sents])
+    texts = windows(sents, window_words)
+    index = lexical.LexicalIndex([lexical.evidence_tokens([s.heading], t, title_boost=1)
+                                  for s, t in zip(sents, texts)])
     bm = index.scores(lexical.tokenize(question))
     best_bm = float(bm.max()) if len(bm) else 0.0
     lex = bm / best_bm if best_bm > 0 else np.zeros(len(sents), dtype=np.float32)
@@ -124,8 +159,8 @@ def score(encoder, question: str, sents: list[Sentence],
     if encoder is not None:
         # no word of the question matched: meaning is the only evidence, so every sentence counts
         chosen = np.argsort(-lex, kind="stable")[:encoded if best_bm > 0 else len(sents)]
-        vec = encoder.encode([f"{sents[i].heading}: {sents[i].text}" if sents[i].heading
-                              else sents[i].text for i in chosen])
+        vec = encoder.encode([f"{sents[i].heading}: {texts[i]}" if sents[i].heading
+                              else texts[i] for i in chosen])
         qv = query_vec if query_vec is not None else encoder.encode_query(question)
         cos[chosen] = vec @ qv
     qtype, qtok = question_type(question), set(lexical.tokenize(question))
@@ -140,18 +175,19 @@ def score(encoder, question: str, sents: list[Sentence],
 def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
            threshold: float = THRESHOLD) -> list[Sentence]:
     """The best units at or above ``threshold`` whose tokens fit ``budget`` (a unit that would
-    pass it is skipped, a shorter one may still fit), returned in document order. A kept unit
-    that leans on the one before brings it along when both fit (the quote's rule)."""
+    pass it is skipped, a shorter one may still fit), returned in document order, each text
+    once. A kept unit that leans on the one before brings it along when both fit (the quote's
+    rule)."""
     by_place = {(s.doc_id, s.node_id, s.index): s for s in ranked}
-    kept, used = {}, 0
+    kept, texts, used = {}, set(), 0
     for s in ranked:
         if s.score < threshold:
             break
-        if id(s) in kept:
-            continue
+        if id(s) in kept or s.text in texts:
+            continue  # kept already, or its text is (another section's copy)
         group = [s]
         before = by_place.get((s.doc_id, s.node_id, s.index - 1)) if s.leans else None
-        if before is not None and id(before) not in kept:
+        if before is not None and id(before) not in kept and before.text not in texts:
             group.insert(0, before)
         n = sum(count_tokens(x.text) + 4 for x in group)
         if used + n > budget:
@@ -160,6 +196,7 @@ def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
                 continue
         used += n
         kept.update((id(x), x) for x in group)
+        texts.update(x.text for x in group)
     return sorted(kept.values(), key=lambda s: s.order)
 
 

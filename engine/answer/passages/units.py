@@ -13,7 +13,8 @@ three words long, so a paragraph is read one of two ways:
 - **prose**: the lines joined and cut into sentences (``paragraph_pieces``: a cut after ``.``,
   ``!`` or ``?`` followed by a space and a capital, digit, bracket, quote or backslash; a
   paragraph whose pieces run over ``MAX_SENTENCE_CHARS`` is a listing or a table and is read
-  line by line).
+  line by line); a piece under ``MIN_WORDS`` words joins the sentence after it
+  (``join_short_pieces``: a definition list's term stays with its description).
 
 A prose paragraph whose last sentence **introduces** what follows (it ends in a colon, in "as
 follows", "the command is", "as simple as", ... or without final punctuation) takes the line
@@ -86,6 +87,27 @@ def split_sentences(text: str) -> list[str]:
             if len(s.split()) >= MIN_WORDS and not _LEADER.search(s)]
 
 
+def join_short_pieces(pieces: list[str]) -> list[str]:
+    """A prose piece under ``MIN_WORDS`` words joins the sentence after it (the last one, the
+    sentence before): a definition list's term ("autostart. Causes the sound to start ...",
+    "Default: 10.") stays with what it names instead of being dropped as a fragment."""
+    out: list[str] = []
+    carry = ""
+    for piece in pieces:
+        piece = f"{carry} {piece}" if carry else piece
+        carry = ""
+        if len(piece.split()) < MIN_WORDS:
+            carry = piece
+        else:
+            out.append(piece)
+    if carry:
+        if out:
+            out[-1] = f"{out[-1]} {carry}"
+        else:
+            out.append(carry)
+    return out
+
+
 def is_code_line(line: str) -> bool:
     """A line that reads as a command, code, an option or a label rather than prose."""
     words = line.split()
@@ -144,7 +166,7 @@ def split_units(body: str, title: str = "") -> list[Unit]:
         if listing or all(is_code_line(ln) for ln in lines):
             items += [(p, "line", ln) for ln in lines]  # code, or a listing or a table
         else:
-            items += [(p, "sentence", x) for x in pieces]
+            items += [(p, "sentence", x) for x in join_short_pieces(pieces)]
     head = _title_key(title)
     units: list[Unit] = []
     i = 0

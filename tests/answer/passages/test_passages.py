@@ -1,7 +1,8 @@
 """engine.answer.passages.units on real manual text (the corpus' PDFs, parsed as ingest parses them)."""
 from __future__ import annotations
 
-from engine.answer.passages.units import introduces, is_code_line, leans, split_units
+from engine.answer.passages.units import (introduces, is_code_line, join_short_pieces, leans,
+                                         split_units)
 
 
 def _section(tree, title):
@@ -53,3 +54,13 @@ def test_markdown_fences_are_not_units_and_their_code_is_introduced():
     assert texts[0] == ("The first step is to download the repository:\ngit clone --recursive "
                         "https://github.com/The-OpenROAD-Project/OpenROAD.git\ncd OpenROAD")
     assert not any("```" in t for t in texts)
+
+
+def test_a_definition_lists_short_term_stays_with_its_description():
+    body = ("autostart. Causes the sound to start playing immediately when the page is shown. "
+            "Default: off.\n\nmute. Causes all sounds to be muted when the page is left.")
+    texts = [u.text for u in split_units(body)]
+    assert texts == ["autostart. Causes the sound to start playing immediately when the page is "
+                     "shown. Default: off.",
+                     "mute. Causes all sounds to be muted when the page is left."]
+    assert join_short_pieces(["Note.", "It holds."]) == ["Note. It holds."]  # under four words

@@ -33,13 +33,15 @@ def ranked(encoder, question):
 
 
 def test_the_quote_is_the_best_sentence_and_its_sequel_verbatim(encoder):
-    r = ranked(encoder, "Which power supply voltage does a large widget need?")
-    assert r[0].text == "Large widgets need a 12 V supply."
-    assert r[0].score >= r[-1].score
-    q = quoting.choose("Which power supply voltage does a large widget need?", r)
+    question = "Which power supply voltage does a large widget need?"
+    alone = S.score(encoder, question, S.candidates(SECTIONS), window_words=0)
+    assert alone[0].text == "Large widgets need a 12 V supply."  # each unit read alone
+    r = ranked(encoder, question)  # each unit read with its window (the quote from it)
+    assert r[0].node_id == 20 and r[0].score >= r[-1].score
+    q = quoting.choose(question, r)
     assert q is not None and (q.node_id, q.page, q.heading) == (20, 5, "Sizes > Large widgets")
-    # forward from the best sentence, contiguous, within three sentences
-    assert q.text.startswith("Large widgets need a 12 V supply. Never connect them to 230 V.")
+    # forward from the best unit, contiguous, holding the fact and what follows it
+    assert "Large widgets need a 12 V supply. Never connect them to 230 V." in q.text
     assert q.text in " ".join(SECTIONS[1].body.split())
     assert q.as_json()["page"] == 5 and q.as_json()["doc"] == 1
 
@@ -60,7 +62,7 @@ def test_only_the_best_sentences_by_words_are_encoded(encoder):
     question = "Which power supply voltage does a large widget need?"
     few = S.score(encoder, question, S.candidates(SECTIONS), encoded=2)
     assert sum(1 for s in few if s.cosine != 0.0) == 2 and len(few) == len(S.candidates(SECTIONS))
-    assert few[0].text == "Large widgets need a 12 V supply."
+    assert few[0].node_id == 20 and few[0].cosine != 0.0
     # nothing matched by words: every sentence is encoded
     none = S.score(encoder, "Zzyzx qwvb?", S.candidates(SECTIONS), encoded=2)
     assert sum(1 for s in none if s.cosine != 0.0) == len(none)
@@ -125,3 +127,42 @@ def test_the_reader_gets_the_same_passage_with_its_lines(encoder, corpus_tree):
         "The simplest way to inst", "It is as simple as"]
     ctx = S.context_text(kept)
     assert "package manager. It is as simple as\nopam install why3" in ctx
+
+
+def test_a_units_window_is_what_a_quote_from_it_shows():
+    """``windows``: the unit and the next ones of its section, contiguous, within the caps; a
+    signature line is read with its description, never with another section's units."""
+    sents = S.candidates([
+        S.SectionText(rid=1, doc_id=1, node_id=10, heading="Hooks > \\newtoggle", page_start=16,
+                      page_end=16, body="\\newtoggle{<name>}\n\nDefines a new flag. The initial "
+                      "state of newly defined flags is false. It may be set later."),
+        S.SectionText(rid=2, doc_id=1, node_id=20, heading="Hooks > \\settoggle", page_start=16,
+                      page_end=16, body="Sets the flag to true or false as given."),
+    ])
+    w = S.windows(sents, words=48, units=3)
+    assert w[0] == ("\\newtoggle{<name>}\nDefines a new flag.\nThe initial state of newly "
+                    "defined flags is false.")  # three units at most
+    assert w[2] == "The initial state of newly defined flags is false.\nIt may be set later."
+    assert w[4] == "Sets the flag to true or false as given."  # its section's last: alone
+    assert S.windows(sents, words=12, units=3)[0] == "\\newtoggle{<name>}\nDefines a new flag."
+    assert S.windows(sents, words=0) == [s.text for s in sents]
+
+
+def test_a_text_two_sections_share_is_each_ones_and_read_once():
+    """Two reference entries with one description: each section keeps its units (its quote reads
+    on through them, etoolbox's \\newtoggle quoted its signature line alone before), and the
+    reader's context holds the text once."""
+    body = ("{sig}\n\nDefines a new boolean flag called <name>. If the flag has already been "
+            "defined, this command issues an error. The initial state of newly defined flags "
+            "is false. This command is robust.")
+    sections = [S.SectionText(rid=i, doc_id=1, node_id=10 * i, heading=f"Flags > {sig}",
+                              page_start=15 + i, page_end=15 + i, body=body.format(sig=sig + "{<name>}"))
+                for i, sig in enumerate(["\\newbool", "\\newtoggle"], 1)]
+    cands = S.candidates(sections)
+    assert [c.node_id for c in cands].count(20) == [c.node_id for c in cands].count(10) == 5
+    question = "What is the initial state of a flag created with \\newtoggle?"
+    ranked = S.score(None, question, cands)  # words alone: the heading names \newtoggle
+    q = quoting.choose(question, ranked, threshold=0.0)
+    assert q.node_id == 20 and "initial state of newly defined flags is false" in q.text
+    kept = S.select(ranked, lambda t: len(t.split()), budget=10_000, threshold=0.0)
+    assert len(kept) == len({k.text for k in kept}) == 6  # two signatures, four shared
