@@ -42,8 +42,17 @@ from app.state import AppState, bind, md_text
 from engine.runtime import Runtime
 
 # the names other modules and the tests import from here
-__all__ = ["build_app", "HISTORY_ROWS", "LIBRARY_COLUMNS", "MemoryWriter", "memory_writer",
+__all__ = ["APP_CSS", "build_app", "HISTORY_ROWS", "LIBRARY_COLUMNS", "MemoryWriter", "memory_writer",
            "md_text", "route_from_log"]
+
+# The page's own style, given to ``launch(css=...)`` (Gradio 6 takes CSS there, not in Blocks):
+# the quote block sits tight under its one-line header and over the key line, so that a quote
+# of five or six lines, the answer and the top of the routing tree still fit a 1440x900 first
+# screen (tests/app/test_app_browser.py).
+APP_CSS = """
+#quote-view blockquote { margin-top: 0.2em !important; margin-bottom: 0.2em !important; }
+#quote-view p { margin-bottom: 0.2em; }
+"""
 
 MEMORY_POLL_S = 3.0  # how often the page asks how far the background memory writer is
 
