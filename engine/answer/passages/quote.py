@@ -91,7 +91,12 @@ def _quote_from(best: Sentence, ranked: list[Sentence], page_of) -> Quote:
         picked.append(s)
         words += n
     first = picked[0]
-    page = page_of(first) if page_of is not None else first.page_start
-    return Quote(text=join_units(picked), doc_id=first.doc_id, node_id=first.node_id,
+    text = join_units(picked)
+    page = first.page_start
+    if page_of is not None:
+        # where the quote begins: its first unit's page or, when that unit is too short to be
+        # found on a page ("system)", a label line), the page of the first unit that is found
+        page = next((p for p in map(page_of, picked) if p is not None), None)
+    return Quote(text=text, doc_id=first.doc_id, node_id=first.node_id,
                  heading=first.heading, page=page, score=best.score, rid=first.rid,
                  channel=best.channel)

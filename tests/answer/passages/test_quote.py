@@ -166,3 +166,28 @@ def test_a_text_two_sections_share_is_each_ones_and_read_once():
     assert q.node_id == 20 and "initial state of newly defined flags is false" in q.text
     kept = S.select(ranked, lambda t: len(t.split()), budget=10_000, threshold=0.0)
     assert len(kept) == len({k.text for k in kept}) == 6  # two signatures, four shared
+
+
+def test_a_quote_opening_on_a_short_line_is_paged_by_its_next_unit():
+    """A quote whose first unit is too short to find on a page ("system)", a table's wrapped
+    cell) takes the page of its first unit that is found (debian-reference's systemctl table
+    had no page), never a page outside its section's."""
+    from engine.answer.passages.pages import _norm, locate_page
+
+    pages = [_norm(t) for t in (
+        "Chapter 3. The system initialization. Operation and command snippets.",
+        "Set default-target to graphical (GUI system) systemctl set-default graphical Set "
+        "default-target to multi-user (CLI system) systemctl set-default multi-user",
+        "Show the job environment: systemctl show-environment")]
+    body = ("system)\nsystemctl set-default graphical\nSet default-target to multi-user (CLI "
+            "system) systemctl set-default multi-user")
+    sents = S.candidates([S.SectionText(rid=1, doc_id=1, node_id=10, heading="Operation",
+                                        page_start=1, page_end=3, body=body)])
+    assert sents[0].text == "system)"
+    question = "How do I make the system boot to multi-user by default?"
+    ranked = S.score(None, question, sents)
+    ranked.sort(key=lambda s: s.index != 0)  # the short line ranked first, as it was
+    page_of = lambda s: locate_page(s.text, s.page_start, s.page_end, pages)  # noqa: E731
+    assert page_of(sents[0]) is None  # too short to look for
+    q = quoting.choose(question, ranked, threshold=0.0, page_of=page_of)
+    assert q.text.startswith("system)\nsystemctl set-default graphical") and q.page == 2
