@@ -55,8 +55,10 @@ def read_rows(path: Path) -> list[dict]:
 
 # -- answering -----------------------------------------------------------------------------------
 
-def answer_rows(questions: list[dict], rows_path: Path, db_dir: Path) -> None:
-    """Ask each question not yet in ``rows_path`` and append its row (module docstring)."""
+def answer_rows(questions: list[dict], rows_path: Path, db_dir: Path, mode: str = "text") -> None:
+    """Ask each question not yet in ``rows_path`` and append its row (module docstring);
+    ``mode`` "quote": the quote alone, no generation (its rows' ``quote_hit`` is the quote's
+    hit on manuals the quote's design never read), then the hit per manual."""
     from engine.ask import AskOptions, ask
     from engine.ingest import ingest_file
     from engine.runtime import Runtime
@@ -75,11 +77,16 @@ def answer_rows(questions: list[dict], rows_path: Path, db_dir: Path) -> None:
         for i, q in enumerate(todo):
             if q["doc"] not in ids:
                 ids[q["doc"]] = ingest_file(Path(q["doc"]), rt, memories=False).doc_id
-            a = ask(rt, ids[q["doc"]], q["question"], AskOptions(mode="text"), log=False)
+            a = ask(rt, ids[q["doc"]], q["question"], AskOptions(mode=mode), log=False)
             out.write(json.dumps(labelled_row(q, a)) + "\n")
             out.flush()
             print(f"[{i + 1}/{len(todo)}] {q['manual']}: right={labelled_row(q, a)['right']} "
                   f"{q['question'][:70]}", flush=True)
+    rows = read_rows(rows_path)
+    for m in sorted({r["manual"] for r in rows}):
+        hits = [r["quote_hit"] for r in rows if r["manual"] == m]
+        print(f"{m}: the quote holds the key fact for {sum(hits)}/{len(hits)}")
+    print(f"all: {sum(r['quote_hit'] for r in rows)}/{len(rows)}")
 
 
 def interleaved(questions: list[dict]) -> list[dict]:
@@ -302,13 +309,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", type=Path, nargs="+", required=True)
     ap.add_argument("--dev", type=Path, nargs="*", default=[])
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--mode", choices=("text", "quote"), default="text",
+                    help="answer: text (the fit's rows) or quote (the quote's hit alone)")
     ap.add_argument("--db-dir", type=Path, default=Path("data/calib/library"))
     ap.add_argument("--out", type=Path, default=ASSET)
     ap.add_argument("--model", type=Path, default=ASSET)
     args = ap.parse_args(argv)
     if args.step == "answer":
         qs = interleaved([json.loads(ln) for p in args.questions for ln in open(p) if ln.strip()])
-        answer_rows(qs[:args.limit], args.rows[0], args.db_dir)
+        answer_rows(qs[:args.limit], args.rows[0], args.db_dir, args.mode)
         return
     rows = [r for p in args.rows for r in read_any(p)]
     dropped = [r for r in rows if not informative(r)]
