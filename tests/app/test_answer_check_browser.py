@@ -13,14 +13,15 @@ pytestmark = pytest.mark.real_model
 
 PDF = "etoolbox-manual.pdf"
 # Text mode, 128 tokens, the shipped answer_check.json turned on (measured on the real model:
-# docs/results.md, "Issue 43"). The model answers the first question rightly, naming \newbool, the
-# key line's command, and its confidence is above the threshold; its answer to the second does not
-# hold the key fact (\AtBeginEnvironment) and the confidence is below. ("How do I patch a
-# command?" is answered rightly too but folded: its key line is the wrong line of the section,
-# about \ifpatchable, one of the right answers the check folds.)
+# docs/results.md, "Issue 43" and "the answer check refitted on windowed answers"). The model
+# answers the first question rightly, naming \newbool, the key line's command, and its
+# confidence is above the threshold; its answer to the second blames \ifpatchable and never
+# names \tracingpatches (the key fact), and its confidence (0.37) is below the threshold (0.43).
+# (The refit put the wrong answer to the \AtBeginEnvironment question at 0.4270 against the
+# threshold 0.4271, so whether it folded depended on the float rounding of the thread count.)
 RIGHT_Q = "How do I define a new boolean flag?"
-WRONG_Q = ("How can I add code to the start of a particular environment without redefining "
-           "that environment?")
+WRONG_Q = ("My \\patchcmd silently does nothing. How can I find out why the patch was not "
+           "applied?")
 
 
 def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_line(
@@ -36,7 +37,7 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
         rec = ask_and_wait(page, rt, doc.id, WRONG_Q)
         fold = page.locator("#answer-fold details.answer-fold")
         assert fold.count() == 1, f"the wrong answer was not folded: {rec.answer!r}"
-        assert "\\AtBeginEnvironment" not in rec.answer
+        assert "\\tracingpatches" not in rec.answer
         line = page.locator("#answer-fold summary").inner_text()
         assert line.startswith("The ") and line.endswith(".") and len(line) < 200, line
         assert "_" not in line and "lp_" not in line  # words, not a signal's name
