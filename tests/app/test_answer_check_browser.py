@@ -12,16 +12,18 @@ from engine.answer.checks.confidence import ASSET, Confidence
 pytestmark = pytest.mark.real_model
 
 PDF = "etoolbox-manual.pdf"
+WRONG_PDF = "beamer-userguide.pdf"
 # Text mode, 128 tokens, the shipped answer_check.json turned on (measured on the real model:
 # docs/results.md, "Issue 43" and "the answer check refitted on windowed answers"). The model
 # answers the first question rightly, naming \newbool, the key line's command, and its
-# confidence is above the threshold; its answer to the second blames \ifpatchable and never
-# names \tracingpatches (the key fact), and its confidence (0.37) is below the threshold (0.43).
-# (The refit put the wrong answer to the \AtBeginEnvironment question at 0.4270 against the
-# threshold 0.4271, so whether it folded depended on the float rounding of the thread count.)
+# confidence is above the threshold; on beamer's guide it answers the second wrongly ("11pt",
+# where the guide says 128 mm by 96 mm), with a confidence of 0.16 against the threshold 0.43
+# (the dev probe's beamer-03). Two etoolbox examples came first and were dropped: after the
+# refit the wrong \AtBeginEnvironment answer sat on the threshold (0.4270 against 0.4271), and
+# the wrong \tracingpatches answer (0.37 alone) folded in a lone run but not beside another
+# pytest worker; an example whose margin is a few hundredths tests the rounding, not the check.
 RIGHT_Q = "How do I define a new boolean flag?"
-WRONG_Q = ("My \\patchcmd silently does nothing. How can I find out why the patch was not "
-           "applied?")
+WRONG_Q = "What is the default size of a beamer frame?"
 
 
 def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_line(
@@ -33,11 +35,13 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
     monkeypatch.setitem(rt.cache, "answer_check", Confidence.load(ASSET))
     doc = rt.library.get_document(
         ingest_file(shared_dir / "corpus" / PDF, rt, memories=False).doc_id)
-    with ask_page(browser, url, doc.id, "text", max_new_tokens=128) as page:
-        rec = ask_and_wait(page, rt, doc.id, WRONG_Q)
+    wrong_doc = rt.library.get_document(
+        ingest_file(shared_dir / "corpus" / WRONG_PDF, rt, memories=False).doc_id)
+    with ask_page(browser, url, wrong_doc.id, "text", max_new_tokens=128) as page:
+        rec = ask_and_wait(page, rt, wrong_doc.id, WRONG_Q)
         fold = page.locator("#answer-fold details.answer-fold")
         assert fold.count() == 1, f"the wrong answer was not folded: {rec.answer!r}"
-        assert "\\tracingpatches" not in rec.answer
+        assert "128" not in rec.answer
         line = page.locator("#answer-fold summary").inner_text()
         assert line.startswith("The ") and line.endswith(".") and len(line) < 200, line
         assert "_" not in line and "lp_" not in line  # words, not a signal's name
@@ -45,6 +49,7 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
         no_error_badge(page)
         shot(page, tmp_path, "answer-check-low-confidence")
 
+    with ask_page(browser, url, doc.id, "text", max_new_tokens=128) as page:
         rec = ask_and_wait(page, rt, doc.id, RIGHT_Q)
         try:
             page.wait_for_function("() => !document.querySelector('#answer-fold details')")
