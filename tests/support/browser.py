@@ -116,7 +116,8 @@ def shot(page, tmp_path: Path, name: str) -> None:
 
 def ask_and_wait(page, rt, doc_id: int, question: str) -> object:
     """Asks ``question`` in text mode at 128 tokens and returns its query-log record once the
-    engine has logged it and the page shows the final answer (folded or in the answer box)."""
+    engine has logged it, the ask event has ended and the page shows the final answer (folded or
+    in the answer box)."""
     import time
 
     n = len(rt.library.list_queries(doc_id))
@@ -127,6 +128,10 @@ def ask_and_wait(page, rt, doc_id: int, question: str) -> object:
         time.sleep(1)
     log = rt.library.list_queries(doc_id)
     assert len(log) == n + 1 and log[-1].question == question
+    # The engine logs the question before the page gets the final update: the streamed text
+    # already equals the answer then, and a flagged answer is folded only by that update. Wait
+    # for the ask event to end (its progress overlay on the answer box hidden).
+    settled(page, "#answer-text")
     page.wait_for_function(
         "(answer) => document.querySelector('#answer-fold details') || "
         "(document.querySelector('#answer-text textarea')?.value || '').trim() === answer",
