@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from itertools import chain
-from typing import TYPE_CHECKING
 
 import gradio as gr
 
 from app.answer_view import (cited_rows, evidence_rows, evidence_summary, figures, generating_md,
                              metrics_md, page_outputs, quote_outputs, route_views)
 from app.answer_fold import answer_markdown
+from app.ask_components import AskTab
 from app.ask_history import history_rows
 from app.ask_request import AskRequest
 from app.pages import Line
@@ -32,8 +32,6 @@ from app.view_state import ViewState
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.notices import DEGENERATE_REASONS
 
-if TYPE_CHECKING:
-    from app.ask_tab import AskTab
 
 CITED_COLUMNS = ["#", "title", "pages", "doc", "node"]
 EVIDENCE_COLUMNS = ["#", "score", "page", "section", "sentence", "doc", "node"]

@@ -2,12 +2,11 @@
 again (its answer, metrics, routing tree and settings) when its row is selected."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import gradio as gr
 
 from app.answer_view import (MODE_HELP, ROUTER_LABELS, figure_of, metric_rows, route_from_log,
                              trees_of)
+from app.ask_components import AskTab
 from app.figures import figure_summary
 from app.icicle import manual_figure
 from app.route_tables import node_pages, route_rows
@@ -15,8 +14,6 @@ from app.state import ALL, AppState, doc_arg, empty_figure
 from app.view_state import ViewState
 from engine.answer.options import AskError, parse_doc_id
 
-if TYPE_CHECKING:
-    from app.ask_tab import AskTab
 
 HISTORY_COLUMNS = ["query", "asked (UTC)", "mode", "question", "answer", "TTFT ms", "selected"]
 # The history table lists this many of a manual's newest questions: every answer refreshes it,

@@ -32,8 +32,10 @@ def imported_modules(path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def engine_graph() -> tuple[nx.DiGraph, dict[str, set[str]]]:
-    files = sorted(ENGINE.rglob("*.py"))
+def package_graph(root: Path) -> tuple[nx.DiGraph, dict[str, set[str]]]:
+    """The import graph between the modules under ``root`` (a top-level package), and what
+    each imports from outside it."""
+    files = sorted(root.rglob("*.py"))
     known = {module_name(f) for f in files}
     graph = nx.DiGraph()
     outside: dict[str, set[str]] = {}
@@ -43,9 +45,13 @@ def engine_graph() -> tuple[nx.DiGraph, dict[str, set[str]]]:
         for dep in imported_modules(f, known):
             if dep in known and dep != name:
                 graph.add_edge(name, dep)
-            elif dep.split(".")[0] != "engine":
+            elif dep.split(".")[0] != root.name:
                 outside.setdefault(name, set()).add(dep)
     return graph, outside
+
+
+def engine_graph() -> tuple[nx.DiGraph, dict[str, set[str]]]:
+    return package_graph(ENGINE)
 
 
 def package_of(module: str) -> str:
@@ -59,6 +65,15 @@ def test_no_import_circle_between_engine_modules():
     assert len(graph) > 20  # the walk found the engine
     cycles = list(nx.simple_cycles(graph))
     assert not cycles, f"import circles inside engine/: {cycles}"
+
+
+def test_no_import_circle_between_app_modules():
+    """The UI's modules too: a tab's handlers import its components (app/ask_components.py),
+    never the layout module that wires them."""
+    graph, _ = package_graph(REPO / "app")
+    assert {"app.ask_tab", "app.ask_handlers", "app.ask_components"} <= set(graph.nodes)
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, f"import circles inside app/: {cycles}"
 
 
 def test_no_import_circle_between_engine_packages():
