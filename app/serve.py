@@ -90,7 +90,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     from app.page_cache import prune_rendered_pages
     from app.memory_writer import stop_memory_writer
     from app.sessions import SESSION_CAPACITY, start_pruning
-    from app.ui import APP_CSS, build_app
+    from app.ui import build_app, launch_app
     from engine.runtime import Runtime
     from engine.settings import Settings
     from storage.connection import safe_url
@@ -113,11 +113,12 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     start_pruning(demo, also=lambda: prune_rendered_pages(demo.GRADIO_CACHE,
                                                           settings.rendered_pages_kept))
     try:
-        demo.queue(default_concurrency_limit=4).launch(
+        launch_app(
+            demo.queue(default_concurrency_limit=4),
             server_name=host, server_port=port, share=share,
             auth=accounts.check if accounts.enabled else None,
             auth_message="Sign in with the name and password your team gave you.",
-            max_file_size=f"{settings.max_upload_mb:g}mb", ssr_mode=False, css=APP_CSS,
+            max_file_size=f"{settings.max_upload_mb:g}mb",
             state_session_capacity=SESSION_CAPACITY, mcp_server=settings.mcp,
             # Gradio mounts MCP outside its login: the same names sign in there (HTTP Basic)
             app_kwargs={"middleware": mcp_sign_in(accounts.check)} if accounts.enabled else None)

@@ -42,7 +42,7 @@ from app.state import AppState, bind, md_text
 from engine.runtime import Runtime
 
 # the names other modules and the tests import from here
-__all__ = ["APP_CSS", "build_app", "HISTORY_ROWS", "LIBRARY_COLUMNS", "MemoryWriter", "memory_writer",
+__all__ = ["APP_CSS", "build_app", "launch_app", "HISTORY_ROWS", "LIBRARY_COLUMNS", "MemoryWriter", "memory_writer",
            "md_text", "route_from_log"]
 
 # The page's own style, given to ``launch(css=...)`` (Gradio 6 takes CSS there, not in Blocks):
@@ -53,6 +53,14 @@ APP_CSS = """
 #quote-view blockquote { margin-top: 0.2em !important; margin-bottom: 0.2em !important; }
 #quote-view p { margin-bottom: 0.2em; }
 """
+
+
+def launch_app(demo: gr.Blocks, **kwargs):
+    """``demo.launch`` as every launch of the explorer needs it (the app's server and the
+    tests' in-process ones alike): with the page's own style (``APP_CSS``) and without
+    server-side rendering; ``kwargs`` are Gradio's own."""
+    return demo.launch(css=APP_CSS, ssr_mode=False, **kwargs)
+
 
 MEMORY_POLL_S = 3.0  # how often the page asks how far the background memory writer is
 

@@ -134,7 +134,7 @@ def serve_explorer(backbone, data: Path):
     """(url, runtime) of the explorer launched in-process on a SQLite library in ``data``."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.memory_writer import stop_memory_writer
-    from app.ui import APP_CSS, build_app
+    from app.ui import build_app, launch_app
     from engine.memory.parts import load_or_init_parts
     from engine.runtime import Runtime
     from engine.settings import Settings
@@ -145,8 +145,8 @@ def serve_explorer(backbone, data: Path):
     rt = Runtime(settings, backbone, parts, Library(settings.database_url))
     demo = build_app(rt)
     port = free_port()
-    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
-                        ssr_mode=False, quiet=True, mcp_server=settings.mcp, css=APP_CSS)
+    launch_app(demo.queue(), prevent_thread_lock=True, server_name="127.0.0.1",
+               server_port=port, quiet=True, mcp_server=settings.mcp)
     try:
         yield f"http://127.0.0.1:{port}/", rt
     finally:

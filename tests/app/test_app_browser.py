@@ -505,7 +505,7 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
 def test_delete_is_disabled_on_an_empty_library(browser, real_backbone, tmp_path):
     """A fresh library: the page loads, the library lists nothing and Delete stays disabled
     (before the fix it was live with nothing to delete)."""
-    from app.ui import APP_CSS, build_app
+    from app.ui import build_app, launch_app
     from engine.memory.parts import load_or_init_parts
     from engine.runtime import Runtime
     from engine.settings import Settings
@@ -517,8 +517,8 @@ def test_delete_is_disabled_on_an_empty_library(browser, real_backbone, tmp_path
                  Library(settings.database_url))
     demo = build_app(rt)
     port = free_port()
-    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
-                        ssr_mode=False, quiet=True, css=APP_CSS)
+    launch_app(demo.queue(), prevent_thread_lock=True, server_name="127.0.0.1",
+               server_port=port, quiet=True)
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     try:
         page.goto(f"http://127.0.0.1:{port}/")

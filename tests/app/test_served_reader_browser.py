@@ -26,7 +26,7 @@ RECORD_JS = """() => { window.__answers = []; setInterval(() => {
 def launch(real_backbone, tmp_path, reader: str, model: str):
     """(url, runtime, demo) of the explorer whose reader is the server at ``reader``, with the
     pump guide in its library."""
-    from app.ui import APP_CSS, build_app
+    from app.ui import build_app, launch_app
     from engine.ingest import ingest_file
     from engine.memory.parts import load_or_init_parts
     from engine.runtime import Runtime
@@ -44,8 +44,8 @@ def launch(real_backbone, tmp_path, reader: str, model: str):
     for attempt in range(3):  # Gradio's own 3-second check of the page fails on a loaded machine
         port = free_port()
         try:
-            demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1",
-                                server_port=port, ssr_mode=False, quiet=True, css=APP_CSS)
+            launch_app(demo.queue(), prevent_thread_lock=True, server_name="127.0.0.1",
+                       server_port=port, quiet=True)
             break
         except ValueError:
             demo.close()

@@ -70,7 +70,7 @@ def test_serve_refuses_an_open_interface_before_loading(monkeypatch, capsys):
 def served(tiny_backbone, tiny_parts, tmp_path_factory):
     """(url, runtime, doc id) of the app with sign-in on: alice (admin), bob and carol."""
     from app.accounts import Accounts
-    from app.ui import build_app
+    from app.ui import build_app, launch_app
     from engine.ingest import ingest_file
     from engine.runtime import Runtime
     from storage import Library
@@ -85,8 +85,8 @@ def served(tiny_backbone, tiny_parts, tmp_path_factory):
     accounts = Accounts.from_settings(settings)
     demo = build_app(rt, accounts=accounts)
     port = free_port()
-    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port,
-                        ssr_mode=False, quiet=True, auth=accounts.check)
+    launch_app(demo.queue(), prevent_thread_lock=True, server_name="127.0.0.1",
+               server_port=port, quiet=True, auth=accounts.check)
     try:
         yield f"http://127.0.0.1:{port}/", rt, doc_id
     finally:
