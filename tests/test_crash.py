@@ -311,7 +311,10 @@ def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_mode
                      or any(i not in stored for i in heights[h]))
         assert set(stored) == {i for h in heights[:whole] for i in h}, (
             f"run {run}: stored memories are not whole heights")
-        assert k <= whole < len(heights), (run, k, whole)
+        # k heights at least; all of them when the last two heights were written between the
+        # progress line and the kill (a few milliseconds of work on a tiny model: a loaded
+        # machine's CI run saw it once in ten); the resume then writes nothing
+        assert k <= whole <= len(heights), (run, k, whole)
         assert all(stored[i] == clean[i] for i in stored), f"run {run}: a stored memory differs"
         with memory_inserts(engine) as inserted:
             write_document_memories(doc, rt)  # the resume
@@ -323,4 +326,6 @@ def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_mode
     print(f"\nkill -9 after committed heights ({engine.dialect.name}, {RUNS_PER_PHASE} runs, "
           f"{len(heights)} heights): heights stored at the kill {stored_heights}")
     assert len(set(stored_heights)) >= 2, "every kill landed after the same height"
+    inside = sum(w < len(heights) for w in stored_heights)
+    assert inside >= RUNS_PER_PHASE // 2, f"only {inside} kills landed inside phase two"
     rt.library.close()

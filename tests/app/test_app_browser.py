@@ -25,7 +25,7 @@ from app.figures import visible_tree
 from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
 from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, YELLOW_JS,  # noqa: F401
                                   ask_and_wait, ask_page, open_ask_tab,
-                                  TABLE_JS, browser, cell,
+                                  TABLE_JS, browser, cell, settled,
                                   keep_screenshot, no_error_badge, open_folds, shot, value)
 from tests.support.memory_writer import hold_memory_writer
 
@@ -610,6 +610,10 @@ def test_outline_shows_contents_as_one_folded_row(browser, explorer_server, shar
     page.set_default_timeout(60_000)
     try:
         page.goto(url)
+        # the page's first listing picks the newest manual (this one) and outlines it: let that
+        # finish before picking, so that one outline event at a time writes the table
+        page.wait_for_function(f"() => {_rows_js('#library-table')} >= 1")
+        settled(page, "#outline-table")
         page.locator("#library-doc input").click()
         page.get_by_role("option", name=f"#{doc.id} ").first.click()
         page.wait_for_function(f"() => {_rows_js('#outline-table')} >= 5")

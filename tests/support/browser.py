@@ -155,9 +155,18 @@ BUSY_OVERLAY = "[data-testid='status-tracker']:not(.hide)"
 
 
 def settled(page, selector: str, timeout_ms: int = TIMEOUT_MS) -> None:
-    """Wait until no event is pending on the component ``selector`` (its overlay is hidden)."""
-    page.wait_for_function("(sel) => !document.querySelector(sel)",
-                           arg=f"{selector} {BUSY_OVERLAY}", timeout=timeout_ms)
+    """Wait until no event is pending on the component ``selector`` (its overlay is hidden);
+    on a timeout, the failure says what the overlay showed (pending, an error, a queue place)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    busy = f"{selector} {BUSY_OVERLAY}"
+    try:
+        page.wait_for_function("(sel) => !document.querySelector(sel)", arg=busy,
+                               timeout=timeout_ms)
+    except PlaywrightTimeout:
+        shown = page.evaluate("(sel) => [...document.querySelectorAll(sel)].map("
+                              "e => e.className + ': ' + e.innerText.slice(0, 200))", busy)
+        pytest.fail(f"{selector} still busy after {timeout_ms} ms: {shown}")
 
 
 def cell(page, table: str, row: int, col: int):
