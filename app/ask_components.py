@@ -42,6 +42,7 @@ class AskTab:
     text_btn: gr.Button
     view: gr.State
     quote_md: gr.Markdown
+    passages_table: gr.Dataframe  # up to two more passages of other entries, one line each
     key_md: gr.Markdown  # the manual's key line and its page (engine.answer.key_line)
     answer_fold: gr.Markdown  # a flagged answer, folded under its line (app/answer_fold.py)
     answer_box: gr.Column  # holds the answer; hidden while the answer is folded
@@ -75,7 +76,7 @@ class AskTab:
     def view_outputs(self) -> list:
         """What ``show_view`` and ``clear_before_ask`` update."""
         return [self.notice, self.agree_md, self.agree_table, self.evidence_table,
-                self.evidence_note, self.text_btn]
+                self.evidence_note, self.text_btn, self.passages_table]
 
     def page_outputs(self) -> list:
         return [self.page_head, self.page_image, self.page_text]

@@ -30,11 +30,13 @@ from app.route_tables import AGREEMENT_COLUMNS, ROUTE_COLUMNS
 from app.state import AppState, MemoriesPending, md_text, node_view
 from app.view_state import ViewState
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
+from engine.document.tree import page_name
 from engine.answer.notices import DEGENERATE_REASONS
 
 
 CITED_COLUMNS = ["#", "title", "pages", "doc", "node"]
 EVIDENCE_COLUMNS = ["#", "score", "page", "section", "sentence", "doc", "node"]
+PASSAGE_COLUMNS = ["#", "passage", "page", "doc", "node"]
 PAGE_HINT = "Select a cited node or an evidence line to see its page here."
 
 
@@ -116,7 +118,7 @@ def final_updates(s: AppState, t: AskTab, a, doc, user: str | None = None) -> di
         notice, offer_text = a.warning or "", False
     view = replace(rv.view, notice=notice, offer_text=offer_text, evidence=evidence,
                    evidence_note=evidence_summary(a, evidence, degenerate),
-                   query_id=getattr(a, "query_id", None))
+                   query_id=getattr(a, "query_id", None), passages=out["passages"][1:])
     rv.summary.update(degenerate=degenerate, evidence=evidence, answer=a.text,
                       **{k: out[k] for k in ("cut", "cut_at", "quote", "not_covered", "reader",
                                              "reader_error")})
@@ -167,6 +169,7 @@ def clear_before_ask(s: AppState, t: AskTab, req: AskRequest) -> dict:
     hidden = gr.update(value=None, visible=False)
     return {t.notice: "", t.agree_md: "", t.agree_table: [], t.evidence_table: [],
             t.evidence_note: "", t.text_btn: gr.update(visible=False), t.page_head: PAGE_HINT,
+            t.passages_table: gr.update(value=[], visible=False),
             t.page_image: hidden, t.page_text: gr.update(value="", visible=False),
             **t.feedback.cleared()}
 
@@ -182,7 +185,9 @@ def show_view(s: AppState, t: AskTab, view: ViewState) -> dict:
              else evidence_rows(s, view.evidence),
              t.evidence_note: view.evidence_note,
              t.text_btn: None if view.offer_text is None
-             else gr.update(visible=view.offer_text)}
+             else gr.update(visible=view.offer_text),
+             t.passages_table: None if view.passages is None
+             else gr.update(value=passage_rows(view.passages), visible=bool(view.passages))}
     return {**left_as_shown(t.view_outputs()),
             **{c: v for c, v in shown.items() if v is not None}}
 
@@ -229,6 +234,29 @@ def evidence_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
     line = Line(str(row[EVIDENCE_COLUMNS.index("sentence")]),
                 physical_page(row[EVIDENCE_COLUMNS.index("page")]))
     return page_updates(t, page_outputs(s, row[doc_col], row[node_col], [line]))
+
+
+def passage_rows(passages: list[dict]) -> list[list]:
+    """One line per passage after the quote: its heading and opening words, its page."""
+    rows = []
+    for i, p in enumerate(passages, start=2):
+        words = " ".join(p["text"].split())
+        opening = words if len(words) <= 110 else words[:110].rsplit(" ", 1)[0] + " …"
+        where = f"{p['heading']}: " if p.get("heading") else ""
+        rows.append([i, where + opening, page_name(p["page"], p.get("page_label")) if p["page"]
+                     else "", p["doc"], p["node"]])
+    return rows
+
+
+def passage_select(s: AppState, t: AskTab, view: ViewState, evt: gr.SelectData) -> dict:
+    """The selected passage on its page, highlighted."""
+    passages = (view.passages if view is not None else None) or []
+    row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+    if not isinstance(row, int) or not 0 <= row < len(passages) or passages[row]["doc"] is None:
+        return {t.page_head: "Select a passage."}
+    p = passages[row]
+    return page_updates(t, page_outputs(s, p["doc"], p["node"],
+                                        [Line(p["text"], p["page"], p["score"])]))
 
 
 def route_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:

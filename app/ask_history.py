@@ -71,7 +71,8 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
         return {**out, t.cited: [], t.route_plot: empty_figure(msg),
                 t.manual_plot: empty_figure(msg), t.route_table: [], t.summary: {},
                 t.view: ViewState(notice="", agreement=msg, agreement_rows=[], evidence=[],
-                                  evidence_note="", offer_text=False, query_id=rec.id)}
+                                  evidence_note="", offer_text=False, query_id=rec.id,
+                                  passages=[])}
     route = route_from_log(rec.route, rec.settings)
     trees = trees_of(s, route)
     fig = figure_of(s, route, title=f"Routing tree of query {rec.id} (from the log)",
@@ -82,6 +83,6 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
                      "query log: ask again to compare the routers.", agreement_rows=[],
                      evidence=[], evidence_note="Evidence lines are not kept in the query "
                      "log: select a cited section to read its page.", offer_text=False,
-                     query_id=rec.id)
+                     query_id=rec.id, passages=[])
     return {**out, t.cited: cited, t.route_plot: fig, t.manual_plot: manual_figure(route),
             t.route_table: route_rows(route, None, trees), t.summary: figure_summary(fig), t.view: view}

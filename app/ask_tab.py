@@ -30,9 +30,10 @@ import gradio as gr
 
 from app import examples, feedback
 from app.answer_view import MODE_HELP, ROUTER_CHOICES
-from app.ask_handlers import (CITED_COLUMNS, EVIDENCE_COLUMNS, agreement_select,
-                              cited_select, clear_before_ask, do_ask, evidence_select,
-                              route_select, show_view, validate_ask)
+from app.ask_handlers import (CITED_COLUMNS, EVIDENCE_COLUMNS, PASSAGE_COLUMNS,
+                              agreement_select, cited_select, clear_before_ask, do_ask,
+                              evidence_select, passage_select, route_select, show_view,
+                              validate_ask)
 from app.ask_history import HISTORY_COLUMNS, HISTORY_ROWS, history_rows, history_select
 from app.ask_components import AskInputs, AskTab
 from app.ask_request import APP_MAX_NEW_TOKENS, AskRequest
@@ -125,6 +126,11 @@ def build(s: AppState) -> AskTab:
         with gr.Row():
             with gr.Column(scale=3):
                 quote_md = gr.Markdown(visible=False, elem_id="quote-view")
+                passages_table = gr.Dataframe(
+                    headers=PASSAGE_COLUMNS, type="array", interactive=False, visible=False,
+                    elem_id="more-passages", wrap=False, max_height=120,
+                    column_widths=["4%", "78%", "10%", "4%", "4%"],
+                    label="More passages from other entries (select one to see it on its page)")
                 key_md = gr.Markdown(visible=False, elem_id="key-line")
                 answer_fold = gr.Markdown(visible=False, elem_id="answer-fold")
                 # the box, not the Textbox, is hidden for a folded answer: /ask's first output
@@ -200,7 +206,8 @@ def build(s: AppState) -> AskTab:
                          budget=budget, gate=gate, hier_pos=hier_pos, max_new_tokens=max_new,
                          router=router),
         ask_btn=ask_btn, mem_line=ask_mem_line, reader_line=reader_line, notice=notice,
-        text_btn=text_btn, view=view, quote_md=quote_md, key_md=key_md, answer_fold=answer_fold, answer_box=answer_box, answer=answer,
+        text_btn=text_btn, view=view, quote_md=quote_md, passages_table=passages_table,
+        key_md=key_md, answer_fold=answer_fold, answer_box=answer_box, answer=answer,
         metrics=metrics, cited=cited,
         evidence_note=evidence_note, evidence_table=evidence_table, page_head=page_head,
         page_image=page_image, page_text=page_text, route_plot=route_plot, agree_md=agree_md,
@@ -245,6 +252,9 @@ def wire(s: AppState, t: AskTab) -> None:
                                                       *t.page_outputs()],
                    api_visibility="private", concurrency_limit=2, concurrency_id="pages")
     t.evidence_table.select(bind(s, evidence_select, t), None, t.page_outputs(),
+                            api_visibility="private", concurrency_limit=2,
+                            concurrency_id="pages")
+    t.passages_table.select(bind(s, passage_select, t), t.view, t.page_outputs(),
                             api_visibility="private", concurrency_limit=2,
                             concurrency_id="pages")
     t.route_table.select(bind(s, route_select, t), None, [t.node_head, t.node_text],

@@ -24,6 +24,7 @@ class ViewState:
     evidence: list[dict] | None = None  # asdict() of the answer's evidence lines
     evidence_note: str | None = None  # what the evidence lines are, or why there are none
     query_id: int | None = None  # the shown answer's row in the query log (its feedback)
+    passages: list[dict] | None = None  # the passages after the quote (Quote.as_json())
 
     def node_lines(self, doc_id, node_id) -> list[Line]:
         """The evidence lines in node (doc_id, node_id), to highlight on its page."""

@@ -22,8 +22,8 @@ from engine.answer.generation.decoding import Decoding
 from engine.answer.evaluation import Evaluation, ProbeQuestion, evaluation_row
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.routing.named_pages import pin_named_pages
-from engine.answer.passages.grounding import (answer_evidence, find_quote, label_citations,
-                                              sentence_pager)
+from engine.answer.passages.grounding import (answer_evidence, find_passages, find_quote,
+                                              label_citations, sentence_pager)
 from engine.answer.generation.cleanup import clean_answer, degeneracy
 from engine.answer.measure import PeakMemory
 from engine.answer.notices import degenerate_warning
@@ -283,6 +283,7 @@ def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) ->
     metrics.peak_mem_mb = max(0.0, peak.mb)
     answer = finish(rt, req, shown, step, citations, text, result, quote, metrics, ranked,
                     routed.route)
+    answer.passages = find_passages(rt, req.trees, ranked, quote, opts.quote_threshold)
     if req.reader is not None:
         answer.reader, answer.reader_error = rt.reader_label, reader_error
     if log and reader_error is None:  # a failed served reader's empty answer is no answer

@@ -116,6 +116,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"error: {answer.reader_error}", file=sys.stderr)
     else:
         print(answer.text or "(routing only)")
+    if len(answer.passages) > 1:
+        print("\nmore passages:")
+        for p in answer.passages[1:]:
+            page = f", p.{p.page}" if p.page else ""
+            print(f"  {p.heading}{page}: {' '.join(p.text.split())[:160]}")
     if answer.evidence:
         print("\nevidence:")
         for e in answer.evidence:

@@ -64,6 +64,7 @@ class Answer:
     stop: str | None = None  # why generation ended (GenerationResult.stop); None: no generation
     repetition_cut: bool = False  # a loop at the end was cut off (generation.cleanup.trim_loop)
     quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.passages.quote)
+    passages: list[Quote] = field(default_factory=list)  # the quote, then up to two more entries
     not_covered: bool = False  # no sentence of the routed sections reached the threshold
     check: Check | None = None  # the generated answer against its sources (checks.check)
     reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
@@ -112,6 +113,7 @@ class Answer:
                 "repetition_cut": self.repetition_cut,
                 "evidence": [asdict(e) for e in self.evidence],
                 "quote": self.quote.as_json() if self.quote is not None else None,
+                "passages": [p.as_json() for p in self.passages],
                 "not_covered": self.not_covered,
                 "unsupported": [u.as_json() for u in self.check.unsupported] if self.check else [],
                 "folded": self.folded,

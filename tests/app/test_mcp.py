@@ -77,6 +77,11 @@ def test_mcp_client_asks_a_real_manual(explorer_server):
     quote = asked["quote"]
     assert quote is not None and quote["text"].strip(), asked
     assert quote["doc"] == doc_id and isinstance(quote["page"], int) and quote["page"] >= 1
+    # up to three passages, the first the quote, each with its page and heading
+    passages = asked["passages"]
+    assert 1 <= len(passages) <= 3
+    assert passages[0]["text"] == quote["text"] and passages[0]["page"] == quote["page"]
+    assert all(set(p) == {"text", "page", "page_label", "heading"} for p in passages)
     assert asked["answer"].strip() and asked["check"] is not None
     assert "flagged" in asked["check"]
     assert asked["route"] and all(r["manual"] == doc_id for r in asked["route"])

@@ -106,6 +106,18 @@ def find_quote(rt, routing, trees: dict, question: str, route, query_dense,
     return ranked, quote
 
 
+def find_passages(rt, trees: dict, ranked: list, quote, threshold: float | None) -> list:
+    """The quote and up to two more passages of other entries (``quote.passages``), each with
+    its page's printed label and OCR mark."""
+    found = quoting.passages(quote, ranked, quote_bar(rt, threshold), sentence_pager(rt))
+    for p in found[1:]:
+        tree = trees.get(p.doc_id)
+        if tree is not None:
+            p.page_label = tree.page_label(p.page)
+            p.ocr = tree.is_ocr(tree.node(p.node_id))
+    return found
+
+
 def page_label(trees: dict, doc_id: int | None, page: int | None) -> str | None:
     """The printed label of a physical page of a document (None: none, or unknown)."""
     tree = trees.get(doc_id)

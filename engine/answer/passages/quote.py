@@ -100,3 +100,31 @@ def _quote_from(best: Sentence, ranked: list[Sentence], page_of) -> Quote:
     return Quote(text=text, doc_id=first.doc_id, node_id=first.node_id,
                  heading=first.heading, page=page, score=best.score, rid=first.rid,
                  channel=best.channel)
+
+
+PASSAGES = 3  # passages shown: the quote, then the best of other entries
+
+
+def passages(quote: Quote | None, ranked: list[Sentence], threshold: float = THRESHOLD,
+             page_of=None, n: int = PASSAGES) -> list[Quote]:
+    """The quote, then up to ``n - 1`` more passages, each built as a quote is from the next
+    best unit that lies in no passage chosen before (another entry of the manual, in the same
+    section or another); none below the threshold, none a fragment. Empty without a quote."""
+    if quote is None:
+        return []
+    chosen = [quote]
+    for best in ranked[:TRIES * n]:
+        if len(chosen) >= n or best.score < threshold:
+            break
+        if any(best.text in p.text for p in chosen):
+            continue
+        p = _quote_from(best, ranked, page_of)
+        if is_fragment(p.text) or any(_overlap(p.text, c.text) for c in chosen):
+            continue
+        chosen.append(p)
+    return chosen
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Two passages share a unit: one holds the other's opening (passages are runs of units)."""
+    return a[:60] in b or b[:60] in a

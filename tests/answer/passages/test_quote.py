@@ -191,3 +191,18 @@ def test_a_quote_opening_on_a_short_line_is_paged_by_its_next_unit():
     assert page_of(sents[0]) is None  # too short to look for
     q = quoting.choose(question, ranked, threshold=0.0, page_of=page_of)
     assert q.text.startswith("system)\nsystemctl set-default graphical") and q.page == 2
+
+
+def test_three_passages_the_quote_first_none_overlapping(encoder):
+    question = "Which power supply voltage does a large widget need?"
+    r = ranked(encoder, question)
+    quote = quoting.choose(question, r, threshold=0.0)
+    shown = quoting.passages(quote, r, threshold=0.0)
+    assert 1 < len(shown) <= quoting.PASSAGES
+    assert shown[0] is quote
+    for i, a in enumerate(shown):
+        for b in shown[i + 1:]:  # each passage is another part of the manual
+            assert a.text not in b.text and b.text not in a.text
+    assert quoting.passages(None, r) == []  # no quote, no passages
+    best = shown[1].score
+    assert quoting.passages(quote, r, threshold=best + 1e-6) == [quote]  # none below the bar
