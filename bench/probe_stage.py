@@ -67,15 +67,18 @@ def run(manuals: list[str] | None, n_sections: int) -> list[dict]:
             for name, ranked, bar in ((VARIANTS[0], before, sentences.THRESHOLD),
                                       (VARIANTS[1], after, ranker.threshold)):
                 quote = quoting.choose(q.question, ranked, bar, page_of)
+                shown = quoting.passages(quote, ranked, bar, page_of)
                 v = judge(q, ProbeAnswer(text=quote.text if quote else "",
                                          quote=quote.text if quote else None,
                                          quote_page=quote.page if quote else None,
-                                         flagged=None, folded=None, not_covered=quote is None))
+                                         flagged=None, folded=None, not_covered=quote is None,
+                                         passages=tuple(p.text for p in shown)))
                 rows.append({"id": q.id, "manual": key, "pages": m.pages, "variant": name,
                              "question": q.question, "quote": quote.text if quote else None,
                              "quote_page": quote.page if quote else None,
                              "channel": quote.channel if quote else None,
                              "quote_holds": v.quote_holds, "quote_page_right": v.quote_page,
+                             "passages_hold": v.passages_hold,
                              "fragment": bool(quote and quoting.is_fragment(quote.text))})
         print(f"{key}: done", flush=True)
     return rows
@@ -87,16 +90,18 @@ def summary(rows: list[dict]) -> str:
         groups[(r["variant"], "all")].append(r)
         groups[(r["variant"], size_bucket(r["pages"]))].append(r)
         groups[(r["variant"], r["manual"])].append(r)
-    out = ["| variant | group | questions | quote holds | page right | fragments |",
-           "| --- | --- | ---: | ---: | ---: | ---: |"]
+    out = ["| variant | group | questions | quote holds | page right | fragments | passages hold |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for (variant, group), rs in sorted(groups.items()):
         n = len(rs)
         held = sum(r["quote_holds"] for r in rs)
         paged = [r for r in rs if r["quote_page_right"] is not None]
         right = sum(r["quote_page_right"] for r in paged)
         frag = sum(r["fragment"] for r in rs)
+        three = sum(r["passages_hold"] for r in rs)
         out.append(f"| {variant} | {group} | {n} | {held}/{n} ({100 * held / n:.0f}%) | "
-                   f"{right}/{len(paged)} ({100 * right / max(1, len(paged)):.0f}%) | {frag} |")
+                   f"{right}/{len(paged)} ({100 * right / max(1, len(paged)):.0f}%) | {frag} | "
+                   f"{three}/{n} ({100 * three / n:.0f}%) |")
     return "\n".join(out)
 
 

@@ -28,7 +28,8 @@ ROUTE_TITLES = 5  # selected sections named in a row's route summary
 # The verdicts a summary counts: (column label, Verdict field)
 COLUMNS = (("quote holds", "quote_holds"), ("quote page", "quote_page"),
            ("answer holds", "answer_holds"), ("wrong unmarked", "wrong_unmarked"),
-           ("right flagged", "right_flagged"), ("fragment quotes", "quote_fragment"))
+           ("right flagged", "right_flagged"), ("fragment quotes", "quote_fragment"),
+           ("passages hold", "passages_hold"))
 
 
 # -- questions -----------------------------------------------------------------------------------
@@ -116,6 +117,7 @@ class ProbeAnswer:
     flagged: bool | None = None  # the answer check flagged it (None: no check ran)
     folded: bool | None = None  # shown folded (flagged or degenerate)
     not_covered: bool = False  # the product said the manual does not cover it
+    passages: tuple[str, ...] = ()  # the passages shown, the quote first (none: the quote alone)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ class Verdict:
     wrong_unmarked: bool  # the answer lacks the fact and nothing warned the user
     right_flagged: bool  # the answer holds the fact and was flagged or folded anyway
     quote_fragment: bool  # a quote of fewer than four words that is not a command line
+    passages_hold: bool = False  # one of the passages shown (the quote or the two after it) does
 
 
 # A word with one of these is code or a command line ("scons -c", "\\patchcmd", "a=b")
@@ -151,7 +154,8 @@ def judge(q: ProbeQuestion, a: ProbeAnswer) -> Verdict:
         answer_holds=right, marked=marked,
         wrong_unmarked=not right and not marked,
         right_flagged=right and (bool(a.flagged) or bool(a.folded)),
-        quote_fragment=fragment(a.quote))
+        quote_fragment=fragment(a.quote),
+        passages_hold=any(holds(q, p) for p in (a.passages or (a.quote,)) if p is not None))
 
 
 def answer_of(ans: Answer) -> ProbeAnswer:
@@ -164,7 +168,8 @@ def answer_of(ans: Answer) -> ProbeAnswer:
                        quote_page=quote.page if quote is not None else None,
                        flagged=ans.check.flagged if ans.check is not None else None,
                        folded=ans.folded if ans.check is not None else None,
-                       not_covered=ans.not_covered)
+                       not_covered=ans.not_covered,
+                       passages=tuple(p.text for p in ans.passages))
 
 
 # -- the route against the gold section ----------------------------------------------------------
@@ -250,6 +255,7 @@ def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> 
     return {"id": q.id, "manual": q.manual, "kind": q.kind, "mode": mode,
             "question": q.question, "key": q.key, "gold_pages": list(q.pages),
             "gold_section": q.section, "quote": a.quote, "quote_page": a.quote_page,
+            "passages": list(a.passages),
             "quote_score": ans.quote.score if ans.quote is not None else None,
             "answer": a.text, "not_covered": a.not_covered, "flagged": a.flagged,
             "folded": a.folded, "check": check, "degenerate": ans.degenerate,
@@ -274,7 +280,7 @@ def rates(rows: list[dict]) -> dict:
 
     out = {"n": len(rows)}
     for _, key in COLUMNS:
-        judged = [r["verdict"][key] for r in rows if r["verdict"][key] is not None]
+        judged = [r["verdict"].get(key) for r in rows if r["verdict"].get(key) is not None]
         out[key] = (sum(judged), len(judged))
     walls = [r["timings_ms"]["wall"] for r in rows if r["timings_ms"]["wall"] is not None]
     out["median_ms"] = statistics.median(walls) if walls else None
