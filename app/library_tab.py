@@ -107,7 +107,8 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
         progress(i / n, desc=f"{of}{name}: parsing and building the tree")
         try:
             r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s,
-                            memories=False, preflighted=True)  # check_upload ran preflight
+                            memories=False, preflighted=True,  # check_upload ran preflight
+                            unit_vectors=True)
         except DocumentError as e:
             msg = str(e)
             messages.append(f"✗ {msg if msg.startswith(name) else f'{name}: {msg}'}")

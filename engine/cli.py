@@ -60,7 +60,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             bar.refresh()
 
         try:
-            result = ingest_file(path, rt, progress, memories=not args.text_only)
+            result = ingest_file(path, rt, progress, memories=not args.text_only,
+                                 unit_vectors=not args.no_unit_vectors)
         except DocumentError as e:
             print(json.dumps({"file": str(path), "error": str(e)}), flush=True)
             failures += 1
@@ -212,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--text-only", action="store_true",
                    help="phase one only: tree and routing evidence (askable in text and route "
                         "modes); a later ingest of the same file writes the memories")
+    p.add_argument("--no-unit-vectors", action="store_true",
+                   help="do not encode the passages the quote reads now (each ask then encodes "
+                        "and stores the ones it needs)")
     common(p)
     p.set_defaults(func=cmd_ingest)
 

@@ -40,6 +40,8 @@ from engine.document.tree import DocumentError, Tree
 from engine.document.build import build_tree
 from engine.memory.worker import MemoryWorker, WriteFn
 from engine.memory.worker import write_document_memories as write_memories_of
+from engine.answer.passages.passage_index import index_for
+from engine.answer.passages.unit_vectors import precompute
 from engine.routing.evidence import (compute_evidence, evidence_fingerprint, evidence_text,
                                      has_evidence)
 from storage import DocumentMeta, DuplicateDocument, NodeEvidence, SourceFile
@@ -272,7 +274,7 @@ def document_evidence(doc_id: int, tree: Tree, rt: Runtime) -> NodeEvidence:
 
 def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None = None, *,
                 timeout_s: float | None = None, memories: bool = True,
-                preflighted: bool = False) -> IngestResult:
+                preflighted: bool = False, unit_vectors: bool = False) -> IngestResult:
     """Phase one (tree + evidence, stored in one transaction) and, with ``memories``, phase two
     (node memories, stored height by height) of one file; or reuse the stored document (its
     missing memories are written). DocumentError on bad files.
@@ -280,6 +282,8 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     ``timeout_s``: stop (IngestTimeout) when writing runs past it; phase one stores nothing
     then, phase two keeps the heights already stored and resumes on the next ingest.
     ``preflighted``: the caller ran ``preflight`` on the file already (an upload's checks).
+    ``unit_vectors``: phase one also encodes and stores the passage units the quote reads
+    (``store_unit_vectors``), so that no ask encodes them.
     """
     path = Path(path)
     deadline = Deadline(path.name, timeout_s)
@@ -310,10 +314,25 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
         if existing is None:
             raise
         return _reuse(existing, rt, progress, memories)
+    if unit_vectors:
+        t2 = time.perf_counter()
+        store_unit_vectors(doc_id, rt, progress)
+        evidence_ms += (time.perf_counter() - t2) * 1e3
     if not memories:
         return _result(doc_id, tree, path.name, tree_ms, 0.0, False, evidence_ms, "pending")
     memory_ms = write_held(doc_id, rt, progress)
     return _result(doc_id, tree, path.name, tree_ms, memory_ms, False, evidence_ms)
+
+
+def store_unit_vectors(doc_id: int, rt: Runtime, progress: IngestProgress | None = None) -> int:
+    """Encode and store the texts of the document's passage units that the quote stage reads
+    (``engine.answer.passages.unit_vectors``; stage "passages"); how many were added."""
+    if rt.encoder is None:
+        return 0
+    index = index_for(rt.cache, doc_id, rt.library.get_document(doc_id).sha256,
+                      rt.library.get_tree(doc_id))
+    return precompute(rt, doc_id, index, rt.settings.passage_ranker_path is None,
+                      _stage(progress, "passages"))
 
 
 def write_held(doc_id: int, rt: Runtime, progress: IngestProgress | None = None) -> float:

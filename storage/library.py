@@ -34,6 +34,7 @@ from storage.memory_store import (MEMORY_INSERT_BATCH, MemoryStore, check_covers
 from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryJobRow,
                             MemoryRow, NodeRow, PageRow, QueryRow, SourceFileRow)
 from storage.query_log import QueryLog
+from storage.unit_vectors import UnitVectorStore
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence, SourceFile,
                              as_utc)
 from storage.tree import Node, Tree
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 SCHEMA_LOCK_KEY = 0x48324D54  # PostgreSQL advisory lock held while the tables are created
 
 
-class Library(MemoryStore, QueryLog):
+class Library(MemoryStore, QueryLog, UnitVectorStore):
     """All stored documents; construct with any SQLAlchemy URL (tables are created if missing)."""
 
     def __init__(self, url: str, *, echo: bool = False):
@@ -278,6 +279,7 @@ class Library(MemoryStore, QueryLog):
             s.execute(delete(SourceFileRow).where(SourceFileRow.doc_id == doc_id))
             s.execute(delete(PageRow).where(PageRow.doc_id == doc_id))
             self._drop_candidate_indexes(s, doc_id)
+            self._drop_unit_vectors(s, doc_id)
             s.execute(delete(NodeRow).where(NodeRow.doc_id == doc_id))
             s.execute(update(QueryRow).where(QueryRow.doc_id == doc_id).values(doc_id=None))
             if s.execute(delete(DocumentRow).where(DocumentRow.id == doc_id)).rowcount == 0:

@@ -153,6 +153,20 @@ class CandidateIndexRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
 
 
+class UnitVectorRow(Base):
+    """The sentence-encoder vector of one text of a document that the quote stage encodes (a
+    unit with its heading path, or its window), under the encoder's and the unit split's
+    ``fingerprint``; ``key`` is the text's 16-byte digest, ``vector`` its float16 values."""
+
+    __tablename__ = "unit_vectors"
+
+    doc_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(160), primary_key=True)
+    key: Mapped[bytes] = mapped_column(LargeBinary(16), primary_key=True)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class MemoryJobRow(Base):
     """Writing one document's node memories under one fingerprint (phase two of ingest), as
     work shared by every process on the library (storage/jobs.py): ``pending`` until a worker

@@ -11,6 +11,7 @@ from engine.answer.passages.evidence import EvidenceLine, Section, evidence_line
 from engine.answer.passages.pages import locate_page, pages_lookup
 from engine.answer.passages import ranking
 from engine.answer.passages.passage_index import index_for
+from engine.answer.passages.unit_vectors import stored_encoder
 from engine.document.matter import asks_for_matter
 
 
@@ -69,12 +70,15 @@ def ranked_sentences(rt, routing, trees: dict, question: str, route,
                                  asks_for_matter(question))]
     routed = sentence_evidence.candidates(found)
     ranker = passage_ranker(rt)
-    if ranker is None or rt.encoder is None:
-        return sentence_evidence.score(rt.encoder, question, routed, query_vec=query_dense)
+    # the manual's texts are read from the library's stored vectors (engine.answer.passages.unit_vectors)
+    encoder = (stored_encoder(rt, [d for d in trees if d is not None], windowed=ranker is None)
+               if rt.encoder is not None else None)
+    if ranker is None or encoder is None:
+        return sentence_evidence.score(encoder, question, routed, query_vec=query_dense)
     indexes = {d: index_for(rt.cache, d, rt.library.get_document(d).sha256, tree)
                for d, tree in trees.items()}
     rid = {o: i for i, o in enumerate(routing.origin)}
-    ranked, _ = ranking.rank(ranker, rt.encoder, question, routed, indexes,
+    ranked, _ = ranking.rank(ranker, encoder, question, routed, indexes,
                              lambda d, n: rid[(d, n)], {d: t.pages for d, t in trees.items()},
                              query_dense)
     return ranked

@@ -1,0 +1,118 @@
+"""A manual's passage units encoded once, not at every ask.
+
+The quote stage reads the sentence encoder's vector of candidate units: each unit's window as
+"heading path: text" for the linear score (``sentences.score``), or each unit and heading path
+for the passage ranker (``ranking``). Those texts are the manual's, the same at every ask, so
+each is encoded once and its vector kept in the library (``storage.unit_vectors``), keyed by the
+text's digest: all of a document's at once (``precompute``: ``engine ingest --unit-vectors`` or
+the memory worker's idle time), or, for texts not stored yet, the first time an ask needs them
+(``StoredEncoder`` stores what it had to encode). An ask about a stored document then encodes
+only its question.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import numpy as np
+
+from engine.answer.passages.passage_index import PassageIndex
+from engine.answer.passages.sentences import windows
+
+# Bumped whenever the unit split or the text built from a unit changes (older rows are then
+# dropped as new ones are stored; a lookup is by the text itself, so a stale row is never read).
+UNITS_VERSION = 1
+_LOCK = threading.Lock()
+
+
+def digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def texts_of(index: PassageIndex, windowed: bool) -> list[str]:
+    """Every text the quote stage may encode for this document, each once: each unit's window
+    (the linear score) or each unit and heading path (the passage ranker)."""
+    ps = index.passages
+    if windowed:
+        return list(dict.fromkeys(f"{p.heading}: {w}" if p.heading else w
+                                  for p, w in zip(ps, windows(ps))))
+    units = [f"{p.heading}: {p.text}" if p.heading else p.text for p in ps]
+    return list(dict.fromkeys(units + sorted({p.heading for p in ps if p.heading})))
+
+
+def fingerprint(encoder, windowed: bool) -> str:
+    return f"{encoder.fingerprint}|units{UNITS_VERSION}|{'windows' if windowed else 'units'}"
+
+
+def known_vectors(rt, doc_id: int, windowed: bool) -> dict[bytes, np.ndarray]:
+    """Digest -> vector of the document's stored texts, read once per runtime and kept (the
+    ``StoredEncoder``s of later asks add to the same dict)."""
+    key = ("unit_vectors", doc_id, fingerprint(rt.encoder, windowed))
+    with _LOCK:
+        if key not in rt.cache:
+            rows = rt.library.get_unit_vectors(doc_id, key[2])
+            rt.cache[key] = {k: np.frombuffer(v, dtype="<f2").astype(np.float32)
+                             for k, v in rows.items()}
+        return rt.cache[key]
+
+
+class StoredEncoder:
+    """The sentence encoder, answering from a document's stored texts first; a text it has to
+    encode is stored (``store``) for the next ask. ``misses``: texts encoded by this one."""
+
+    def __init__(self, encoder, known: dict[bytes, np.ndarray], store=None):
+        self.encoder, self.known, self.store, self.misses = encoder, known, store, 0
+        self.dim = encoder.dim
+        self.fingerprint = encoder.fingerprint
+
+    def encode(self, texts: list[str], **kwargs) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        keys = [digest(t) for t in texts]
+        missing = []
+        for i, k in enumerate(keys):
+            v = self.known.get(k)
+            if v is None:
+                missing.append(i)
+            else:
+                out[i] = v
+        if missing:
+            vecs = np.asarray(self.encoder.encode([texts[i] for i in missing], **kwargs),
+                              dtype=np.float32)
+            out[missing] = vecs
+            self.misses += len(missing)
+            new = {keys[i]: vecs[j].astype("<f2") for j, i in enumerate(missing)}
+            self.known.update((k, v.astype(np.float32)) for k, v in new.items())
+            if self.store is not None:
+                self.store({k: v.tobytes() for k, v in new.items()})
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encoder.encode_query(text)
+
+
+def stored_encoder(rt, doc_ids: list[int], windowed: bool) -> StoredEncoder:
+    """The quote stage's encoder for an ask about ``doc_ids``: one document's texts are looked
+    up and stored; with several, the texts are looked up in each and not stored (a text's
+    document is not known)."""
+    known: dict[bytes, np.ndarray] = {}
+    store = None
+    if len(doc_ids) == 1:
+        known = known_vectors(rt, doc_ids[0], windowed)
+        fp = fingerprint(rt.encoder, windowed)
+        store = (lambda items, d=doc_ids[0]: rt.library.add_unit_vectors(d, fp, items))
+    else:
+        for d in doc_ids:
+            known = {**known, **known_vectors(rt, d, windowed)}
+    return StoredEncoder(rt.encoder, known, store)
+
+
+def precompute(rt, doc_id: int, index: PassageIndex, windowed: bool, progress=None) -> int:
+    """Encode and store every text of the document not stored yet (in the encoder's batches,
+    ``progress(done, total)``); how many were added."""
+    known = known_vectors(rt, doc_id, windowed)
+    todo = [t for t in texts_of(index, windowed) if digest(t) not in known]
+    if not todo:
+        return 0
+    StoredEncoder(rt.encoder, known, lambda items: rt.library.add_unit_vectors(
+        doc_id, fingerprint(rt.encoder, windowed), items)).encode(todo, progress=progress)
+    return len(todo)

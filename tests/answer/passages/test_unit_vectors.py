@@ -1,0 +1,104 @@
+"""A manual's passage units encoded once (engine.answer.passages.unit_vectors, storage.unit_vectors):
+stored at indexing, read back at ask time, the same quote as when they are encoded at the ask;
+the real sentence encoder, a real SQLite library, a tiny backbone (quote mode does not generate)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+from engine.answer.options import AskOptions
+from engine.answer.passages import unit_vectors as uv
+from engine.answer.passages.passage_index import index_for
+from engine.ask import ask
+from engine.ingest import ingest_file
+from engine.runtime import Runtime
+from engine.settings import Settings
+from storage import Library
+from storage.models import UnitVectorRow
+
+MANUAL = """# Widget manual
+
+## Installing
+
+Run the installer and answer its questions. The installer writes widget.conf for you.
+Afterwards restart the widget service once.
+
+## Power
+
+Large widgets need a 12 V supply. Never connect them to 230 V. Small widgets run on two AA
+batteries, which last about a year.
+
+## Colours
+
+Widgets come in red, green and blue paint. Custom colours cost extra and take six weeks.
+"""
+QUESTION = "Which supply voltage does a large widget need?"
+
+
+def _runtime(tmp_path, name, tiny_backbone, tiny_parts) -> Runtime:
+    settings = Settings(data_dir=tmp_path / name, cache_dir=Settings().cache_dir)
+    return Runtime(settings, tiny_backbone, tiny_parts, Library(settings.database_url))
+
+
+def _rows(rt: Runtime) -> int:
+    with rt.library._sessions() as s:
+        return s.scalar(select(func.count()).select_from(UnitVectorRow))
+
+
+@pytest.fixture()
+def manual(tmp_path):
+    md = tmp_path / "widgets.md"
+    md.write_text(MANUAL)
+    return md
+
+
+def test_stored_at_indexing_nothing_encoded_at_the_ask_and_the_same_quote(
+        tmp_path, manual, tiny_backbone, tiny_parts):
+    stored = _runtime(tmp_path, "stored", tiny_backbone, tiny_parts)
+    doc = ingest_file(manual, stored, memories=False, unit_vectors=True).doc_id
+    index = index_for(stored.cache, doc, stored.library.get_document(doc).sha256,
+                         stored.library.get_tree(doc))
+    n = len(uv.texts_of(index, windowed=True))
+    assert n > 5 and _rows(stored) == n
+    lazy = _runtime(tmp_path, "lazy", tiny_backbone, tiny_parts)
+    lazy_doc = ingest_file(manual, lazy, memories=False).doc_id
+    assert _rows(lazy) == 0
+    a = ask(stored, doc, QUESTION, AskOptions(mode="quote"))
+    b = ask(lazy, lazy_doc, QUESTION, AskOptions(mode="quote"))
+    assert _rows(stored) == n  # every text the ask read was stored: none encoded, none added
+    assert 0 < _rows(lazy) <= n  # the lazy library stored what its first ask had to encode
+    assert a.quote is not None and "12 V" in a.quote.text
+    assert a.quote.text == b.quote.text
+    before = _rows(lazy)
+    added = uv.precompute(lazy, lazy_doc, index_for(
+        lazy.cache, lazy_doc, lazy.library.get_document(lazy_doc).sha256,
+        lazy.library.get_tree(lazy_doc)), windowed=True)
+    assert added == n - before and _rows(lazy) == n
+
+
+def test_the_stored_encoder_gives_the_encoders_vectors_and_stores_what_it_lacks(
+        tmp_path, tiny_backbone, tiny_parts):
+    rt = _runtime(tmp_path, "enc", tiny_backbone, tiny_parts)
+    texts = ["Installing: Run the installer.", "Power: Large widgets need a 12 V supply."]
+    kept: dict = {}
+    enc = uv.StoredEncoder(rt.encoder, {}, kept.update)
+    first = enc.encode(texts)
+    assert enc.misses == 2 and len(kept) == 2
+    np.testing.assert_allclose(first, rt.encoder.encode(texts), atol=1e-6)
+    again = enc.encode(texts[::-1])
+    assert enc.misses == 2  # both known now
+    np.testing.assert_allclose(again, first[::-1], atol=2e-3)  # float16 as stored
+
+
+def test_deleting_a_document_drops_its_unit_vectors_and_a_new_fingerprint_replaces_them(
+        tmp_path, manual, tiny_backbone, tiny_parts):
+    rt = _runtime(tmp_path, "del", tiny_backbone, tiny_parts)
+    doc = ingest_file(manual, rt, memories=False, unit_vectors=True).doc_id
+    assert _rows(rt) > 0
+    assert rt.library.add_unit_vectors(doc, "another", {b"k" * 16: b"\0\0" * 384}) == 1
+    assert _rows(rt) == 1  # the older fingerprint's rows went
+    assert rt.library.get_unit_vectors(doc, "another") == {b"k" * 16: b"\0\0" * 384}
+    rt.library.delete_document(doc)
+    assert _rows(rt) == 0
+    assert rt.library.add_unit_vectors(doc, "another", {b"k" * 16: b"\0\0" * 384}) == 0
