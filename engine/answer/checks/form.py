@@ -1,0 +1,126 @@
+"""The answer's form: what makes a generated text no answer, whatever the answer check's score.
+
+``read_form`` reads one finished answer (after the loop clean-up) and returns it as shown, with
+the fault that folds it and the one line that says why:
+
+- leak: the model wrote a line of its prompt ("Question: ...", "Context: ..."), usually a
+  question of its own after its answer. The answer is cut before that line and the cut is said
+  (``Form.note``); only when nothing is left is it folded. A leading "Answer:" label is dropped.
+- preamble: nothing follows the opening words ("The answer is:", "To do this, use:", a lone
+  "1."). A list mark left dangling at the end is dropped first.
+- cut: generation stopped (its token or time limit, or the repetition stop, whether or not the
+  loop clean-up cut the answer back) inside code or mid-sentence (the answer ends in a word or
+  a comma): it ends in a name or a sentence cut short (``The `\\patchcmd``).
+- repeat: one sentence of four or more words is said twice.
+
+A name the passages do not hold is the answer check's own rule (``engine.answer.checks.check``),
+which folds whatever the score as well.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# A prompt's labels as the text prompt writes them (engine.answer.generation.prompts) and the
+# chat roles a small model echoes; at the start of a line, or after a sentence's end.
+_LABELS = r"(?:Question|Answer|Context|Manual sections?|User|Assistant|Human)"
+LEAK = re.compile(rf"(?:^|(?<=[.!?])[ \t]+)[ \t>*#_]*{_LABELS}[ \t]*[*_]*:", re.M)
+_LEAD_ANSWER = re.compile(r"^[ \t*#_]*Answer[ \t]*[*_]*:[ \t*_]*", re.I)
+_DANGLING_MARK = re.compile(r"(?:^|\n|\s)(?:\d{1,2}[.)]|[-*•])[ \t]*$")
+_UNENDED = re.compile(r"[\w,(\-–—]$")  # a word or a joining mark: the sentence goes on
+_FENCE = re.compile(r"^[ \t]*```", re.M)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_WORD = re.compile(r"[\w\\]+")
+REPEAT_WORDS = 4  # a sentence said twice counts from this many words
+_LIMIT = {"length": "at its {n}-token limit", "time": "at its time limit",
+          "loop": "where it began to repeat itself", "repeat": "where it began to repeat itself"}
+
+
+@dataclass(frozen=True)
+class Form:
+    """An answer as shown (``text``), the fault that folds it (None: none), the line said above
+    it when folded, and ``note``: a line saying what was trimmed off a shown answer."""
+
+    text: str
+    fault: str | None = None
+    line: str | None = None
+    note: str | None = None
+
+    @property
+    def trimmed(self) -> bool:
+        return self.note is not None
+
+    def as_json(self) -> dict:
+        return {"fault": self.fault, "line": self.line, "note": self.note}
+
+
+def _quoted(text: str, most: int = 60) -> str:
+    """``text`` on one line, at most ``most`` characters, for a line that quotes it."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= most else flat[:most - 1].rstrip() + "…"
+
+
+def trim_leak(text: str) -> tuple[str, str | None]:
+    """(``text`` without a leading "Answer:" label and cut before its first leaked prompt line,
+    the leaked line as written or None when there is none)."""
+    text = _LEAD_ANSWER.sub("", text, count=1)
+    m = LEAK.search(text)
+    if m is None:
+        return text, None
+    line = text[m.start():].strip().split("\n", 1)[0]
+    return text[:m.start()].rstrip(), line
+
+
+def _open_code(text: str) -> bool:
+    """Whether ``text`` ends inside code: an unclosed fence or an unclosed backtick span."""
+    if len(_FENCE.findall(text)) % 2:
+        return True
+    rest = re.sub(r"```.*?```", " ", text, flags=re.S)
+    return rest.count("`") % 2 == 1
+
+
+def repeated_sentence(text: str) -> str | None:
+    """The first sentence of four or more words that ``text`` says twice (case and punctuation
+    aside), as written; None when none is."""
+    seen = set()
+    for m in _SENTENCE.finditer(text):
+        words = tuple(w.lower() for w in _WORD.findall(m.group()))
+        if len(words) < REPEAT_WORDS:
+            continue
+        if words in seen:
+            return m.group().strip()
+        seen.add(words)
+    return None
+
+
+def read_form(text: str, stop: str | None = None, generated: int | None = None) -> Form:
+    """The answer ``text`` as shown and its fault (module docstring). ``stop``: why generation
+    ended (``GenerationResult.stop``; "eos" when the model ended it); ``generated``: its tokens."""
+    text = (text or "").strip()
+    kept, leaked = trim_leak(text)
+    note = None
+    if leaked is not None:
+        if not kept.strip():
+            return Form(text, "leak", "The model's answer is a line of its own prompt "
+                        f"(“{_quoted(leaked)}”), not an answer.")
+        note = (f"A line the model added after its answer (“{_quoted(leaked)}”) was cut: it "
+                "repeats the prompt's form, not the manual.")
+        stop = "eos"  # what is left ended before the leaked line, not at a limit
+    bare = _DANGLING_MARK.sub("", kept).rstrip()
+    if not bare or bare.rstrip("*_ ").endswith(":"):
+        opening = _quoted(bare or kept or text) or "nothing"
+        return Form(kept, "preamble", f"The model's answer gives nothing after its opening "
+                    f"words (“{opening}”).", note)
+    if stop in _LIMIT:
+        where = _LIMIT[stop].format(n=generated if generated is not None else "token")
+        if _open_code(kept):
+            return Form(kept, "cut", f"The model's answer was cut off inside code {where}, "
+                        "so the name it ends with may be incomplete.", note)
+        if _UNENDED.search(kept):
+            return Form(kept, "cut", f"The model's answer was cut off mid-sentence {where}.",
+                        note)
+    again = repeated_sentence(kept)
+    if again is not None:
+        return Form(kept, "repeat", f"The model's answer says the same sentence twice "
+                    f"(“{_quoted(again)}”).", note)
+    return Form(kept, None, None, note)
