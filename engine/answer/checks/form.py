@@ -3,14 +3,16 @@
 ``read_form`` reads one finished answer (after the loop clean-up) and returns it as shown, with
 the fault that folds it and the one line that says why:
 
-- leak: the model wrote a line of its prompt ("Question: ...", "Context: ..."), usually a
-  question of its own after its answer. The answer is cut before that line and the cut is said
-  (``Form.note``); only when nothing is left is it folded. A leading "Answer:" label is dropped.
+- leak: the model wrote a line of its prompt ("Question: ...", "Context: ...", a passage's
+  header "[3] How to use etoolbox (p. 41):"), usually a question of its own after its answer.
+  The answer is cut before that line and the cut is said (``Form.note``); only when nothing but
+  opening words is left is it folded. A leading "Answer:" label is dropped.
 - preamble: nothing follows the opening words ("The answer is:", "To do this, use:", a lone
   "1."). A list mark left dangling at the end is dropped first.
-- cut: generation stopped (its token or time limit, or the repetition stop, whether or not the
-  loop clean-up cut the answer back) inside code or mid-sentence (the answer ends in a word or
-  a comma): it ends in a name or a sentence cut short (``The `\\patchcmd``).
+- cut: generation stopped inside code, or mid-sentence: at its token or time limit, without a
+  sentence's end; at the repetition stop (whether or not the loop clean-up cut the answer
+  back), ending in a word or a comma. It ends in a name or a sentence cut short
+  (``The `\\patchcmd``).
 - repeat: one sentence of four or more words is said twice.
 
 A name the passages do not hold is the answer check's own rule (``engine.answer.checks.check``),
@@ -24,9 +26,13 @@ from dataclasses import dataclass
 # A prompt's labels as the text prompt writes them (engine.answer.generation.prompts) and the
 # chat roles a small model echoes; at the start of a line, or after a sentence's end.
 _LABELS = r"(?:Question|Answer|Context|Manual sections?|User|Assistant|Human)"
-LEAK = re.compile(rf"(?:^|(?<=[.!?])[ \t]+)[ \t>*#_]*{_LABELS}[ \t]*[*_]*:", re.M)
+# A passage's header as the text prompt gives it (engine.answer.passages.sections): "[3] How to
+# use etoolbox (p. 41):" alone on its line, a list mark before it or not.
+_HEADER = r"[ \t]*(?:\d{1,2}[.)][ \t]*)?\[\d{1,2}\][ \t]+[^\n]*:[ \t]*$"
+LEAK = re.compile(rf"(?:^|(?<=[.!?])[ \t]+)[ \t>*#_]*{_LABELS}[ \t]*[*_]*:|^{_HEADER}", re.M)
 _LEAD_ANSWER = re.compile(r"^[ \t*#_]*Answer[ \t]*[*_]*:[ \t*_]*", re.I)
 _DANGLING_MARK = re.compile(r"(?:^|\n|\s)(?:\d{1,2}[.)]|[-*•])[ \t]*$")
+_ENDED = re.compile(r"""(?:[.!?;]|```)[\s"'”’*_`)\]]*$""")  # a sentence's or a fence's end
 _UNENDED = re.compile(r"[\w,(\-–—]$")  # a word or a joining mark: the sentence goes on
 _FENCE = re.compile(r"^[ \t]*```", re.M)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
@@ -99,16 +105,16 @@ def read_form(text: str, stop: str | None = None, generated: int | None = None) 
     text = (text or "").strip()
     kept, leaked = trim_leak(text)
     note = None
+    bare = _DANGLING_MARK.sub("", kept).rstrip()
     if leaked is not None:
-        if not kept.strip():
-            return Form(text, "leak", "The model's answer is a line of its own prompt "
-                        f"(“{_quoted(leaked)}”), not an answer.")
+        if not bare or bare.endswith(":"):  # nothing of its own before the prompt's line
+            return Form(text, "leak", "The model's answer gives nothing before a line copied "
+                        f"from its own prompt (“{_quoted(leaked)}”).")
         note = (f"A line the model added after its answer (“{_quoted(leaked)}”) was cut: it "
                 "repeats the prompt's form, not the manual.")
         stop = "eos"  # what is left ended before the leaked line, not at a limit
-    bare = _DANGLING_MARK.sub("", kept).rstrip()
     if not bare or bare.rstrip("*_ ").endswith(":"):
-        opening = _quoted(bare or kept or text) or "nothing"
+        opening = _quoted((bare or kept or text).rsplit("\n", 1)[-1]) or "nothing"
         return Form(kept, "preamble", f"The model's answer gives nothing after its opening "
                     f"words (“{opening}”).", note)
     if stop in _LIMIT:
@@ -116,7 +122,8 @@ def read_form(text: str, stop: str | None = None, generated: int | None = None) 
         if _open_code(kept):
             return Form(kept, "cut", f"The model's answer was cut off inside code {where}, "
                         "so the name it ends with may be incomplete.", note)
-        if _UNENDED.search(kept):
+        # a limit stops anywhere; the loop clean-up cuts back to a sentence's end or a line break
+        if (not _ENDED.search(kept)) if stop in ("length", "time") else _UNENDED.search(kept):
             return Form(kept, "cut", f"The model's answer was cut off mid-sentence {where}.",
                         note)
     again = repeated_sentence(kept)

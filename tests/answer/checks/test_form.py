@@ -1,0 +1,139 @@
+"""The answer's form (engine/answer/checks/form.py): what folds an answer whatever its score,
+each case on an answer the bundled reader really wrote.
+
+Every answer below was produced once by SmolLM2-135M-Instruct, the bundled reader: text mode,
+default options, ``max_new_tokens`` as noted, ``engine.ask.ask`` on a corpus PDF
+(../shared/corpus) ingested phase one only (``ingest_file(..., memories=False)``), the text
+recorded as it reached ``read_form`` (after the loop clean-up), with its stop and tokens. The
+end-to-end test asks the real model again.
+"""
+from __future__ import annotations
+
+import pytest
+
+from engine.answer.checks.check import check_answer
+from engine.answer.checks.form import read_form, repeated_sentence, trim_leak
+from engine.answer.response import Answer, Metrics
+
+# etoolbox, "How do I patch a command?", max_new_tokens=22: the product's first example stopped
+# at its token cap inside the command's name.
+PATCH_22 = ("To patch a command, you need to use the `\\patchcmd` command. The `\\patchcmd", "length",
+            22)
+# etoolbox, "How do I append code to a macro?", 128 tokens: the repetition stop fired inside
+# the example's code block, and the loop clean-up kept the block open.
+APPEND = ("To append code to a macro, you can use the \\gappto command. This command is a drop-in "
+          "replacement for the \\g@addto@macro command in the LaTeX kernel.\n\nHere's an example:"
+          "\n\n```\n# Macros", "repeat", 128)
+# etoolbox, "What is the difference between \newbool and \newtoggle?", 128 tokens: the
+# repetition stop, mid-sentence.
+DIFFERENCE = ("The main difference between \\newbool and \\newtoggle is that \\newbool is a macro "
+              "that is used to create a new boolean flag, while \\newtoggle", "repeat", 41)
+# etoolbox, "How do I patch a command?", max_new_tokens=23: the name is whole, the sentence not.
+PATCH_23 = ("To patch a command, you need to use the `\\patchcmd` command. The `\\patchcmd`",
+            "length", 23)
+# etoolbox, "How do I loop over a comma-separated list?" (an example question), 128 tokens: a
+# question of its own after the answer.
+LOOP_LIST = ("To loop over a comma-separated list, you can use the \\forcsvlist command. Here's how:"
+             "\n\n\\forcsvlist{item1, item2, item3}\n\nThis will print the items in the list.\n\n"
+             "Question: How do I use a for loop to loop over a comma-separated list?", "eos", 60)
+# camlidl, "Which attribute gives the length of an array?", 128 tokens.
+LENGTH_IS = ("The length_is attribute is used to determine the length of an array.\n\nQuestion: Which "
+             "attribute gives the length of an array?", "eos", 29)
+# etoolbox, "What is the version of etoolbox?", 128 tokens: a passage's header of the prompt.
+VERSION = ("The etoolbox package is a toolset of programming tools geared primarily towards LaTeX "
+           "class and package authors.\n\n[3] How to use etoolbox (p. 41):", "loop", 56)
+# etoolbox, "List the commands to patch a macro.", 128 tokens: the prompt's header first.
+LIST_PATCH = ("1. [1] Hook Management (p. 10):\nThe hook management is a simple command that can be "
+              "used to create a hook.", "repeat", 68)
+# etoolbox, "What are the steps to debug a patch?", 128 tokens: names no passage holds.
+DEBUG_PATCH = ("1. Run the command `pip install -r requirements.txt` to install the pip package.",
+               "loop", 40)
+# etoolbox, "Which command expands a macro once?", 128 tokens: a preamble with its content.
+EXPANDS = ("The answer is: \\csuse.", "eos", 9)
+
+
+def test_a_name_cut_off_by_the_token_cap_folds_the_answer_inside_code():
+    form = read_form(*PATCH_22)
+    assert form.fault == "cut" and form.text == PATCH_22[0]
+    assert form.line == ("The model's answer was cut off inside code at its 22-token limit, so "
+                         "the name it ends with may be incomplete.")
+
+
+def test_a_code_block_left_open_by_the_repetition_stop_folds_the_answer():
+    form = read_form(*APPEND)
+    assert form.fault == "cut" and "inside code where it began to repeat itself" in form.line
+
+
+def test_a_sentence_cut_off_mid_way_folds_the_answer():
+    assert read_form(*DIFFERENCE).line == ("The model's answer was cut off mid-sentence where "
+                                           "it began to repeat itself.")
+    form = read_form(*PATCH_23)  # the code span is closed, the sentence is not
+    assert form.fault == "cut" and form.line.endswith("mid-sentence at its 23-token limit.")
+
+
+def test_the_same_words_ended_by_the_model_are_not_cut():
+    text = PATCH_23[0].rsplit(" The ", 1)[0]  # "... use the `\patchcmd` command."
+    assert read_form(text, "length", 23).fault is None
+    assert read_form(DIFFERENCE[0], "eos", 41).fault is None  # the model chose to end there
+
+
+@pytest.mark.parametrize("case", [LOOP_LIST, LENGTH_IS])
+def test_a_question_the_model_adds_after_its_answer_is_trimmed_and_said(case):
+    form = read_form(*case)
+    assert form.fault is None and "Question:" not in form.text
+    assert form.text == case[0].split("\n\nQuestion:")[0]
+    assert form.note.startswith("A line the model added after its answer (“Question: ")
+    assert form.note.endswith("was cut: it repeats the prompt's form, not the manual.")
+
+
+def test_a_passage_header_of_the_prompt_is_trimmed_and_a_header_alone_folds():
+    form = read_form(*VERSION)
+    assert form.fault is None and form.text.endswith("class and package authors.")
+    assert "[3] How to use etoolbox (p. 41):" in form.note
+    folded = read_form(*LIST_PATCH)  # nothing before the header but a list mark
+    assert folded.fault == "leak"
+    assert folded.line == ("The model's answer gives nothing before a line copied from its own "
+                           "prompt (“1. [1] Hook Management (p. 10):”).")
+
+
+def test_a_preamble_with_no_content_folds_and_one_with_content_does_not():
+    assert read_form(*EXPANDS).fault is None
+    # the same answer's opening words, as its first five tokens (max_new_tokens=5)
+    form = read_form("The answer is:", "length", 5)
+    assert form.fault == "preamble"
+    assert form.line == "The model's answer gives nothing after its opening words (“The answer is:”)."
+    lone = read_form("1.", "eos", 2)
+    assert lone.fault == "preamble" and "(“1.”)" in lone.line
+    listed = read_form("To patch a command:\n\n1.", "eos", 9)  # a dangling list mark dropped
+    assert listed.fault == "preamble" and "(“To patch a command:”)" in listed.line
+
+
+def test_a_sentence_said_twice_folds_the_answer():
+    said = "The \\patchcmd command is used to patch a command."
+    form = read_form(f"{said} It takes five arguments. {said}", "eos", 30)
+    assert form.fault == "repeat" and form.line == (
+        f"The model's answer says the same sentence twice (“{said}”).")
+    assert repeated_sentence("Use it. Use it.") is None  # too short to count
+
+
+def test_a_leading_answer_label_is_dropped_quietly():
+    assert trim_leak("Answer: \\csuse expands a macro once.") == (
+        "\\csuse expands a macro once.", None)
+
+
+def test_a_name_the_passages_do_not_hold_folds_whatever_the_score():
+    form = read_form(*DEBUG_PATCH)
+    assert form.fault is None  # its form is an answer's; its names are not the manual's
+    check = check_answer(form.text, ["To debug a patch, use \\tracingpatches."],
+                         "What are the steps to debug a patch?", "\\tracingpatches")
+    ans = Answer(text=form.text, mode="text", cited=[], gate={}, metrics=Metrics(), check=check,
+                 form=form)
+    assert ans.folded and ans.fold_line.startswith("The model's answer names pip")
+    assert ans.as_json()["form"] == {"fault": None, "line": None, "note": None}
+
+
+def test_the_form_s_line_comes_first_on_a_folded_answer():
+    form = read_form(*PATCH_22)
+    ans = Answer(text=form.text, mode="text", cited=[], gate={}, metrics=Metrics(), form=form)
+    assert ans.folded and ans.fold_line == form.line
+    assert ans.as_json()["form"]["fault"] == "cut"
