@@ -4,8 +4,8 @@ each case on an answer the bundled reader really wrote.
 Every answer below was produced once by SmolLM2-135M-Instruct, the bundled reader: text mode,
 default options, ``max_new_tokens`` as noted, ``engine.ask.ask`` on a corpus PDF
 (../shared/corpus) ingested phase one only (``ingest_file(..., memories=False)``), the text
-recorded as it reached ``read_form`` (after the loop clean-up), with its stop and tokens. The
-end-to-end test asks the real model again.
+recorded as it reached ``read_form`` (after the loop clean-up), with its stop and its generated
+tokens (None where they were not recorded). The end-to-end test asks the real model again.
 """
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ PATCH_22 = ("To patch a command, you need to use the `\\patchcmd` command. The `
 # the example's code block, and the loop clean-up kept the block open.
 APPEND = ("To append code to a macro, you can use the \\gappto command. This command is a drop-in "
           "replacement for the \\g@addto@macro command in the LaTeX kernel.\n\nHere's an example:"
-          "\n\n```\n# Macros", "repeat", 128)
+          "\n\n```\n# Macros", "repeat", None)
 # etoolbox, "What is the difference between \newbool and \newtoggle?", 128 tokens: the
 # repetition stop, mid-sentence.
 DIFFERENCE = ("The main difference between \\newbool and \\newtoggle is that \\newbool is a macro "
-              "that is used to create a new boolean flag, while \\newtoggle", "repeat", 41)
+              "that is used to create a new boolean flag, while \\newtoggle", "repeat", None)
 # etoolbox, "How do I patch a command?", max_new_tokens=23: the name is whole, the sentence not.
 PATCH_23 = ("To patch a command, you need to use the `\\patchcmd` command. The `\\patchcmd`",
             "length", 23)
@@ -35,7 +35,7 @@ PATCH_23 = ("To patch a command, you need to use the `\\patchcmd` command. The `
 # question of its own after the answer.
 LOOP_LIST = ("To loop over a comma-separated list, you can use the \\forcsvlist command. Here's how:"
              "\n\n\\forcsvlist{item1, item2, item3}\n\nThis will print the items in the list.\n\n"
-             "Question: How do I use a for loop to loop over a comma-separated list?", "eos", 60)
+             "Question: How do I use a for loop to loop over a comma-separated list?", "eos", None)
 # camlidl, "Which attribute gives the length of an array?", 128 tokens.
 LENGTH_IS = ("The length_is attribute is used to determine the length of an array.\n\nQuestion: Which "
              "attribute gives the length of an array?", "eos", 29)
@@ -74,7 +74,7 @@ def test_a_sentence_cut_off_mid_way_folds_the_answer():
 def test_the_same_words_ended_by_the_model_are_not_cut():
     text = PATCH_23[0].rsplit(" The ", 1)[0]  # "... use the `\patchcmd` command."
     assert read_form(text, "length", 23).fault is None
-    assert read_form(DIFFERENCE[0], "eos", 41).fault is None  # the model chose to end there
+    assert read_form(DIFFERENCE[0], "eos").fault is None  # the model chose to end there
 
 
 @pytest.mark.parametrize("case", [LOOP_LIST, LENGTH_IS])
