@@ -47,6 +47,9 @@ from storage import MemoryProgress
 __all__ = ["MAX_NEW_TOKENS", "NOT_COVERED", "AskError", "AskOptions", "MemoriesPending", "ask",
            "ask_stream", "channel_query", "resolve_docs"]
 
+# The line said when the loop clean-up cut a repetition off (engine.answer.generation.cleanup).
+LOOP_CUT = "The answer began to repeat itself; the repetition was cut."
+
 
 @dataclass(frozen=True)
 class Request:
@@ -195,7 +198,7 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
         if mode.trims_loops:  # what came before a loop is the answer
             text, reason, trimmed = clean_answer(text, result.stop)
             if trimmed:
-                warnings.append("The answer began to repeat itself; the repetition was cut.")
+                warnings.append(LOOP_CUT)
         else:  # a looping memory output is the fast path failing: said, not trimmed
             reason = degeneracy(text, result.stop)
         if reason is not None:
@@ -203,6 +206,8 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
         else:  # no answer whatever its score: a preamble alone, cut short, a leaked prompt line
             form = read_form(text, result.stop, result.generated_tokens)
             text = form.text
+            if form.trimmed_off == "cut" and trimmed:  # one line for the one cut
+                warnings.remove(LOOP_CUT)
             if form.note:
                 warnings.append(form.note)
         if mode.keeps_evidence(reason):

@@ -12,7 +12,8 @@ the fault that folds it and the one line that says why:
 - cut: generation stopped inside code, or mid-sentence: at its token or time limit, without a
   sentence's end; at the repetition stop (whether or not the loop clean-up cut the answer
   back), ending in a word or a comma. It ends in a name or a sentence cut short
-  (``The `\\patchcmd``).
+  (``The `\\patchcmd``). The unfinished end is dropped back to the last whole sentence, and
+  the cut is said; only when no whole sentence is left is it folded.
 - repeat: one sentence of four or more words is said twice.
 
 A name the passages do not hold is the answer check's own rule (``engine.answer.checks.check``),
@@ -36,6 +37,7 @@ _ENDED = re.compile(r"""(?:[.!?;]|```)[\s"'”’*_`)\]]*$""")  # a sentence's o
 _UNENDED = re.compile(r"[\w,(\-–—]$")  # a word or a joining mark: the sentence goes on
 _FENCE = re.compile(r"^[ \t]*```", re.M)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_STOP = re.compile(r"[.!?](?=\s|$)")
 _WORD = re.compile(r"[\w\\]+")
 REPEAT_WORDS = 4  # a sentence said twice counts from this many words
 _LIMIT = {"length": "at its {n}-token limit", "time": "at its time limit",
@@ -51,13 +53,15 @@ class Form:
     fault: str | None = None
     line: str | None = None
     note: str | None = None
+    trimmed_off: str | None = None  # what was cut off a shown answer: "leak" or "cut"
 
     @property
     def trimmed(self) -> bool:
-        return self.note is not None
+        return self.trimmed_off is not None
 
     def as_json(self) -> dict:
-        return {"fault": self.fault, "line": self.line, "note": self.note}
+        return {"fault": self.fault, "line": self.line, "note": self.note,
+                "trimmed": self.trimmed_off}
 
 
 def _quoted(text: str, most: int = 60) -> str:
@@ -99,35 +103,58 @@ def repeated_sentence(text: str) -> str | None:
     return None
 
 
+def whole_sentences(text: str) -> str:
+    """``text`` up to its last sentence's end (``.``, ``!`` or ``?`` before a space) outside
+    code, with what ends in a colon after it dropped ("Here's an example:"); "" when none."""
+    ends = [m.end() for m in _STOP.finditer(text) if not _open_code(text[:m.end()])]
+    return text[:ends[-1]].rstrip() if ends else ""
+
+
+def _cut_short(text: str, stop: str) -> bool:
+    """Whether ``text``, stopped by ``stop``, ends inside code or mid-sentence (module
+    docstring): a limit stops anywhere; the loop clean-up cuts back to a sentence's end or a
+    line break, so there only a word or a comma at the end counts."""
+    if _open_code(text):
+        return True
+    return not _ENDED.search(text) if stop in ("length", "time") else bool(_UNENDED.search(text))
+
+
+def _preamble(bare: str) -> bool:
+    """Opening words alone: nothing, or a text that ends in a colon (list marks dropped)."""
+    return not bare or bare.rstrip("*_ ").endswith(":")
+
+
 def read_form(text: str, stop: str | None = None, generated: int | None = None) -> Form:
     """The answer ``text`` as shown and its fault (module docstring). ``stop``: why generation
     ended (``GenerationResult.stop``; "eos" when the model ended it); ``generated``: its tokens."""
     text = (text or "").strip()
     kept, leaked = trim_leak(text)
-    note = None
+    note, off = None, None
     bare = _DANGLING_MARK.sub("", kept).rstrip()
     if leaked is not None:
-        if not bare or bare.endswith(":"):  # nothing of its own before the prompt's line
+        if _preamble(bare):  # nothing of its own before the prompt's line
             return Form(text, "leak", "The model's answer gives nothing before a line copied "
                         f"from its own prompt (“{_quoted(leaked)}”).")
-        note = (f"A line the model added after its answer (“{_quoted(leaked)}”) was cut: it "
-                "repeats the prompt's form, not the manual.")
-        stop = "eos"  # what is left ended before the leaked line, not at a limit
-    if not bare or bare.rstrip("*_ ").endswith(":"):
+        note, off = (f"A line the model added after its answer (“{_quoted(leaked)}”) was cut: "
+                     "it repeats the prompt's form, not the manual."), "leak"
+    elif stop in _LIMIT and _cut_short(kept, stop):
+        where = _LIMIT[stop].format(n=generated if generated is not None else "token")
+        head = whole_sentences(kept)
+        if head:
+            note, off = (f"The model's answer was cut off {where}; its unfinished end "
+                         f"(“{_quoted(kept[len(head):].strip())}”) was dropped."), "cut"
+            kept = head
+            bare = _DANGLING_MARK.sub("", kept).rstrip()
+        elif not _preamble(bare):  # opening words alone are said as such below
+            inside = " inside code" if _open_code(kept) else ""
+            return Form(kept, "cut", f"The model's answer was cut off{inside} {where}, before "
+                        "its first sentence ended.")
+    if _preamble(bare):
         opening = _quoted((bare or kept or text).rsplit("\n", 1)[-1]) or "nothing"
         return Form(kept, "preamble", f"The model's answer gives nothing after its opening "
-                    f"words (“{opening}”).", note)
-    if stop in _LIMIT:
-        where = _LIMIT[stop].format(n=generated if generated is not None else "token")
-        if _open_code(kept):
-            return Form(kept, "cut", f"The model's answer was cut off inside code {where}, "
-                        "so the name it ends with may be incomplete.", note)
-        # a limit stops anywhere; the loop clean-up cuts back to a sentence's end or a line break
-        if (not _ENDED.search(kept)) if stop in ("length", "time") else _UNENDED.search(kept):
-            return Form(kept, "cut", f"The model's answer was cut off mid-sentence {where}.",
-                        note)
+                    f"words (“{opening}”).", note, off)
     again = repeated_sentence(kept)
     if again is not None:
         return Form(kept, "repeat", f"The model's answer says the same sentence twice "
-                    f"(“{_quoted(again)}”).", note)
-    return Form(kept, None, None, note)
+                    f"(“{_quoted(again)}”).", note, off)
+    return Form(kept, None, None, note, off)

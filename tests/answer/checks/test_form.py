@@ -28,6 +28,8 @@ APPEND = ("To append code to a macro, you can use the \\gappto command. This com
 # repetition stop, mid-sentence.
 DIFFERENCE = ("The main difference between \\newbool and \\newtoggle is that \\newbool is a macro "
               "that is used to create a new boolean flag, while \\newtoggle", "repeat", None)
+# etoolbox, "How do I patch a command?", max_new_tokens=10: no sentence ended yet.
+PATCH_10 = ("To patch a command, you need to use the", "length", 10)
 # etoolbox, "How do I patch a command?", max_new_tokens=23: the name is whole, the sentence not.
 PATCH_23 = ("To patch a command, you need to use the `\\patchcmd` command. The `\\patchcmd`",
             "length", 23)
@@ -52,29 +54,37 @@ DEBUG_PATCH = ("1. Run the command `pip install -r requirements.txt` to install 
 EXPANDS = ("The answer is: \\csuse.", "eos", 9)
 
 
-def test_a_name_cut_off_by_the_token_cap_folds_the_answer_inside_code():
+def test_a_name_cut_off_by_the_token_cap_is_dropped_back_to_the_last_whole_sentence():
     form = read_form(*PATCH_22)
-    assert form.fault == "cut" and form.text == PATCH_22[0]
-    assert form.line == ("The model's answer was cut off inside code at its 22-token limit, so "
-                         "the name it ends with may be incomplete.")
+    assert form.fault is None and form.trimmed_off == "cut"
+    assert form.text == "To patch a command, you need to use the `\\patchcmd` command."
+    assert form.note == ("The model's answer was cut off at its 22-token limit; its unfinished "
+                         "end (“The `\\patchcmd”) was dropped.")
+    assert read_form(*PATCH_23).text == form.text  # the code span closed, the sentence not
 
 
-def test_a_code_block_left_open_by_the_repetition_stop_folds_the_answer():
+def test_a_code_block_left_open_by_the_repetition_stop_is_dropped_with_its_preamble():
     form = read_form(*APPEND)
-    assert form.fault == "cut" and "inside code where it began to repeat itself" in form.line
+    assert form.fault is None and form.text.endswith("command in the LaTeX kernel.")
+    assert form.note.startswith("The model's answer was cut off where it began to repeat "
+                                "itself; its unfinished end (“Here's an example: ``` # Macros”)")
 
 
-def test_a_sentence_cut_off_mid_way_folds_the_answer():
-    assert read_form(*DIFFERENCE).line == ("The model's answer was cut off mid-sentence where "
-                                           "it began to repeat itself.")
-    form = read_form(*PATCH_23)  # the code span is closed, the sentence is not
-    assert form.fault == "cut" and form.line.endswith("mid-sentence at its 23-token limit.")
+def test_an_answer_cut_before_its_first_sentence_ended_is_folded():
+    form = read_form(*DIFFERENCE)
+    assert form.fault == "cut" and form.text == DIFFERENCE[0]
+    assert form.line == ("The model's answer was cut off where it began to repeat itself, "
+                         "before its first sentence ended.")
+    form = read_form(*PATCH_10)
+    assert form.fault == "cut" and form.line == (
+        "The model's answer was cut off at its 10-token limit, before its first sentence ended.")
+    inside = read_form("To patch a command, use `\\patch", "length", 9)
+    assert inside.fault == "cut" and "cut off inside code at its 9-token limit" in inside.line
 
 
 def test_the_same_words_ended_by_the_model_are_not_cut():
-    text = PATCH_23[0].rsplit(" The ", 1)[0]  # "... use the `\patchcmd` command."
-    assert read_form(text, "length", 23).fault is None
-    assert read_form(DIFFERENCE[0], "eos").fault is None  # the model chose to end there
+    assert read_form(PATCH_22[0], "eos", 22).fault is None  # the model chose to end there
+    assert read_form(PATCH_22[0], "eos", 22).trimmed_off is None
 
 
 @pytest.mark.parametrize("case", [LOOP_LIST, LENGTH_IS])
@@ -129,11 +139,11 @@ def test_a_name_the_passages_do_not_hold_folds_whatever_the_score():
     ans = Answer(text=form.text, mode="text", cited=[], gate={}, metrics=Metrics(), check=check,
                  form=form)
     assert ans.folded and ans.fold_line.startswith("The model's answer names pip")
-    assert ans.as_json()["form"] == {"fault": None, "line": None, "note": None}
+    assert ans.as_json()["form"] == {"fault": None, "line": None, "note": None, "trimmed": None}
 
 
 def test_the_form_s_line_comes_first_on_a_folded_answer():
-    form = read_form(*PATCH_22)
+    form = read_form(*DIFFERENCE)
     ans = Answer(text=form.text, mode="text", cited=[], gate={}, metrics=Metrics(), form=form)
     assert ans.folded and ans.fold_line == form.line
     assert ans.as_json()["form"]["fault"] == "cut"
