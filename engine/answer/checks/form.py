@@ -8,7 +8,8 @@ the fault that folds it and the one line that says why:
   The answer is cut before that line and the cut is said (``Form.note``); only when nothing but
   opening words is left is it folded. A leading "Answer:" label is dropped.
 - preamble: nothing follows the opening words ("The answer is:", "To do this, use:", a lone
-  "1."). A list mark left dangling at the end is dropped first.
+  "1."). A list mark left dangling at the end is dropped first; opening words after whole
+  sentences ("... \\appto. Here's an example:") are dropped back to them, and that is said.
 - cut: generation stopped inside code, or mid-sentence: at its token or time limit, without a
   sentence's end; at the repetition stop (whether or not the loop clean-up cut the answer
   back), ending in a word or a comma. It ends in a name or a sentence cut short
@@ -53,7 +54,7 @@ class Form:
     fault: str | None = None
     line: str | None = None
     note: str | None = None
-    trimmed_off: str | None = None  # what was cut off a shown answer: "leak" or "cut"
+    trimmed_off: str | None = None  # what was cut off a shown answer: "leak", "cut", "preamble"
 
     @property
     def trimmed(self) -> bool:
@@ -149,6 +150,11 @@ def read_form(text: str, stop: str | None = None, generated: int | None = None) 
             inside = " inside code" if _open_code(kept) else ""
             return Form(kept, "cut", f"The model's answer was cut off{inside} {where}, before "
                         "its first sentence ended.")
+    if _preamble(bare) and off is None and whole_sentences(bare):  # content, then opening words
+        head = whole_sentences(bare)
+        note, off = (f"The model's answer ended in opening words with nothing after them "
+                     f"(“{_quoted(bare[len(head):].strip())}”); they were dropped."), "preamble"
+        kept = bare = head
     if _preamble(bare):
         opening = _quoted((bare or kept or text).rsplit("\n", 1)[-1]) or "nothing"
         return Form(kept, "preamble", f"The model's answer gives nothing after its opening "
