@@ -50,8 +50,12 @@ LIST_PATCH = ("1. [1] Hook Management (p. 10):\nThe hook management is a simple 
 # etoolbox, "What are the steps to debug a patch?", 128 tokens: names no passage holds.
 DEBUG_PATCH = ("1. Run the command `pip install -r requirements.txt` to install the pip package.",
                "loop", 40)
-# etoolbox, "Which command expands a macro once?", 128 tokens: a preamble with its content.
+# etoolbox, "Which command expands a macro once?", 128 tokens: a preamble with its content;
+# with max_new_tokens=4, the opening words alone.
 EXPANDS = ("The answer is: \\csuse.", "eos", 9)
+EXPANDS_4 = ("The answer is:", "length", 4)
+# beamer's user guide, "Which option hides the navigation symbols?", 128 tokens.
+NAVIGATION = ("The answer is: [vertical]\n\nThe answer is:", "repeat", None)
 
 
 def test_a_name_cut_off_by_the_token_cap_is_dropped_back_to_the_last_whole_sentence():
@@ -108,14 +112,23 @@ def test_a_passage_header_of_the_prompt_is_trimmed_and_a_header_alone_folds():
 
 def test_a_preamble_with_no_content_folds_and_one_with_content_does_not():
     assert read_form(*EXPANDS).fault is None
-    # the same answer's opening words, as its first five tokens (max_new_tokens=5)
-    form = read_form("The answer is:", "length", 5)
-    assert form.fault == "preamble"
-    assert form.line == "The model's answer gives nothing after its opening words (“The answer is:”)."
+    for case in (EXPANDS_4, NAVIGATION):
+        form = read_form(*case)
+        assert form.fault == "preamble" and form.text == case[0]
+        assert form.line == ("The model's answer gives nothing after its opening words (“The "
+                             "answer is:”).")
     lone = read_form("1.", "eos", 2)
     assert lone.fault == "preamble" and "(“1.”)" in lone.line
     listed = read_form("To patch a command:\n\n1.", "eos", 9)  # a dangling list mark dropped
     assert listed.fault == "preamble" and "(“To patch a command:”)" in listed.line
+
+
+def test_opening_words_after_whole_sentences_are_dropped_and_said():
+    form = read_form("To append code, use \\appto. Here's an example:", "eos", 14)
+    assert form.fault is None and form.text == "To append code, use \\appto."
+    assert form.trimmed_off == "preamble" and form.note == (
+        "The model's answer ended in opening words with nothing after them (“Here's an "
+        "example:”); they were dropped.")
 
 
 def test_a_sentence_said_twice_folds_the_answer():
