@@ -38,7 +38,8 @@ _ENDED = re.compile(r"""(?:[.!?;]|```)[\s"'”’*_`)\]]*$""")  # a sentence's o
 _UNENDED = re.compile(r"[\w,(\-–—]$")  # a word or a joining mark: the sentence goes on
 _FENCE = re.compile(r"^[ \t]*```", re.M)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-_STOP = re.compile(r"[.!?](?=\s|$)")
+# a sentence's end: not after one letter ("p. 15", "e.g.") nor after a common abbreviation
+_STOP = re.compile(r"(?<!\b[A-Za-z])(?<!\betc)(?<!\bvs)(?<!\bcf)[.!?](?=\s|$)")
 _WORD = re.compile(r"[\w\\]+")
 REPEAT_WORDS = 4  # a sentence said twice counts from this many words
 _LIMIT = {"length": "at its {n}-token limit", "time": "at its time limit",
@@ -90,6 +91,11 @@ def _open_code(text: str) -> bool:
     return rest.count("`") % 2 == 1
 
 
+def _open_bracket(text: str) -> bool:
+    """Whether ``text`` ends inside parentheses or brackets ("(p. 15" goes on)."""
+    return text.count("(") > text.count(")") or text.count("[") > text.count("]")
+
+
 def repeated_sentence(text: str) -> str | None:
     """The first sentence of four or more words that ``text`` says twice (case and punctuation
     aside), as written; None when none is."""
@@ -105,9 +111,10 @@ def repeated_sentence(text: str) -> str | None:
 
 
 def whole_sentences(text: str) -> str:
-    """``text`` up to its last sentence's end (``.``, ``!`` or ``?`` before a space) outside
-    code, with what ends in a colon after it dropped ("Here's an example:"); "" when none."""
-    ends = [m.end() for m in _STOP.finditer(text) if not _open_code(text[:m.end()])]
+    """``text`` up to its last sentence's end (``.``, ``!`` or ``?`` before a space, not after
+    one letter or an abbreviation) outside code and brackets; "" when none."""
+    ends = [m.end() for m in _STOP.finditer(text)
+            if not _open_code(text[:m.end()]) and not _open_bracket(text[:m.end()])]
     return text[:ends[-1]].rstrip() if ends else ""
 
 
