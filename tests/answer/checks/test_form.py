@@ -30,6 +30,9 @@ DIFFERENCE = ("The main difference between \\newbool and \\newtoggle is that \\n
               "that is used to create a new boolean flag, while \\newtoggle", "repeat", None)
 # etoolbox, "How do I patch a command?", max_new_tokens=10: no sentence ended yet.
 PATCH_10 = ("To patch a command, you need to use the", "length", 10)
+# etoolbox, "Which commands are for boolean flags?", 128 tokens: "p. 15" is no sentence's end.
+BOOL_FLAGS = ("The commands that are for boolean flags are:\n\n- \\booltrue (p. 15)\n- \\boolfalse "
+              "(p. 15)\n- \\bool", "repeat", None)
 # etoolbox, "How do I patch a command?", max_new_tokens=23: the name is whole, the sentence not.
 PATCH_23 = ("To patch a command, you need to use the `\\patchcmd` command. The `\\patchcmd`",
             "length", 23)
@@ -82,6 +85,8 @@ def test_an_answer_cut_before_its_first_sentence_ended_is_folded():
     form = read_form(*PATCH_10)
     assert form.fault == "cut" and form.line == (
         "The model's answer was cut off at its 10-token limit, before its first sentence ended.")
+    listed = read_form(*BOOL_FLAGS)
+    assert listed.fault == "cut" and listed.text == BOOL_FLAGS[0]
     inside = read_form("To patch a command, use `\\patch", "length", 9)
     assert inside.fault == "cut" and "cut off inside code at its 9-token limit" in inside.line
 
