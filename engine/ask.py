@@ -15,7 +15,7 @@ from typing import Iterator
 import torch
 
 from engine.answer.checks import key_line
-from engine.answer.checks.check import check_answer
+from engine.answer.checks.check import check_answer, unsupported_terms
 from engine.answer.checks.confidence import Confidence, answer_signals, route_margin
 from engine.answer.checks.form import read_form
 from engine.answer.checks.verdict import judge, unfitted_reader
@@ -204,7 +204,10 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
         if reason is not None:
             warnings.append(degenerate_warning(mode.name, reason, mode.fast_path))
         else:  # no answer whatever its score: a preamble alone, cut short, a leaked prompt line
-            form = read_form(text, result.stop, result.generated_tokens)
+            given = "\n".join([*step.sources, quote.text if quote is not None else "",
+                               req.question])
+            form = read_form(text, result.stop, result.generated_tokens,
+                             lambda part: not unsupported_terms(part, given, cut=True)[0])
             text = form.text
             if form.trimmed_off == "cut" and trimmed:  # one line for the one cut
                 warnings.remove(LOOP_CUT)

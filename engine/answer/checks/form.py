@@ -14,7 +14,8 @@ the fault that folds it and the one line that says why:
   sentence's end; at the repetition stop (whether or not the loop clean-up cut the answer
   back), ending in a word or a comma. It ends in a name or a sentence cut short
   (``The `\\patchcmd``). The unfinished end is dropped back to the last whole sentence, and
-  the cut is said; only when no whole sentence is left is it folded.
+  the cut is said; only when no whole sentence is left is it folded. An end that names what
+  the passages do not hold (an invented code example) is kept, for the answer check to fold.
 - repeat: one sentence of four or more words is said twice.
 
 A name the passages do not hold is the answer check's own rule (``engine.answer.checks.check``),
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 # A prompt's labels as the text prompt writes them (engine.answer.generation.prompts) and the
 # chat roles a small model echoes; at the start of a line, or after a sentence's end.
@@ -132,9 +134,11 @@ def _preamble(bare: str) -> bool:
     return not bare or bare.rstrip("*_ ").endswith(":")
 
 
-def read_form(text: str, stop: str | None = None, generated: int | None = None) -> Form:
+def read_form(text: str, stop: str | None = None, generated: int | None = None,
+              holds: Callable[[str], bool] | None = None) -> Form:
     """The answer ``text`` as shown and its fault (module docstring). ``stop``: why generation
-    ended (``GenerationResult.stop``; "eos" when the model ended it); ``generated``: its tokens."""
+    ended (``GenerationResult.stop``; "eos" when the model ended it); ``generated``: its tokens;
+    ``holds(part)``: whether the passages hold every name of ``part`` (None: not asked)."""
     text = (text or "").strip()
     kept, leaked = trim_leak(text)
     note, off = None, None
@@ -148,7 +152,9 @@ def read_form(text: str, stop: str | None = None, generated: int | None = None) 
     elif stop in _LIMIT and _cut_short(kept, stop):
         where = _LIMIT[stop].format(n=generated if generated is not None else "token")
         head = whole_sentences(kept)
-        if head:
+        if head and holds is not None and not holds(kept[len(head):]):
+            pass  # the end invents a name: kept whole, for the check to flag it there
+        elif head:
             note, off = (f"The model's answer was cut off {where}; its unfinished end "
                          f"(“{_quoted(kept[len(head):].strip())}”) was dropped."), "cut"
             kept = head

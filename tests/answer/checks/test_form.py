@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.answer.checks.check import check_answer
+from engine.answer.checks.check import check_answer, unsupported_terms
 from engine.answer.checks.form import read_form, repeated_sentence, trim_leak
 from engine.answer.response import Answer, Metrics
 
@@ -30,6 +30,13 @@ DIFFERENCE = ("The main difference between \\newbool and \\newtoggle is that \\n
               "that is used to create a new boolean flag, while \\newtoggle", "repeat", None)
 # etoolbox, "How do I patch a command?", max_new_tokens=10: no sentence ended yet.
 PATCH_10 = ("To patch a command, you need to use the", "length", 10)
+# R's manual (r-intro.pdf), "How do I attach a data frame?", 128 tokens: the repetition stop
+# inside an invented example.
+ATTACH = ("To attach a data frame to a list, you can use the `attach()` function. The function "
+          "takes a list of data frames as an argument, which is then passed to the `list()` "
+          "function.\n\nHere's an example:\n\n```r\n# Using the attach() function\nlente = "
+          "data.frame(list(lente$u, lente$v, lente$w))\nlente.list = lente.list.apply(list(), "
+          "lambda x: x[x$u])\nlente.list.append(lente.list", "repeat", 120)
 # etoolbox, "Which commands are for boolean flags?", 128 tokens: "p. 15" is no sentence's end.
 BOOL_FLAGS = ("The commands that are for boolean flags are:\n\n- \\booltrue (p. 15)\n- \\boolfalse "
               "(p. 15)\n- \\bool", "repeat", None)
@@ -89,6 +96,22 @@ def test_an_answer_cut_before_its_first_sentence_ended_is_folded():
     assert listed.fault == "cut" and listed.text == BOOL_FLAGS[0]
     inside = read_form("To patch a command, use `\\patch", "length", 9)
     assert inside.fault == "cut" and "cut off inside code at its 9-token limit" in inside.line
+
+
+def test_an_unfinished_end_that_invents_names_is_kept_for_the_check_to_fold():
+    passages = ("The attach() function takes a 'database' such as a list or data frame as its "
+                "argument. Thus suppose lentils is a data frame with three variables lentils$u, "
+                "lentils$v, lentils$w. The attach\n> attach(lentils)")
+
+    def holds(part: str) -> bool:
+        return not unsupported_terms(part, passages, cut=True)[0]
+
+    form = read_form(*ATTACH, holds=holds)
+    assert form.text == ATTACH[0] and form.fault is None and not form.trimmed
+    check = check_answer(form.text, [passages], "How do I attach a data frame?", cut=True)
+    assert check.flagged and "lente" in check.line
+    assert read_form(*ATTACH).trimmed_off == "cut"  # without the passages: dropped back
+    assert read_form(*PATCH_22, holds=lambda part: "patchcmd" in part).trimmed_off == "cut"
 
 
 def test_the_same_words_ended_by_the_model_are_not_cut():
