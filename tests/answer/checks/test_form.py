@@ -66,6 +66,8 @@ EXPANDS = ("The answer is: \\csuse.", "eos", 9)
 EXPANDS_4 = ("The answer is:", "length", 4)
 # beamer's user guide, "Which option hides the navigation symbols?", 128 tokens.
 NAVIGATION = ("The answer is: [vertical]\n\nThe answer is:", "repeat", None)
+# R's manual, "How do I make a vector?", 128 tokens.
+VECTOR = ("The answer to your question is:", "repeat", None)
 
 
 def test_a_name_cut_off_by_the_token_cap_is_dropped_back_to_the_last_whole_sentence():
@@ -145,6 +147,8 @@ def test_a_preamble_with_no_content_folds_and_one_with_content_does_not():
         assert form.fault == "preamble" and form.text == case[0]
         assert form.line == ("The model's answer gives nothing after its opening words (“The "
                              "answer is:”).")
+    form = read_form(*VECTOR)
+    assert form.fault == "preamble" and "(“The answer to your question is:”)" in form.line
     lone = read_form("1.", "eos", 2)
     assert lone.fault == "preamble" and "(“1.”)" in lone.line
     listed = read_form("To patch a command:\n\n1.", "eos", 9)  # a dangling list mark dropped
