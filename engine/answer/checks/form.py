@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-# A prompt's labels as the text prompt writes them (engine.answer.generation.prompts) and the
-# chat roles a small model echoes; at the start of a line, or after a sentence's end.
-_LABELS = r"(?:Question|Answer|Context|Manual sections?|User|Assistant|Human)"
+# A prompt's labels as the prompts write them (engine.answer.generation.prompts), at the start
+# of a line or after a sentence's end.
+_LABELS = r"(?:Question|Answer|Context|Manual sections?)"
 # A passage's header as the text prompt gives it (engine.answer.passages.sections): "[3] How to
 # use etoolbox (p. 41):" alone on its line, a list mark before it or not.
 _HEADER = r"[ \t]*(?:\d{1,2}[.)][ \t]*)?\[\d{1,2}\][ \t]+[^\n]*:[ \t]*$"

@@ -1,8 +1,8 @@
 """The answer's form (engine/answer/checks/form.py): what folds an answer whatever its score,
 each case on an answer the bundled reader really wrote.
 
-Every answer below was produced once by SmolLM2-135M-Instruct, the bundled reader: text mode,
-default options, ``max_new_tokens`` as noted, ``engine.ask.ask`` on a corpus PDF
+Every answer below was produced once by SmolLM2-135M-Instruct, the bundled reader: text mode
+(one memory mode, said there), default options, ``max_new_tokens`` as noted, ``engine.ask.ask`` on a corpus PDF
 (../shared/corpus) ingested phase one only (``ingest_file(..., memories=False)``), the text
 recorded as it reached ``read_form`` (after the loop clean-up), with its stop and its generated
 tokens (None where they were not recorded). The end-to-end test asks the real model again.
@@ -57,6 +57,9 @@ VERSION = ("The etoolbox package is a toolset of programming tools geared primar
 # etoolbox, "List the commands to patch a macro.", 128 tokens: the prompt's header first.
 LIST_PATCH = ("1. [1] Hook Management (p. 10):\nThe hook management is a simple command that can be "
               "used to create a hook.", "repeat", 68)
+# camlidl, "What is the default pointer kind?", memory mode (the manual ingested with its
+# memories), 128 tokens: a question of its own and nothing else.
+PROMPT_ONLY = ("Question: What is the difference between the best and the best?", "eos", None)
 # etoolbox, "What are the steps to debug a patch?", 128 tokens: names no passage holds.
 DEBUG_PATCH = ("1. Run the command `pip install -r requirements.txt` to install the pip package.",
                "loop", 40)
@@ -130,10 +133,14 @@ def test_a_question_the_model_adds_after_its_answer_is_trimmed_and_said(case):
     assert form.note.endswith("was cut: it repeats the prompt's form, not the manual.")
 
 
-def test_a_passage_header_of_the_prompt_is_trimmed_and_a_header_alone_folds():
+def test_a_passage_header_is_trimmed_and_a_prompt_line_with_nothing_before_it_folds():
     form = read_form(*VERSION)
     assert form.fault is None and form.text.endswith("class and package authors.")
     assert "[3] How to use etoolbox (p. 41):" in form.note
+    alone = read_form(*PROMPT_ONLY)
+    assert alone.fault == "leak" and alone.text == PROMPT_ONLY[0]
+    assert alone.line.startswith("The model's answer gives nothing before a line copied from "
+                                 "its own prompt (“Question: What is the difference")
     folded = read_form(*LIST_PATCH)  # nothing before the header but a list mark
     assert folded.fault == "leak"
     assert folded.line == ("The model's answer gives nothing before a line copied from its own "
