@@ -246,7 +246,8 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
                   cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
                   stop=result.stop if result is not None else None, repetition_cut=trimmed,
                   quote=quote, not_covered=quote is None, check=check, verdict=verdict,
-                  form=form, key_line=key, logprobs=result.logprobs if result is not None else None,
+                  form=form, key_line=key,
+                  logprobs=result.logprobs if result is not None else None,
                   sources=tuple(step.sources))
 
 

@@ -2,10 +2,10 @@
 each case on an answer the bundled reader really wrote.
 
 Every answer below was produced once by SmolLM2-135M-Instruct, the bundled reader: text mode
-(one memory mode, said there), default options, ``max_new_tokens`` as noted, ``engine.ask.ask`` on a corpus PDF
-(../shared/corpus) ingested phase one only (``ingest_file(..., memories=False)``), the text
-recorded as it reached ``read_form`` (after the loop clean-up), with its stop and its generated
-tokens (None where they were not recorded). The end-to-end test asks the real model again.
+(one memory mode, said there), default options, ``max_new_tokens`` as noted, ``engine.ask.ask``
+on a corpus PDF (../shared/corpus) ingested phase one only (``ingest_file(...,
+memories=False)``), the text recorded as it reached ``read_form`` (after the loop clean-up),
+with its stop and its generated tokens (None where they were not recorded). The end-to-end test asks the real model again.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from engine.answer.response import Answer, Metrics
 
 # etoolbox, "How do I patch a command?", max_new_tokens=22: the product's first example stopped
 # at its token cap inside the command's name.
-PATCH_22 = ("To patch a command, you need to use the `\\patchcmd` command. The `\\patchcmd", "length",
-            22)
+PATCH_22 = ("To patch a command, you need to use the `\\patchcmd` command. The `\\patchcmd",
+            "length", 22)
 # etoolbox, "How do I append code to a macro?", 128 tokens: the repetition stop fired inside
 # the example's code block, and the loop clean-up kept the block open.
 APPEND = ("To append code to a macro, you can use the \\gappto command. This command is a drop-in "
@@ -45,18 +45,18 @@ PATCH_23 = ("To patch a command, you need to use the `\\patchcmd` command. The `
             "length", 23)
 # etoolbox, "How do I loop over a comma-separated list?" (an example question), 128 tokens: a
 # question of its own after the answer.
-LOOP_LIST = ("To loop over a comma-separated list, you can use the \\forcsvlist command. Here's how:"
-             "\n\n\\forcsvlist{item1, item2, item3}\n\nThis will print the items in the list.\n\n"
-             "Question: How do I use a for loop to loop over a comma-separated list?", "eos", None)
+LOOP_LIST = ("To loop over a comma-separated list, you can use the \\forcsvlist command. Here's "
+             "how:\n\n\\forcsvlist{item1, item2, item3}\n\nThis will print the items in the "
+             "list.\n\nQuestion: How do I use a for loop to loop over a comma-separated list?", "eos", None)
 # camlidl, "Which attribute gives the length of an array?", 128 tokens.
-LENGTH_IS = ("The length_is attribute is used to determine the length of an array.\n\nQuestion: Which "
-             "attribute gives the length of an array?", "eos", 29)
+LENGTH_IS = ("The length_is attribute is used to determine the length of an array.\n\nQuestion: "
+             "Which attribute gives the length of an array?", "eos", 29)
 # etoolbox, "What is the version of etoolbox?", 128 tokens: a passage's header of the prompt.
 VERSION = ("The etoolbox package is a toolset of programming tools geared primarily towards LaTeX "
            "class and package authors.\n\n[3] How to use etoolbox (p. 41):", "loop", 56)
 # etoolbox, "List the commands to patch a macro.", 128 tokens: the prompt's header first.
-LIST_PATCH = ("1. [1] Hook Management (p. 10):\nThe hook management is a simple command that can be "
-              "used to create a hook.", "repeat", 68)
+LIST_PATCH = ("1. [1] Hook Management (p. 10):\nThe hook management is a simple command that can "
+              "be used to create a hook.", "repeat", 68)
 # camlidl, "What is the default pointer kind?", memory mode (the manual ingested with its
 # memories), 128 tokens: a question of its own and nothing else.
 PROMPT_ONLY = ("Question: What is the difference between the best and the best?", "eos", None)
@@ -86,7 +86,8 @@ def test_a_code_block_left_open_by_the_repetition_stop_is_dropped_with_its_pream
     form = read_form(*APPEND)
     assert form.fault is None and form.text.endswith("command in the LaTeX kernel.")
     assert form.note.startswith("The model's answer was cut off where it began to repeat "
-                                "itself; its unfinished end (“Here's an example: ``` # Macros”)")
+                                "itself; its unfinished end (“Here's an example: ``` "
+                                "# Macros”)")
 
 
 def test_an_answer_cut_before_its_first_sentence_ended_is_folded():
