@@ -5,7 +5,8 @@ Every answer below was produced once by SmolLM2-135M-Instruct, the bundled reade
 (one memory mode, said there), default options, ``max_new_tokens`` as noted, ``engine.ask.ask``
 on a corpus PDF (../shared/corpus) ingested phase one only (``ingest_file(...,
 memories=False)``), the text recorded as it reached ``read_form`` (after the loop clean-up),
-with its stop and its generated tokens (None where they were not recorded). The end-to-end test asks the real model again.
+with its stop and its generated tokens (None where they were not recorded). The end-to-end
+test asks the real model again.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ PATCH_23 = ("To patch a command, you need to use the `\\patchcmd` command. The `
 # question of its own after the answer.
 LOOP_LIST = ("To loop over a comma-separated list, you can use the \\forcsvlist command. Here's "
              "how:\n\n\\forcsvlist{item1, item2, item3}\n\nThis will print the items in the "
-             "list.\n\nQuestion: How do I use a for loop to loop over a comma-separated list?", "eos", None)
+             "list.\n\nQuestion: How do I use a for loop to loop over a comma-separated list?",
+             "eos", None)
 # camlidl, "Which attribute gives the length of an array?", 128 tokens.
 LENGTH_IS = ("The length_is attribute is used to determine the length of an array.\n\nQuestion: "
              "Which attribute gives the length of an array?", "eos", 29)
