@@ -40,8 +40,9 @@ _ENDED = re.compile(r"""(?:[.!?;]|```)[\s"'”’*_`)\]]*$""")  # a sentence's o
 _UNENDED = re.compile(r"[\w,(\-–—]$")  # a word or a joining mark: the sentence goes on
 _FENCE = re.compile(r"^[ \t]*```", re.M)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-# a sentence's end: not after one letter ("p. 15", "e.g.") nor after a common abbreviation
-_STOP = re.compile(r"(?<!\b[A-Za-z])(?<!\betc)(?<!\bvs)(?<!\bcf)[.!?](?=\s|$)")
+# a sentence's end, not an abbreviation's ("p. 15", "e.g.")
+_STOP = re.compile(r"(?<!\bp)(?<!\bpp)(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)(?<!\bcf)"
+                   r"[.!?](?=\s|$)")
 _WORD = re.compile(r"[\w\\]+")
 REPEAT_WORDS = 4  # a sentence said twice counts from this many words
 _LIMIT = {"length": "at its {n}-token limit", "time": "at its time limit",
@@ -113,8 +114,8 @@ def repeated_sentence(text: str) -> str | None:
 
 
 def whole_sentences(text: str) -> str:
-    """``text`` up to its last sentence's end (``.``, ``!`` or ``?`` before a space, not after
-    one letter or an abbreviation) outside code and brackets; "" when none."""
+    """``text`` up to its last sentence's end (``.``, ``!`` or ``?`` before a space, not an
+    abbreviation's) outside code and brackets; "" when none."""
     ends = [m.end() for m in _STOP.finditer(text)
             if not _open_code(text[:m.end()]) and not _open_bracket(text[:m.end()])]
     return text[:ends[-1]].rstrip() if ends else ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from engine.answer.checks.check import check_answer, unsupported_terms
-from engine.answer.checks.form import read_form, repeated_sentence, trim_leak
+from engine.answer.checks.form import read_form, repeated_sentence, trim_leak, whole_sentences
 from engine.answer.response import Answer, Metrics
 
 # etoolbox, "How do I patch a command?", max_new_tokens=22: the product's first example stopped
@@ -120,6 +120,12 @@ def test_an_unfinished_end_that_invents_names_is_kept_for_the_check_to_fold():
     assert check.flagged and "lente" in check.line
     assert read_form(*ATTACH).trimmed_off == "cut"  # without the passages: dropped back
     assert read_form(*PATCH_22, holds=lambda part: "patchcmd" in part).trimmed_off == "cut"
+
+
+def test_a_sentence_ends_at_a_period_but_an_abbreviation_s():
+    assert whole_sentences("Use the option -v. Then run") == "Use the option -v."
+    assert whole_sentences("Use \\appto (p. 3), e.g. here. And") == "Use \\appto (p. 3), e.g. here."
+    assert whole_sentences("See p. 15 and") == ""
 
 
 def test_the_same_words_ended_by_the_model_are_not_cut():
