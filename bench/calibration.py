@@ -39,7 +39,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
 from bench.calibration_questions import informative
-from engine.answer.checks.confidence import LOGPROB_DEFAULT, SIGNALS, Confidence
+from engine.answer.checks.confidence import LOGPROB_DEFAULT, SIGNALS, Confidence, reader_of
+from engine.settings import Settings
 
 MAX_RIGHT_FOLDED = 0.25  # the bound on right answers folded, on the dev probe
 C_GRID = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)  # logistic regression's inverse regularisation
@@ -62,7 +63,6 @@ def answer_rows(questions: list[dict], rows_path: Path, db_dir: Path, mode: str 
     from engine.ask import AskOptions, ask
     from engine.ingest import ingest_file
     from engine.runtime import Runtime
-    from engine.settings import Settings
 
     done = {(r["manual"], r["question"]) for r in read_rows(rows_path)}
     todo = [q for q in questions if (q["manual"], q["question"]) not in done]
@@ -299,7 +299,8 @@ def write_model(conf: Confidence, path: Path, meta: dict) -> None:
                                 "scale": conf.scale.round(6).tolist(),
                                 "coef": conf.coef.round(6).tolist(),
                                 "intercept": round(conf.intercept, 6),
-                                "threshold": round(conf.threshold, 6), **meta}, indent=1) + "\n")
+                                "threshold": round(conf.threshold, 6), "reader": conf.reader,
+                                **meta}, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -335,6 +336,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{m}: {f}")
     print(f"C = {c} (mean held-out AUROC {mean_auroc(folds):.3f})")
     conf = as_confidence(*fit(rows, c))
+    conf.reader = reader_of(Settings.from_env())  # the reader that answered the rows
     dev = [r for p in args.dev for r in read_any(p)]
     # the choice is the dev probe; without its rows, the fitted rows (said in the file)
     conf.threshold = threshold_on(conf, dev or rows)

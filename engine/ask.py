@@ -15,9 +15,10 @@ from typing import Iterator
 import torch
 
 from engine.answer.checks import key_line
-from engine.answer.checks.check import check_answer
+from engine.answer.checks.check import check_answer, unsupported_terms
 from engine.answer.checks.confidence import Confidence, answer_signals, route_margin
-from engine.answer.checks.verdict import judge
+from engine.answer.checks.form import read_form
+from engine.answer.checks.verdict import judge, unfitted_reader
 from engine.answer.generation.decoding import Decoding
 from engine.answer.evaluation import Evaluation, ProbeQuestion, evaluation_row
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
@@ -45,6 +46,9 @@ from storage import MemoryProgress
 
 __all__ = ["MAX_NEW_TOKENS", "NOT_COVERED", "AskError", "AskOptions", "MemoriesPending", "ask",
            "ask_stream", "channel_query", "resolve_docs"]
+
+# The line said when the loop clean-up cut a repetition off (engine.answer.generation.cleanup).
+LOOP_CUT = "The answer began to repeat itself; the repetition was cut."
 
 
 @dataclass(frozen=True)
@@ -188,22 +192,33 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
     if req.pending and req.opts.router == "fused" and shown is not None:
         warnings.append(f"{pending_line(req.pending)}: routed on words and meaning only until they "
                         "are done")
-    reason, trimmed, evidence, gate = None, False, [], {}
+    reason, trimmed, evidence, gate, form = None, False, [], {}, None
     if result is not None:
         gate = mode.gate(result, step.cited)
         if mode.trims_loops:  # what came before a loop is the answer
             text, reason, trimmed = clean_answer(text, result.stop)
             if trimmed:
-                warnings.append("The answer began to repeat itself; the repetition was cut.")
+                warnings.append(LOOP_CUT)
         else:  # a looping memory output is the fast path failing: said, not trimmed
             reason = degeneracy(text, result.stop)
         if reason is not None:
             warnings.append(degenerate_warning(mode.name, reason, mode.fast_path))
+        else:  # no answer whatever its score: a preamble alone, cut short, a leaked prompt line
+            given = "\n".join([*step.sources, quote.text if quote is not None else "",
+                               req.question])
+            form = read_form(text, result.stop, result.generated_tokens,
+                             lambda part: not unsupported_terms(part, given, cut=True)[0])
+            text = form.text
+            if form.trimmed_off == "cut" and trimmed:  # one line for the one cut
+                warnings.remove(LOOP_CUT)
+            if form.note:
+                warnings.append(form.note)
         if mode.keeps_evidence(reason):
             te = time.perf_counter()
             evidence = answer_evidence(rt, req.routing, req.trees, text, step.cited)
             metrics.evidence_ms = (time.perf_counter() - te) * 1e3
-    cut = result is not None and result.cut and not trimmed
+    ended = trimmed or (form is not None and form.trimmed)  # it now ends where it was cut
+    cut = result is not None and result.cut and not ended
     check, verdict, key = None, None, None
     quote_text = quote.text if quote is not None else None
     if ranked:  # the manual's line for a question that asks for a name or a value
@@ -212,13 +227,17 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
                               quote, text if result is not None else "", sentence_pager(rt))
     if result is not None:  # what the answer names, against what its model was given
         # stopped by a limit or the repetition stop, not by the model: the text may end mid-name
-        stopped = result.stop != "eos" and not trimmed
+        stopped = result.stop != "eos" and not ended
         check = check_answer(text, list(step.sources), req.question, quote_text, cut=stopped)
         signals = answer_signals(rt.encoder, req.question, text, list(step.sources), quote_text,
                                  key, check, result.logprobs, result.stop, route_margin(routed),
                                  quote.score if quote is not None else 0.0)
-        verdict = judge(answer_check_model(rt), signals, req.question, text, check, key,
-                        quote_text)
+        model = answer_check_model(rt)
+        unfitted = unfitted_reader(model, rt.settings, req.reader)
+        if unfitted is not None:
+            warnings.append(unfitted)
+            model = None
+        verdict = judge(model, signals, req.question, text, check, key, quote_text)
     if cut:
         text = f"{text} (cut at {result.generated_tokens} tokens)"
     return Answer(text=text, mode=mode.name, traits=mode.traits(),
@@ -227,7 +246,8 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
                   cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
                   stop=result.stop if result is not None else None, repetition_cut=trimmed,
                   quote=quote, not_covered=quote is None, check=check, verdict=verdict,
-                  key_line=key, logprobs=result.logprobs if result is not None else None,
+                  form=form, key_line=key,
+                  logprobs=result.logprobs if result is not None else None,
                   sources=tuple(step.sources))
 
 

@@ -116,6 +116,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if answer.reader_error:
         print(f"error: {answer.reader_error}", file=sys.stderr)
     else:
+        if answer.folded and answer.fold_line:  # the Ask tab's fold, as one line above it
+            print(f"(not checked as right) {answer.fold_line}")
         print(answer.text or "(routing only)")
     if len(answer.passages) > 1:
         print("\nmore passages:")

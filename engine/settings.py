@@ -203,9 +203,10 @@ class Settings:
     # against 53%) and it cost the example question's answer (docs/results.md, issue 42).
     passage_ranker: str = "none"
     # The answer check's confidence: "auto" = assets/answer_check.json (answers below its
-    # threshold folded), "none" = only the rule-based check folds, or a JSON path. Off by
-    # default: it folds 20% of the dev probe's right answers (assets/ANSWER_CHECK_CARD.md).
-    answer_check: str = "none"
+    # threshold folded), "none" = only the rule-based check folds, or a JSON path. On by
+    # default: the model's sentence is shown only when the check says it holds
+    # (assets/ANSWER_CHECK_CARD.md); a reader it has no fit for is told so in one line.
+    answer_check: str = "auto"
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0

@@ -27,7 +27,7 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
                         "repetition_cut", "stop", "quote", "not_covered", "unsupported",
-                        "folded", "check", "reader", "reader_error", "mode_traits",
+                        "folded", "form", "check", "reader", "reader_error", "mode_traits",
                         "confidence", "key_line", "query_id"}
     # what the mode declares is what it did: it generated (a stop reason) or not; no evidence
     # lines where it has none; the quote as the answer only where it says so
@@ -57,7 +57,7 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
         assert set(out["alternatives"]) == {"memory"}
     if mode in ("route", "quote"):  # nothing generated: nothing to check
         assert out["check"] is None and out["unsupported"] == [] and out["folded"] is False
-        assert out["confidence"] is None
+        assert out["confidence"] is None and out["form"] is None
     else:  # the check's spans point into the answer (engine.answer.checks.check)
         assert set(out["check"]) == {"denies_coverage", "number_conflict", "flagged", "line"}
         assert all(out["answer"][u["start"]:u["end"]] == u["term"] for u in out["unsupported"])
@@ -68,7 +68,9 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
         else:
             assert 0 <= conf["confidence"] <= 1
             assert conf["low"] == (conf["confidence"] < conf["threshold"])
-        assert out["folded"] == (out["degenerate"] or out["check"]["flagged"] or conf["low"])
+        fault = out["form"] is not None and out["form"]["fault"] is not None
+        assert out["folded"] == (out["degenerate"] or fault or out["check"]["flagged"]
+                                 or conf["low"])
         assert (conf["reason"] is not None) == conf["low"]
     if mode == "route":
         assert out["answer"] == "" and out["metrics"]["generated_tokens"] == 0

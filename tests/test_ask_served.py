@@ -49,6 +49,9 @@ def test_text_mode_streams_from_the_server(served_rt, served_reader):
     json.dumps(out)
     assert out["reader"] == f"{model} at {url}" and out["reader_error"] is None
     assert answer.text.startswith("".join(chunks)) and answer.quote is not None
+    # the shipped check is fitted on the bundled reader, not on this one: it says so, no score
+    assert out["confidence"]["confidence"] is None and not out["confidence"]["low"]
+    assert f"The answer check has no fit for the reader {model} at {url}" in out["warning"]
     assert answer.metrics.ttft_ms > 0 and answer.metrics.generated_tokens >= 1
     assert len(rt.library.list_queries()) == before + 1
     assert rt.reader.remote.status.reachable

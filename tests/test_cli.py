@@ -33,3 +33,19 @@ def test_a_reader_flag_wins_over_the_environment(no_reader_env):
     args = argparse.Namespace(reader="http://other:8000/v1", reader_model=None)
     s = _settings(args)
     assert (s.reader, s.reader_model) == ("http://other:8000/v1", "served")
+
+
+def test_a_folded_answer_is_printed_under_its_line(no_reader_env, capsys):
+    """``ask`` prints the line a folded answer is folded under just above the answer."""
+    import engine.ask
+    import engine.runtime
+    from engine.answer.checks.form import read_form
+    from engine.answer.response import Answer, Metrics
+
+    form = read_form("The answer is:", "length", 4)  # a real 4-token answer (test_form.py)
+    answer = Answer(text=form.text, mode="text", cited=[], gate={}, metrics=Metrics(), form=form)
+    no_reader_env.setattr(engine.runtime.Runtime, "load", classmethod(lambda cls, s: None))
+    no_reader_env.setattr(engine.ask, "ask", lambda *a, **k: answer)
+    assert main(["ask", "1", "Which command expands a macro once?"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [f"(not checked as right) {form.line}", "The answer is:"]

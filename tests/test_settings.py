@@ -55,13 +55,15 @@ def test_a_commands_flags_win_over_the_environment():
     assert Settings.from_env(env, reader="smollm2").reader == "smollm2"
 
 
-def test_the_answer_check_is_off_by_default_and_auto_gives_the_shipped_model():
+def test_the_answer_check_is_on_by_default_with_the_shipped_model_and_none_turns_it_off():
     from engine.answer.checks.confidence import Confidence
     from engine.settings import SHIPPED_ANSWER_CHECK
 
-    assert Settings().answer_check_path is None
-    auto = Settings.from_env({"H2MT_ANSWER_CHECK": "auto"}).answer_check_path
-    assert auto == SHIPPED_ANSWER_CHECK and Confidence.load(auto) is not None
+    assert Settings().answer_check == "auto"
+    assert Settings().answer_check_path == SHIPPED_ANSWER_CHECK
+    shipped = Confidence.load(Settings().answer_check_path)
+    assert shipped is not None and shipped.reader == Settings().reader  # fitted on the bundled one
+    assert Settings.from_env({"H2MT_ANSWER_CHECK": "none"}).answer_check_path is None
 
 
 @pytest.mark.parametrize("name", ["H2MT_ANSWER_CHECK", "H2MT_PASSAGE_RANKER", "H2MT_FUSION"])

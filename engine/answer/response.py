@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from engine.answer.checks.check import Check
+from engine.answer.checks.form import Form
 from engine.answer.checks.key_line import KeyLine
 from engine.answer.checks.verdict import Verdict
 from engine.answer.modes import MODES, ModeTraits
@@ -71,6 +72,7 @@ class Answer:
     reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
     traits: ModeTraits | None = None  # what its mode does (None: its mode's, from MODES)
     verdict: Verdict | None = None  # the calibrated confidence (checks.verdict)
+    form: Form | None = None  # what makes it no answer whatever its score (checks.form)
     key_line: KeyLine | None = None  # the manual's line that answers (checks.key_line)
     logprobs: list[float] | None = None  # the generated tokens' log-probabilities (not in JSON)
     sources: tuple[str, ...] = ()  # the texts the reader was given (not in JSON)
@@ -82,15 +84,21 @@ class Answer:
 
     @property
     def folded(self) -> bool:
-        """Shown folded under a line saying why: flagged by the check, below the confidence
-        threshold, or degenerate."""
-        return self.degenerate is not None or (self.check is not None and self.check.flagged) \
+        """Shown folded under a line saying why: no answer by its form (a preamble alone, cut
+        short, a sentence said twice, only a prompt line), flagged by the check, below the
+        confidence threshold, or degenerate."""
+        return self.degenerate is not None \
+            or (self.form is not None and self.form.fault is not None) \
+            or (self.check is not None and self.check.flagged) \
             or (self.verdict is not None and self.verdict.low)
 
     @property
     def fold_line(self) -> str | None:
-        """The one line said above a folded answer (the check's findings first: they name the
-        terms; then the confidence's reason); None when not folded for either."""
+        """The one line said above a folded answer (its form's fault first, then the check's
+        findings: they name the terms; then the confidence's reason); None when not folded for
+        any of them."""
+        if self.form is not None and self.form.fault is not None:
+            return self.form.line
         if self.check is not None and self.check.flagged:
             return self.check.line
         return self.verdict.reason if self.verdict is not None and self.verdict.low else None
@@ -117,6 +125,7 @@ class Answer:
                 "not_covered": self.not_covered,
                 "unsupported": [u.as_json() for u in self.check.unsupported] if self.check else [],
                 "folded": self.folded,
+                "form": self.form.as_json() if self.form is not None else None,
                 "check": ({k: v for k, v in self.check.as_json().items() if k != "unsupported"}
                           if self.check is not None else None),
                 "confidence": self.verdict.as_json() if self.verdict is not None else None,

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.real_model
 
 PDF = "etoolbox-manual.pdf"
 WRONG_PDF = "beamer-userguide.pdf"
-# Text mode, 128 tokens, the shipped answer_check.json turned on (measured on the real model:
+# Text mode, 128 tokens, the shipped answer_check.json (measured on the real model:
 # docs/results.md, "Issue 43" and "the answer check refitted on windowed answers"). The model
 # answers the first question rightly, naming \newbool, the key line's command, and its
 # confidence is above the threshold; on beamer's guide it answers the second wrongly ("11pt",
@@ -31,7 +31,7 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
     from engine.ingest import ingest_file
 
     url, rt = explorer_server
-    # the shipped model on, as H2MT_ANSWER_CHECK=auto does (off by default), for this test only
+    # the shipped model, as the default H2MT_ANSWER_CHECK=auto gives it, whatever the environment
     monkeypatch.setitem(rt.cache, "answer_check", Confidence.load(ASSET))
     doc = rt.library.get_document(
         ingest_file(shared_dir / "corpus" / PDF, rt, memories=False).doc_id)

@@ -24,7 +24,8 @@
 ``bench.calibration`` on answers labelled by key-fact regexes; coefficients and standardisation
 in ``assets/answer_check.json``, its card ``assets/ANSWER_CHECK_CARD.md``). Below its threshold
 (chosen on the dev probe) the answer is folded under one line saying why, in words, from the
-signal that pulls the score down most (``reason``).
+signal that pulls the score down most (``reason``). A fit holds for the reader whose answers it
+was fitted on (``reader``: the ``H2MT_READER`` value, or a served reader's model name).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from engine.answer.checks import terms
 from engine.answer.checks.check import Check, UNCHECKED_KINDS
 from engine.answer.passages.units import split_sentences
 from engine.answer.checks.key_line import KINDS, KeyLine, wanted
+from engine.settings import DEFAULT_BACKBONE
 
 SIGNALS = ("unsupported", "supported_share", "denies", "number_conflict", "quote_agree",
            "key_agree", "type_miss", "sim_mean", "sim_min", "lp_mean", "lp_min", "lp_known",
@@ -121,6 +123,12 @@ def answer_signals(encoder, question: str, answer: str, sources: list[str], quot
             "words": math.log1p(len((answer or "").split()))}
 
 
+def reader_of(settings) -> str:
+    """The reader a fit is for, as the settings name it: ``H2MT_READER``, or a served reader's
+    model name (``H2MT_READER_MODEL``)."""
+    return settings.reader_model if settings.reader_is_remote else settings.reader
+
+
 @dataclass
 class Confidence:
     """The fitted model (standardised signals -> logistic regression) and its fold threshold."""
@@ -131,6 +139,7 @@ class Confidence:
     coef: np.ndarray
     intercept: float
     threshold: float
+    reader: str = DEFAULT_BACKBONE  # the reader whose answers it was fitted on (Settings.reader)
 
     @classmethod
     def load(cls, path: Path = ASSET) -> "Confidence | None":
@@ -139,7 +148,8 @@ class Confidence:
             return None
         d = json.loads(path.read_text())
         return cls(tuple(d["signals"]), np.array(d["mean"]), np.array(d["scale"]),
-                   np.array(d["coef"]), float(d["intercept"]), float(d["threshold"]))
+                   np.array(d["coef"]), float(d["intercept"]), float(d["threshold"]),
+                   str(d.get("reader", DEFAULT_BACKBONE)))
 
     def _z(self, signals: dict[str, float]) -> np.ndarray:
         x = np.array([signals[n] for n in self.names], dtype=float)

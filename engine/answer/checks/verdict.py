@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from engine.answer.checks import terms
 from engine.answer.checks.check import Check, UNCHECKED_KINDS
+from engine.answer.checks.confidence import reader_of
 from engine.answer.checks.key_line import COMMAND, FILE, OPTION, SYNTAX, VALUE, KeyLine, wanted
 
 _ASKED = {OPTION: "an option", COMMAND: "a command", SYNTAX: "a command or its syntax",
@@ -83,6 +84,18 @@ def reason(weakest: str, question: str, answer: str, check: Check | None,
         "key_agree": "The answer does not give the line the manual has for this question.",
         "quote_agree": "The answer's names are not those of the quoted passage.",
     }.get(weakest, "The answer is probably wrong: its words do not match the manual's passages.")
+
+
+def unfitted_reader(model, settings, reader) -> str | None:
+    """The line said when ``model`` (``confidence.Confidence``) was fitted on another reader's
+    answers than ``reader``'s (a served reader, another local model): its score would mean
+    nothing there, so none is given. None when it fits, or when there is no model or reader."""
+    if model is None or reader is None:
+        return None
+    if reader_of(settings) == model.reader:
+        return None
+    return (f"The answer check has no fit for the reader {reader.label}, so its answer is "
+            "shown without the check's confidence: only the check's rules can fold it.")
 
 
 def judge(model, signals: dict[str, float], question: str, answer: str, check: Check | None,

@@ -78,3 +78,26 @@ def test_a_reader_without_log_probabilities_gets_the_documented_default():
     given = answer_signals(None, "Which option sets the tab width?", answer, [QUOTE], QUOTE,
                            None, check, [-0.1, -2.0], "eos", 0.2, 1.1)
     assert (given["lp_mean"], given["lp_min"], given["lp_known"]) == (-1.05, -2.0, 1.0)
+
+
+def test_a_reader_the_check_has_no_fit_for_says_so_in_one_line():
+    from types import SimpleNamespace
+
+    from engine.answer.checks.confidence import ASSET
+    from engine.answer.checks.verdict import unfitted_reader
+    from engine.settings import Settings
+
+    shipped = Confidence.load(ASSET)
+    bundled = SimpleNamespace(label="smollm2 (in this process)")
+    assert shipped.reader == "smollm2"
+    assert unfitted_reader(shipped, Settings(), bundled) is None
+    assert unfitted_reader(None, Settings(), bundled) is None  # no check: nothing to say
+    served = Settings(reader="http://localhost:8000/v1", reader_model="qwen2.5-7b")
+    label = SimpleNamespace(label="qwen2.5-7b at http://localhost:8000/v1")
+    line = unfitted_reader(shipped, served, label)
+    assert line == ("The answer check has no fit for the reader qwen2.5-7b at "
+                    "http://localhost:8000/v1, so its answer is shown without the check's "
+                    "confidence: only the check's rules can fold it.")
+    fitted = Confidence(shipped.names, shipped.mean, shipped.scale, shipped.coef,
+                        shipped.intercept, shipped.threshold, reader="qwen2.5-7b")
+    assert unfitted_reader(fitted, served, label) is None  # a fit of its own
