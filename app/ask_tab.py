@@ -29,7 +29,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import examples, feedback
-from app.answer_view import MODE_HELP, ROUTER_CHOICES
+from app.answer_view import MODE_CHOICES, MODE_HELP, ROUTER_CHOICES
 from app.ask_handlers import (CITED_COLUMNS, EVIDENCE_COLUMNS, agreement_select,
                               cited_select, clear_before_ask, do_ask, evidence_select,
                               route_select, show_view, validate_ask)
@@ -40,13 +40,16 @@ from app.reader_view import reader_line, reader_markdown
 from app.route_tables import AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.state import AppState, bind, doc_choices, doc_memory_line
 from app.view_state import ViewState
+from engine.answer.modes import MODES
 from engine.memory.aggregate import POLICIES
+from engine.routing.fused import ROUTER_WORDS
 
 # route table columns (ROUTE_COLUMNS): status, title, pages, depth, score, three channels, prob,
 # gate loops, doc, node, id
 ROUTE_WIDTHS = ["7%", "23%", "7%", "5%", "7%", "10%", "7%", "7%", "6%", "7%", "4%", "5%", "5%"]
-# The modes in one short line (the radio's info); the full help is under "Advanced".
-MODE_LINE = "text and memory answer; route and quote only find (more under Advanced)."
+# The modes in one short line (the radio's info); each one's help is under "Advanced".
+MODE_LINE = "What the page gives back (each choice explained under Advanced)."
+ROUTER_LINE = "How sections are scored: every clue together, or one alone."
 # The "text mode instead" button asks through the Ask button's own click (as the example
 # questions do, app/examples.py), once the mode shows "text": the same validation, clearing and
 # streaming, one chain of events.
@@ -77,16 +80,14 @@ def build(s: AppState) -> AskTab:
                 reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
         # The settings a person changes in one row; the rest folded under "Advanced".
         with gr.Row():
-            mode = gr.Radio(list(MODE_HELP), value="text", label="Answer from", scale=1,
+            mode = gr.Radio(MODE_CHOICES, value="text", label="What you get", scale=1,
                             info=MODE_LINE, elem_id="ask-mode")
             router = gr.Radio(ROUTER_CHOICES, value=s.settings.router,
-                              label="Find sections by", scale=1,
-                              info="How sections are scored: all evidence fused, or one "
-                                   "kind alone.", elem_id="ask-router")
+                              label="Find sections by", scale=1, info=ROUTER_LINE,
+                              elem_id="ask-router")
             with gr.Column(scale=0, min_width=160):
                 with gr.Accordion("Advanced", open=False, elem_id="ask-advanced"):
-                    gr.Markdown("**Answer modes.** " + "; ".join(
-                        f"**{m}**: {h}" for m, h in MODE_HELP.items()) + ".")
+                    gr.Markdown(choices_help(), elem_id="ask-choices-help")
                     k = gr.Slider(1, 8, value=3, step=1, label="Sections followed per level",
                                   info="At each level the router follows this many of a "
                                        "section's subsections (k); the rest are pruned.",
@@ -209,6 +210,13 @@ def build(s: AppState) -> AskTab:
         feedback=bar)
 
 
+def choices_help() -> str:
+    """Each answer and router choice with the paper's name for it and what it does."""
+    modes = "; ".join(f"**{MODES[m].label}** ({m} mode): {h}" for m, h in MODE_HELP.items())
+    routers = "; ".join(f"**{phrase}** ({paper})" for phrase, paper in ROUTER_WORDS.values())
+    return f"**Answer.** {modes}.\n\n**Find sections by.** {routers}."
+
+
 def wire(s: AppState, t: AskTab) -> None:
     """The tab's events."""
     ask_inputs = t.inputs.in_order()
@@ -222,12 +230,14 @@ def wire(s: AppState, t: AskTab) -> None:
     # preprocess=False: the values reach the validator as sent, so a value out of a
     # component's range (k=0 from a script) gets the validator's line naming it, not
     # Gradio's bare "400 Bad Request" (every input here is a plain string, number or bool)
-    gr.on(asked, bind(s, do_ask, t, request=AskRequest), ask_inputs, t.answer_outputs(),
-          concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
-          api_name="ask",
-          validator=bind(s, validate_ask, t, request=AskRequest), preprocess=False).then(
+    answered = gr.on(
+        asked, bind(s, do_ask, t, request=AskRequest), ask_inputs, t.answer_outputs(),
+        concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
+        api_name="ask",
+        validator=bind(s, validate_ask, t, request=AskRequest), preprocess=False).then(
         bind(s, show_view, t), t.view, t.view_outputs(), **private).then(
         bind(s, reader_line), None, t.reader_line, **private)
+    feedback.wire_box(answered, t.feedback, t.view)
     # a degenerate memory answer: one click asks the same question in text mode
     t.text_btn.click(lambda: "text", None, t.inputs.mode, queue=False,
                      api_visibility="private").then(
@@ -235,12 +245,14 @@ def wire(s: AppState, t: AskTab) -> None:
     t.inputs.doc.change(bind(s, history_rows), t.inputs.doc, t.history, api_visibility="private")
     t.inputs.doc.change(bind(s, doc_memory_line), t.inputs.doc, t.mem_line, **private)
     feedback.wire_bar(s, t.feedback, t.view, t.history.select)
-    t.history.select(bind(s, history_select, t), t.inputs.doc,
-                     [t.answer, t.answer_fold, t.answer_box, t.key_md, t.metrics, t.cited, t.route_plot, t.manual_plot,
-                      t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,
-                      t.inputs.router],
-                     api_visibility="private").then(
+    restored = t.history.select(
+        bind(s, history_select, t), t.inputs.doc,
+        [t.answer, t.answer_fold, t.answer_box, t.key_md, t.metrics, t.cited, t.route_plot,
+         t.manual_plot, t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,
+         t.inputs.router],
+        api_visibility="private").then(
         bind(s, show_view, t), t.view, t.view_outputs(), **private)
+    feedback.wire_box(restored, t.feedback, t.view)
     t.cited.select(bind(s, cited_select, t), t.view, [t.node_head, t.node_text,
                                                       *t.page_outputs()],
                    api_visibility="private", concurrency_limit=2, concurrency_id="pages")
