@@ -47,9 +47,6 @@ from engine.routing.fused import ROUTER_WORDS
 # route table columns (ROUTE_COLUMNS): status, title, pages, depth, score, three channels, prob,
 # gate loops, doc, node, id
 ROUTE_WIDTHS = ["7%", "23%", "7%", "5%", "7%", "10%", "7%", "7%", "6%", "7%", "4%", "5%", "5%"]
-# The modes in one short line (the radio's info); each one's help is under "Advanced".
-MODE_LINE = "What the page gives back (each choice explained under Advanced)."
-ROUTER_LINE = "How sections are scored: every clue together, or one alone."
 # The "text mode instead" button asks through the Ask button's own click (as the example
 # questions do, app/examples.py), once the mode shows "text": the same validation, clearing and
 # streaming, one chain of events.
@@ -58,7 +55,7 @@ ASK_CLICK_JS = "() => { document.querySelector('#ask-button')?.click(); }"
 
 def build(s: AppState) -> AskTab:
     """The tab's components, inside the caller's ``gr.Tabs``."""
-    with gr.Tab("Ask", id="ask"):
+    with gr.Tab("Ask", id="ask", elem_id="ask-tab"):
         with gr.Row(equal_height=True):
             ask_doc = gr.Dropdown(label="Manual", choices=doc_choices(s, True), scale=3,
                                   elem_id="ask-doc", allow_custom_value=True)
@@ -66,9 +63,8 @@ def build(s: AppState) -> AskTab:
                                   max_length=s.settings.max_question_chars,
                                   placeholder="e.g. How do I declare an array parameter?",
                                   elem_id="ask-question")
-            max_new = gr.Number(value=128, precision=0, scale=1, min_width=170,
-                                label="Longest answer (tokens)",
-                                info=f"1 to {APP_MAX_NEW_TOKENS}; then cut",
+            max_new = gr.Number(value=128, precision=0, scale=1, min_width=230,
+                                label=f"Longest answer (tokens, 1 to {APP_MAX_NEW_TOKENS})",
                                 elem_id="ask-max-new")
             ask_btn = gr.Button("Ask", variant="primary", scale=1, min_width=100,
                                 elem_id="ask-button")
@@ -80,11 +76,10 @@ def build(s: AppState) -> AskTab:
                 reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
         # The settings a person changes in one row; the rest folded under "Advanced".
         with gr.Row():
-            mode = gr.Radio(MODE_CHOICES, value="text", label="What you get", scale=1,
-                            info=MODE_LINE, elem_id="ask-mode")
+            mode = gr.Radio(MODE_CHOICES, value="text", label="What you get", scale=3,
+                            elem_id="ask-mode")
             router = gr.Radio(ROUTER_CHOICES, value=s.settings.router,
-                              label="Find sections by", scale=1, info=ROUTER_LINE,
-                              elem_id="ask-router")
+                              label="Find sections by", scale=2, elem_id="ask-router")
             with gr.Column(scale=0, min_width=160):
                 with gr.Accordion("Advanced", open=False, elem_id="ask-advanced"):
                     gr.Markdown(choices_help(), elem_id="ask-choices-help")
@@ -162,7 +157,7 @@ def build(s: AppState) -> AskTab:
                 evidence_table = gr.Dataframe(
                     headers=EVIDENCE_COLUMNS, type="array", interactive=False,
                     elem_id="evidence-table", wrap=True, max_height=320,
-                    column_widths=["5%", "8%", "7%", "20%", "50%", "5%", "5%"],
+                    column_widths=["7%", "11%", "11%", "19%", "37%", "7%", "8%"],
                     label="Evidence: sentences of the cited sections that support the "
                           "answer (select one to see it on its page)")
                 ask_node_head = gr.Markdown(elem_id="ask-node-head")
@@ -214,7 +209,8 @@ def choices_help() -> str:
     """Each answer and router choice with the paper's name for it and what it does."""
     modes = "; ".join(f"**{MODES[m].label}** ({m} mode): {h}" for m, h in MODE_HELP.items())
     routers = "; ".join(f"**{phrase}** ({paper})" for phrase, paper in ROUTER_WORDS.values())
-    return f"**Answer.** {modes}.\n\n**Find sections by.** {routers}."
+    return (f"**What you get.** {modes}.\n\n**Find sections by** (how sections are scored: "
+            f"every clue together, or one alone). {routers}.")
 
 
 def wire(s: AppState, t: AskTab) -> None:
