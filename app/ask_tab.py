@@ -47,6 +47,9 @@ from engine.routing.fused import ROUTER_WORDS
 # route table columns (ROUTE_COLUMNS): status, title, pages, depth, score, three channels, prob,
 # gate loops, doc, node, id
 ROUTE_WIDTHS = ["7%", "23%", "7%", "5%", "7%", "10%", "7%", "7%", "6%", "7%", "4%", "5%", "5%"]
+# The choices' help lines, shown on hover (app/ui.APP_CSS): each choice under the paper's name.
+MODE_INFO = "; ".join(f"{m} mode: {h}" for m, h in MODE_HELP.items()) + "."
+ROUTER_INFO = "; ".join(paper for _, paper in ROUTER_WORDS.values()) + "."
 # The "text mode instead" button asks through the Ask button's own click (as the example
 # questions do, app/examples.py), once the mode shows "text": the same validation, clearing and
 # streaming, one chain of events.
@@ -64,7 +67,8 @@ def build(s: AppState) -> AskTab:
                                   placeholder="e.g. How do I declare an array parameter?",
                                   elem_id="ask-question")
             max_new = gr.Number(value=128, precision=0, scale=1, min_width=230,
-                                label=f"Longest answer (tokens, 1 to {APP_MAX_NEW_TOKENS})",
+                                label="Longest answer (tokens)",
+                                info=f"1 to {APP_MAX_NEW_TOKENS}; a longer answer is cut there.",
                                 elem_id="ask-max-new")
             ask_btn = gr.Button("Ask", variant="primary", scale=1, min_width=100,
                                 elem_id="ask-button")
@@ -77,9 +81,10 @@ def build(s: AppState) -> AskTab:
         # The settings a person changes in one row; the rest folded under "Advanced".
         with gr.Row():
             mode = gr.Radio(MODE_CHOICES, value="text", label="What you get", scale=3,
-                            elem_id="ask-mode")
+                            info=MODE_INFO, elem_id="ask-mode")
             router = gr.Radio(ROUTER_CHOICES, value=s.settings.router,
-                              label="Find sections by", scale=2, elem_id="ask-router")
+                              label="Find sections by", scale=2, info=ROUTER_INFO,
+                              elem_id="ask-router")
             with gr.Column(scale=0, min_width=160):
                 with gr.Accordion("Advanced", open=False, elem_id="ask-advanced"):
                     gr.Markdown(choices_help(), elem_id="ask-choices-help")

@@ -105,6 +105,13 @@ def _first_answer(page, url: str, rt, tmp_path) -> None:
     assert all(mode.label in modes for mode in MODES.values()), modes
     routers = page.locator("#ask-router").inner_text()
     assert all(phrase in routers for phrase, _ in ROUTER_WORDS.values()), routers
+    # the paper's names in the choices' help, shown on hover
+    tip = page.locator("#ask-router .info-text")
+    assert not tip.is_visible()
+    page.locator("#ask-router [data-testid='block-info']").hover()
+    tip.wait_for(state="visible")
+    assert all(paper in tip.inner_text() for _, paper in ROUTER_WORDS.values())
+    page.mouse.move(0, 0)
     assert not page.locator("#feedback-up").is_visible()
     assert not page.locator("#feedback-down").is_visible()
 
