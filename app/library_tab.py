@@ -260,7 +260,7 @@ def build(s: AppState) -> LibraryTab:
                                              "(select a row to read the node)",
                                              interactive=False, type="array",
                                              max_height=520, elem_id="outline-table",
-                                             column_widths=["9%", "60%", "15%", "8%", "8%"])
+                                             column_widths=["8%", "55%", "14%", "10%", "13%"])
             with gr.Column(scale=2):
                 node_head = gr.Markdown(elem_id="library-node-head")
                 node_text = gr.Textbox(label="Node text", lines=18, interactive=False,

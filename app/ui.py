@@ -46,11 +46,11 @@ __all__ = ["APP_CSS", "build_app", "launch_app", "HISTORY_ROWS", "LIBRARY_COLUMN
            "md_text", "route_from_log"]
 
 # The page's own style, given to ``launch(css=...)`` (Gradio 6 takes CSS there, not in Blocks):
-# the quote block sits tight under its one-line header and over the key line, so that a quote
-# of five or six lines, the answer and the top of the routing tree still fit a 1440x900 first
-# screen (tests/app/test_app_browser.py); the title and its line share one line, and the
-# choices' buttons are low, and their help lines show on hover, for the same reason. A
-# table's header never breaks inside a word.
+# the quote block sits tight under its one-line header and over the key line, the title and its
+# line share one line, the choices' buttons are low and their help lines show on hovering their
+# labels (marked "?"), so that a quote of five or six lines, the answer and the top of the
+# routing tree still fit a 1440x900 first screen (tests/app/test_app_browser.py,
+# tests/app/test_newcomer_browser.py). A table's header never breaks inside a word.
 APP_CSS = """
 #quote-view blockquote { margin-top: 0.2em !important; margin-bottom: 0.2em !important; }
 #quote-view p { margin-bottom: 0.2em; }
@@ -60,12 +60,18 @@ APP_CSS = """
 #app-intro p { display: inline; margin: 0; }
 #start-hint p, #ask-notice p, #key-line p { margin-top: 0; margin-bottom: 0; }
 #ask-mode .info-text, #ask-router .info-text, #ask-max-new .info-text { display: none; }
-#ask-mode:hover .info-text, #ask-router:hover .info-text, #ask-max-new:hover .info-text {
+#ask-mode [data-testid='block-info']:hover ~ .info-text,
+#ask-router [data-testid='block-info']:hover ~ .info-text,
+#ask-max-new [data-testid='block-info']:hover ~ .info-text {
   display: block; position: absolute; z-index: 50; max-width: 36em; padding: 4px 8px;
+  pointer-events: none;
   background: var(--background-fill-primary); border: 1px solid var(--border-color-primary);
   border-radius: 4px; box-shadow: 0 2px 6px rgba(0, 0, 0, 0.15); }
 #ask-mode [data-testid='block-info']::after, #ask-router [data-testid='block-info']::after,
-#ask-max-new [data-testid='block-info']::after { content: " ⓘ"; }
+#ask-max-new [data-testid='block-info']::after {
+  content: "?"; display: inline-block; width: 1.2em; height: 1.2em; line-height: 1.2em;
+  margin-left: 0.35em; border: 1px solid currentColor; border-radius: 50%; text-align: center;
+  font-size: 0.8em; }
 #ask-mode [data-testid$='radio-label'], #ask-router [data-testid$='radio-label'] {
   padding-top: 3px !important; padding-bottom: 3px !important; }
 #evidence-table th, #cited-table th, #eval-table th, #outline-table th,

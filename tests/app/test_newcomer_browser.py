@@ -8,7 +8,8 @@ no two of its labels printed over each other; no "nothing is highlighted" beside
 page; the memory counts of the Ask tab's line, the notice and the Library tab the same; the
 Evidence table's headers on one line; then the Evaluation tab's example question file run, its
 verdict columns on screen, the key shown as written, and its results offered for download.
-The memory writer is held, so that the counts stay put while they are compared.
+The memory writer is held, so that the counts stay put while they are compared. The answered
+first screen is kept as first-screen.png (docs/screenshots with H2MT_UPDATE_SCREENSHOTS=1).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from app.ui import LIBRARY_COLUMNS
 from engine.answer.modes import MODES
 from engine.routing.fused import ROUTER_WORDS
 from tests.support.browser import (TABLE_JS, TIMEOUT_MS, YELLOW_JS, browser, cell,  # noqa: F401
-                                  keep_screenshot, no_error_badge, settled, shot)
+                                  keep_screenshot, no_error_badge, settled)
 from tests.support.memory_writer import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
@@ -174,7 +175,7 @@ def _first_answer(page, url: str, rt, tmp_path) -> None:
     assert f"query {rec.id}" in line and "wrong" in line, line
     assert page.locator("#feedback-line").is_visible()
     no_error_badge(page)
-    shot(page, tmp_path, "newcomer-answer")
+    page.screenshot(path=str(tmp_path / "newcomer-answer.png"), full_page=True)
 
 
 def _evaluation_example(page, rt, tmp_path) -> None:
@@ -202,5 +203,5 @@ def _evaluation_example(page, rt, tmp_path) -> None:
                            ".includes(q)", arg=questions[0]["question"])
     assert questions[0]["key"] in page.locator("#eval-row-head").inner_text()
     no_error_badge(page)
-    shot(page, tmp_path, "newcomer-evaluation")
+    page.screenshot(path=str(tmp_path / "newcomer-evaluation.png"), full_page=True)
 
