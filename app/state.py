@@ -265,7 +265,10 @@ class AppState:
     def memory_label(self, d) -> str:
         """"ready", or "memories n/N" (and why it waits) of a listed document's memories under
         the runtime's fingerprint: one COUNT query until it is ready, none after."""
-        counts = self.memory_counts(d)
+        try:
+            counts = self.memory_counts(d)
+        except DocumentNotFound:
+            return "deleted"
         if counts is None:
             return READY
         done, total, state = counts
@@ -273,15 +276,12 @@ class AppState:
 
     def memory_counts(self, d) -> tuple[int, int, str] | None:
         """(written, nodes, the writer's state) of a listed document's memories, the live count
-        of a job being written included; None when they are complete or the document is gone.
-        Every line about memories on the page reads this."""
+        of a job being written included; None when they are complete. Every line about
+        memories on the page reads this. DocumentNotFound for a document deleted meanwhile."""
         key = (d.id, d.sha256)
         if key in self.complete:
             return None
-        try:
-            p = self.rt.library.memory_progress(d.id, self.rt.fingerprint)
-        except DocumentNotFound:
-            return None
+        p = self.rt.library.memory_progress(d.id, self.rt.fingerprint)
         if p.complete:
             self.complete.add(key)
             return None
@@ -313,14 +313,19 @@ def pending_list(labels: dict[int, str]) -> str:
                      for i, lab in labels.items() if lab != READY)
 
 
-def doc_labels(s: AppState, doc) -> dict[int, str]:
-    """The memory labels of a picked manual (or of every manual: ``ALL``)."""
+def picked_docs(s: AppState, doc) -> list:
+    """The listed documents of a picked manual (or every manual: ``ALL``); none for a value
+    that names no stored manual."""
     try:
-        docs = (s.rt.library.list_documents() if doc == ALL
+        return (s.rt.library.list_documents() if doc == ALL
                 else [s.rt.library.get_document(int(doc))])
     except (DocumentNotFound, TypeError, ValueError):
-        return {}
-    return {d.id: s.memory_label(d) for d in docs}
+        return []
+
+
+def doc_labels(s: AppState, doc) -> dict[int, str]:
+    """The memory labels of a picked manual (or of every manual: ``ALL``)."""
+    return {d.id: s.memory_label(d) for d in picked_docs(s, doc)}
 
 
 def memories_line(labels: dict[int, str], waiting: str) -> str:
@@ -358,13 +363,11 @@ def doc_counts(s: AppState, doc) -> tuple[int, int, bool]:
     every manual), as the library shows them; being written is False when none is queued."""
     done = total = 0
     queued = False
-    try:
-        docs = (s.rt.library.list_documents() if doc == ALL
-                else [s.rt.library.get_document(int(doc))])
-    except (DocumentNotFound, TypeError, ValueError):
-        return 0, 0, False
-    for d in docs:
-        counts = s.memory_counts(d)
+    for d in picked_docs(s, doc):
+        try:
+            counts = s.memory_counts(d)
+        except DocumentNotFound:
+            continue
         if counts is not None:
             done, total = done + counts[0], total + counts[1]
             queued = queued or counts[2] in WAIT_REASONS
@@ -378,8 +381,8 @@ ENGINE_PENDING = re.compile(r"memories are being written \(\d+/\d+ nodes\)")
 
 def agreeing_notice(s: AppState, doc, text: str) -> str:
     """An engine notice as the page shows it: its count of memories written replaced by the one
-    the library shows (``doc_counts``), "not written" where nobody writes them, and each
-    sentence begun with a capital."""
+    the library shows (``doc_counts``), "not written" where nobody writes them, and its first
+    letter a capital."""
     if ENGINE_PENDING.search(text):
         done, total, queued = doc_counts(s, doc)
         words = (f"memories are being written ({done}/{total} nodes)" if queued
