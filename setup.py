@@ -9,6 +9,7 @@ setup(
                                     "app.*"]) + ["engine.assets"],
     package_dir={"engine.assets": "assets"},
     package_data={"engine.assets": ["*.safetensors", "*.json", "*.md"],
-                  "app": ["example_manual/*.pdf", "example_manual/*.md"]},
+                  "app": ["example_manual/*.pdf", "example_manual/*.md",
+                          "example_manual/*.jsonl"]},
     include_package_data=False,
 )

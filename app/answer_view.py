@@ -25,7 +25,7 @@ from app.view_state import ViewState
 from engine.answer.modes import MODES, ModeTraits
 from engine.ask import AskOptions
 from engine.routing.channels import LABELS
-from engine.routing.fused import ROUTERS
+from engine.routing.fused import ROUTER_WORDS, ROUTERS
 from engine.routing.router import Route
 from storage.errors import DocumentNotFound
 
@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 # Each mode's help line (engine.answer.modes), the default mode first.
 MODE_HELP = {name: mode.help for name, mode in
              sorted(MODES.items(), key=lambda item: item[0] != AskOptions.mode)}
+# The mode radio's choices: (the mode's label, its name), in MODE_HELP's order.
+MODE_CHOICES = [(MODES[name].label, name) for name in MODE_HELP]
 # An answer's metrics as the page shows them (key of engine.answer.response.Metrics, label, unit).
 METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "total", "ms"),
                  ("route_ms", "routing", "ms"), ("quote_ms", "finding the quote", "ms"),
@@ -44,7 +46,8 @@ METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "
 # (short: the four fit one row of the Ask tab at 1440 pixels)
 ROUTER_LABELS = {"fused": "fused", "memory": LABELS["memory"],
                  "lexical": LABELS["lexical"], "dense": LABELS["dense"]}
-ROUTER_CHOICES = [(ROUTER_LABELS.get(r, r), r) for r in ROUTERS]
+# The router radio's choices: (the router's phrase, engine.routing.fused.ROUTER_WORDS, its name).
+ROUTER_CHOICES = [(ROUTER_WORDS[r][0], r) for r in ROUTERS]
 
 
 def route_from_log(records: list[dict], settings: dict | None) -> Route:
@@ -171,9 +174,9 @@ def evidence_summary(a, evidence: list[dict], degenerate) -> str:
     if degenerate:
         return "No evidence lines: the output is not an answer."
     if not evidence:
-        return ("No sentence of the cited sections supports the answer closely enough "
-                "(below the evidence threshold): nothing is highlighted. Select a cited "
-                "section to read its page.")
+        return ("No sentence of the cited sections supports the answer closely enough to be "
+                "listed as evidence (below the evidence threshold). Select a cited section to "
+                "read its page.")
     return (f"{len(evidence)} evidence {'line' if len(evidence) == 1 else 'lines'}: select "
             "one (or a cited section) to see it highlighted on its page.")
 

@@ -27,7 +27,7 @@ from app.ask_history import history_rows
 from app.ask_request import AskRequest
 from app.pages import Line
 from app.route_tables import AGREEMENT_COLUMNS, ROUTE_COLUMNS
-from app.state import AppState, MemoriesPending, md_text, node_view
+from app.state import AppState, MemoriesPending, agreeing_notice, md_text, node_view
 from app.view_state import ViewState
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.document.tree import page_name
@@ -51,8 +51,9 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
     try:
         first = next(events)  # the request's errors come before the first event
     except MemoriesPending as e:  # a notice; the last answer and tree stay as they were
-        gr.Warning(str(e))
-        yield {t.view: ViewState(notice=str(e))}
+        notice = agreeing_notice(s, req.doc, str(e))
+        gr.Warning(notice)
+        yield {t.view: ViewState(notice=notice)}
         return
     text, quoted, mode = "", False, None
     for ev in chain([first], events):
@@ -108,14 +109,15 @@ def final_updates(s: AppState, t: AskTab, a, doc, user: str | None = None) -> di
         why = DEGENERATE_REASONS.get(degenerate, str(degenerate))
         shown = f"(no answer: the {a.mode}-mode output is not usable, {why}; see the note)"
         raw = " ".join((a.text or "").split())
-        notice = ((a.warning or "This output is not a usable answer.")
+        notice = ((agreeing_notice(s, doc, a.warning or "")
+                   or "This output is not a usable answer.")
                   + (f" The model wrote: “{raw[:200]}{'…' if len(raw) > 200 else ''}”"
                      if raw else ""))
         offer_text = a.traits.offers_text_mode
     else:
         shown = a.text if a.text else ("(the model generated nothing)" if a.traits.generates
                                         else "(routing only: no answer generated)")
-        notice, offer_text = a.warning or "", False
+        notice, offer_text = agreeing_notice(s, doc, a.warning or ""), False
     view = replace(rv.view, notice=notice, offer_text=offer_text, evidence=evidence,
                    evidence_note=evidence_summary(a, evidence, degenerate),
                    query_id=getattr(a, "query_id", None), passages=out["passages"][1:])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import examples, feedback
-from app.answer_view import MODE_HELP, ROUTER_CHOICES
+from app.answer_view import MODE_CHOICES, MODE_HELP, ROUTER_CHOICES
 from app.ask_handlers import (CITED_COLUMNS, EVIDENCE_COLUMNS, PASSAGE_COLUMNS,
                               agreement_select, cited_select, clear_before_ask, do_ask,
                               evidence_select, passage_select, route_select, show_view,
@@ -41,13 +41,16 @@ from app.reader_view import reader_line, reader_markdown
 from app.route_tables import AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.state import AppState, bind, doc_choices, doc_memory_line
 from app.view_state import ViewState
+from engine.answer.modes import MODES
 from engine.memory.aggregate import POLICIES
+from engine.routing.fused import ROUTER_WORDS
 
 # route table columns (ROUTE_COLUMNS): status, title, pages, depth, score, three channels, prob,
 # gate loops, doc, node, id
 ROUTE_WIDTHS = ["7%", "23%", "7%", "5%", "7%", "10%", "7%", "7%", "6%", "7%", "4%", "5%", "5%"]
-# The modes in one short line (the radio's info); the full help is under "Advanced".
-MODE_LINE = "text and memory answer; route and quote only find (more under Advanced)."
+# The choices' help lines, shown on hover (app/ui.APP_CSS): each choice under the paper's name.
+MODE_INFO = "; ".join(f"{m} mode: {h}" for m, h in MODE_HELP.items()) + "."
+ROUTER_INFO = "; ".join(paper for _, paper in ROUTER_WORDS.values()) + "."
 # The "text mode instead" button asks through the Ask button's own click (as the example
 # questions do, app/examples.py), once the mode shows "text": the same validation, clearing and
 # streaming, one chain of events.
@@ -56,7 +59,7 @@ ASK_CLICK_JS = "() => { document.querySelector('#ask-button')?.click(); }"
 
 def build(s: AppState) -> AskTab:
     """The tab's components, inside the caller's ``gr.Tabs``."""
-    with gr.Tab("Ask", id="ask"):
+    with gr.Tab("Ask", id="ask", elem_id="ask-tab"):
         with gr.Row(equal_height=True):
             ask_doc = gr.Dropdown(label="Manual", choices=doc_choices(s, True), scale=3,
                                   elem_id="ask-doc", allow_custom_value=True)
@@ -64,9 +67,9 @@ def build(s: AppState) -> AskTab:
                                   max_length=s.settings.max_question_chars,
                                   placeholder="e.g. How do I declare an array parameter?",
                                   elem_id="ask-question")
-            max_new = gr.Number(value=128, precision=0, scale=1, min_width=170,
+            max_new = gr.Number(value=128, precision=0, scale=1, min_width=230,
                                 label="Longest answer (tokens)",
-                                info=f"1 to {APP_MAX_NEW_TOKENS}; then cut",
+                                info=f"1 to {APP_MAX_NEW_TOKENS}; a longer answer is cut there.",
                                 elem_id="ask-max-new")
             ask_btn = gr.Button("Ask", variant="primary", scale=1, min_width=100,
                                 elem_id="ask-button")
@@ -75,19 +78,23 @@ def build(s: AppState) -> AskTab:
             with gr.Column(scale=3):  # the wider: its line is the longer
                 ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
             with gr.Column(scale=2):
+                # the passages after the quote, one line each, beside the page they open on
+                passages_table = gr.Dataframe(
+                    headers=PASSAGE_COLUMNS, type="array", interactive=False, visible=False,
+                    elem_id="more-passages", wrap=False, max_height=120,
+                    column_widths=["4%", "78%", "10%", "4%", "4%"],
+                    label="More passages from other entries (select one to see it on its page)")
                 reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
         # The settings a person changes in one row; the rest folded under "Advanced".
         with gr.Row():
-            mode = gr.Radio(list(MODE_HELP), value="text", label="Answer from", scale=1,
-                            info=MODE_LINE, elem_id="ask-mode")
+            mode = gr.Radio(MODE_CHOICES, value="text", label="What you get", scale=3,
+                            info=MODE_INFO, elem_id="ask-mode")
             router = gr.Radio(ROUTER_CHOICES, value=s.settings.router,
-                              label="Find sections by", scale=1,
-                              info="How sections are scored: all evidence fused, or one "
-                                   "kind alone.", elem_id="ask-router")
+                              label="Find sections by", scale=2, info=ROUTER_INFO,
+                              elem_id="ask-router")
             with gr.Column(scale=0, min_width=160):
                 with gr.Accordion("Advanced", open=False, elem_id="ask-advanced"):
-                    gr.Markdown("**Answer modes.** " + "; ".join(
-                        f"**{m}**: {h}" for m, h in MODE_HELP.items()) + ".")
+                    gr.Markdown(choices_help(), elem_id="ask-choices-help")
                     k = gr.Slider(1, 8, value=3, step=1, label="Sections followed per level",
                                   info="At each level the router follows this many of a "
                                        "section's subsections (k); the rest are pruned.",
@@ -126,11 +133,6 @@ def build(s: AppState) -> AskTab:
         with gr.Row():
             with gr.Column(scale=3):
                 quote_md = gr.Markdown(visible=False, elem_id="quote-view")
-                passages_table = gr.Dataframe(
-                    headers=PASSAGE_COLUMNS, type="array", interactive=False, visible=False,
-                    elem_id="more-passages", wrap=False, max_height=120,
-                    column_widths=["4%", "78%", "10%", "4%", "4%"],
-                    label="More passages from other entries (select one to see it on its page)")
                 key_md = gr.Markdown(visible=False, elem_id="key-line")
                 answer_fold = gr.Markdown(visible=False, elem_id="answer-fold")
                 # the box, not the Textbox, is hidden for a folded answer: /ask's first output
@@ -167,7 +169,7 @@ def build(s: AppState) -> AskTab:
                 evidence_table = gr.Dataframe(
                     headers=EVIDENCE_COLUMNS, type="array", interactive=False,
                     elem_id="evidence-table", wrap=True, max_height=320,
-                    column_widths=["5%", "8%", "7%", "20%", "50%", "5%", "5%"],
+                    column_widths=["7%", "11%", "11%", "19%", "37%", "7%", "8%"],
                     label="Evidence: sentences of the cited sections that support the "
                           "answer (select one to see it on its page)")
                 ask_node_head = gr.Markdown(elem_id="ask-node-head")
@@ -216,6 +218,14 @@ def build(s: AppState) -> AskTab:
         feedback=bar)
 
 
+def choices_help() -> str:
+    """Each answer and router choice with the paper's name for it and what it does."""
+    modes = "; ".join(f"**{MODES[m].label}** ({m} mode): {h}" for m, h in MODE_HELP.items())
+    routers = "; ".join(f"**{phrase}** ({paper})" for phrase, paper in ROUTER_WORDS.values())
+    return (f"**What you get.** {modes}.\n\n**Find sections by** (how sections are scored: "
+            f"every clue together, or one alone). {routers}.")
+
+
 def wire(s: AppState, t: AskTab) -> None:
     """The tab's events."""
     ask_inputs = t.inputs.in_order()
@@ -229,12 +239,14 @@ def wire(s: AppState, t: AskTab) -> None:
     # preprocess=False: the values reach the validator as sent, so a value out of a
     # component's range (k=0 from a script) gets the validator's line naming it, not
     # Gradio's bare "400 Bad Request" (every input here is a plain string, number or bool)
-    gr.on(asked, bind(s, do_ask, t, request=AskRequest), ask_inputs, t.answer_outputs(),
-          concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
-          api_name="ask",
-          validator=bind(s, validate_ask, t, request=AskRequest), preprocess=False).then(
+    answered = gr.on(
+        asked, bind(s, do_ask, t, request=AskRequest), ask_inputs, t.answer_outputs(),
+        concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
+        api_name="ask",
+        validator=bind(s, validate_ask, t, request=AskRequest), preprocess=False).then(
         bind(s, show_view, t), t.view, t.view_outputs(), **private).then(
         bind(s, reader_line), None, t.reader_line, **private)
+    feedback.wire_box(answered, t.feedback, t.view)
     # a degenerate memory answer: one click asks the same question in text mode
     t.text_btn.click(lambda: "text", None, t.inputs.mode, queue=False,
                      api_visibility="private").then(
@@ -242,12 +254,14 @@ def wire(s: AppState, t: AskTab) -> None:
     t.inputs.doc.change(bind(s, history_rows), t.inputs.doc, t.history, api_visibility="private")
     t.inputs.doc.change(bind(s, doc_memory_line), t.inputs.doc, t.mem_line, **private)
     feedback.wire_bar(s, t.feedback, t.view, t.history.select)
-    t.history.select(bind(s, history_select, t), t.inputs.doc,
-                     [t.answer, t.answer_fold, t.answer_box, t.key_md, t.metrics, t.cited, t.route_plot, t.manual_plot,
-                      t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,
-                      t.inputs.router],
-                     api_visibility="private").then(
+    restored = t.history.select(
+        bind(s, history_select, t), t.inputs.doc,
+        [t.answer, t.answer_fold, t.answer_box, t.key_md, t.metrics, t.cited, t.route_plot,
+         t.manual_plot, t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,
+         t.inputs.router],
+        api_visibility="private").then(
         bind(s, show_view, t), t.view, t.view_outputs(), **private)
+    feedback.wire_box(restored, t.feedback, t.view)
     t.cited.select(bind(s, cited_select, t), t.view, [t.node_head, t.node_text,
                                                       *t.page_outputs()],
                    api_visibility="private", concurrency_limit=2, concurrency_id="pages")

@@ -9,7 +9,7 @@ import gradio as gr
 
 from app.answer_view import figures, metrics_md
 from app.ask_request import AskRequest
-from app.state import (AppState, MemoriesPending, bind, doc_choices,
+from app.state import (AppState, MemoriesPending, agreeing_notice, bind, doc_choices,
                        empty_figure)
 from engine.answer.modes import MODES
 
@@ -25,8 +25,9 @@ def do_compare(s: AppState, doc, question, mode_a, mode_b, k, max_depth, budget,
                                                     router=None).options(s.settings),
                           user)
         except MemoriesPending as e:  # this side waits for memories; the other still runs
-            gr.Warning(str(e))
-            out += [f"({e})", "", empty_figure(f"{mode} mode waits for the memories")]
+            notice = agreeing_notice(s, doc, str(e))
+            gr.Warning(notice)
+            out += [f"({notice})", "", empty_figure(f"{mode} mode waits for the memories")]
             table.append([mode, None, None, None, None, None, 0, 0])
             continue
         out += [a.text or "(nothing generated)", metrics_md(a), figures(s, a, doc).tree]

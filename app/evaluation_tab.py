@@ -13,6 +13,7 @@ score, marked answers last), and the rows as JSON Lines to download.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,13 +24,18 @@ import plotly.graph_objects as go
 from app.answer_view import figure_of, route_from_log
 from app.state import (ALL, AppState, bind, doc_choices, empty_figure, md_text, user_error,
                        user_errors)
+from app.examples import EXAMPLE_FILE
 from engine.answer.evaluation import COLUMNS, parse_questions, rates, risk_coverage
 from engine.ask import AskOptions, evaluate
+from engine.ingest import file_sha256
 
 EVAL_MODES = ("quote", "text")  # the probe's modes
 ROW_COLUMNS = ["#", "question", "quote", "quote page", "gold pages", "quote holds", "answer",
                "answer holds", "check", "route lost the gold"]
+# Wide enough for each header on one line; the verdict columns visible beside the texts.
+ROW_WIDTHS = ["3%", "16%", "22%", "6%", "6%", "6%", "20%", "6%", "7%", "8%"]
 SUMMARY_COLUMNS = ["verdict", "questions", "share"]
+EXAMPLE_QUESTIONS = EXAMPLE_FILE.parent / "questions.jsonl"  # four questions on the example
 MAX_QUESTIONS = 500
 TEXT_CELL = 160  # characters of a quote or answer shown in a cell
 
@@ -54,9 +60,10 @@ def check_label(row: dict) -> str:
 
 def table_row(i: int, row: dict) -> list:
     v = row["verdict"]
+    answer = "(the quote)" if row["mode"] == "quote" else _short(row["answer"])
     return [i, row["question"], _short(row["quote"]), row["quote_page"],
             ", ".join(map(str, row["gold_pages"])) or (row["gold_section"] or ""),
-            _mark(v["quote_holds"]), _short(row["answer"]), _mark(v["answer_holds"]),
+            _mark(v["quote_holds"]), answer, _mark(v["answer_holds"]),
             check_label(row), row["route"].get("lost") or ""]
 
 
@@ -121,6 +128,27 @@ def run_file(s: AppState, doc, file, mode, progress=gr.Progress()):
            str(out), {"rows": rows, "routes": routes, "settings": settings, "doc": doc_id})
 
 
+def example_copy() -> str:
+    """A copy of the example question file in a temporary folder, which the page may serve
+    wherever the app is installed."""
+    folder = Path(tempfile.mkdtemp(prefix="h2mt-eval-example-"))
+    return str(shutil.copyfile(EXAMPLE_QUESTIONS, folder / EXAMPLE_QUESTIONS.name))
+
+
+def use_example(s: AppState):
+    """The example question file and the example manual picked; a line saying how to add the
+    manual when the library lacks it."""
+    path = example_copy()
+    doc_id = s.rt.library.find_by_sha256(file_sha256(EXAMPLE_FILE))
+    if doc_id is None:
+        return (path, gr.skip(), "The example questions ask the example manual, which is "
+                "not in the library: upload app/example_manual/etoolbox-manual.pdf in the "
+                "Library tab first.")
+    return (path, gr.update(choices=doc_choices(s, False), value=str(doc_id)),
+            f"The example file's {EXAMPLE_QUESTIONS.read_text().count(chr(10))} questions on "
+            f"manual #{doc_id} are ready: press Run.")
+
+
 def row_tree(s: AppState, run: dict | None, evt: gr.SelectData):
     """The routing tree of the selected question, and what was answered."""
     if not run or evt.index is None:
@@ -131,7 +159,7 @@ def row_tree(s: AppState, run: dict | None, evt: gr.SelectData):
     row, records = run["rows"][i], run["routes"][i]
     lost = row["route"].get("lost")
     head = (f"**{i + 1}. {md_text(row['question'])}**  \n"
-            f"key: `{md_text(row['key'])}` · quote page {row['quote_page'] or '—'} · "
+            f"key: `{row['key'].replace('`', chr(0x2cb))}` · quote page {row['quote_page'] or '—'} · "
             f"answer holds the key: {_mark(row['verdict']['answer_holds'])} · check: "
             f"{check_label(row)}" + (f"  \nroute lost the gold at {md_text(lost)}" if lost
                                      else ""))
@@ -159,6 +187,7 @@ class EvaluationTab:
     run: gr.State
     head: gr.Markdown
     tree: gr.Plot
+    example: gr.Button  # puts the example question file in and picks the example manual
 
 
 def build(s: AppState) -> EvaluationTab:
@@ -178,21 +207,27 @@ def build(s: AppState) -> EvaluationTab:
                             info="quote: no generation (fast); text: the model answers too",
                             elem_id="eval-mode")
             button = gr.Button("Run", variant="primary", scale=1, elem_id="eval-run")
+        with gr.Row(equal_height=True):
+            example = gr.Button("Use the example questions", size="sm", scale=0,
+                                min_width=220, elem_id="eval-example")
+            gr.DownloadButton("Download the example file", value=example_copy(), size="sm",
+                              scale=0, min_width=220, elem_id="eval-example-download")
+            gr.Markdown("Four questions on the example manual, in the format above.")
         status = gr.Markdown(elem_id="eval-status")
         table = gr.Dataframe(headers=ROW_COLUMNS, type="array", interactive=False, wrap=True,
-                             max_height=520, elem_id="eval-table",
+                             max_height=520, elem_id="eval-table", column_widths=ROW_WIDTHS,
                              label="Per question (select a row to see its routing tree)")
         with gr.Row():
             summary = gr.Dataframe(headers=SUMMARY_COLUMNS, type="array", interactive=False,
                                    elem_id="eval-summary", label="Summary", scale=2)
             risk = gr.Plot(label="Risk-coverage", elem_id="eval-risk")
-        download = gr.File(label="Results (JSON Lines)", interactive=False,
+        download = gr.File(label="Download the results (JSON Lines)", interactive=False,
                            elem_id="eval-download")
         head = gr.Markdown(elem_id="eval-row-head")
         tree = gr.Plot(label="Routing tree", show_label=False, elem_id="eval-route-plot")
         run = gr.State(None)
     return EvaluationTab(tab, doc, file, mode, button, status, table, summary, risk, download,
-                         run, head, tree)
+                         run, head, tree, example)
 
 
 def wire(s: AppState, t: EvaluationTab) -> None:
@@ -202,4 +237,6 @@ def wire(s: AppState, t: EvaluationTab) -> None:
                    [t.status, t.table, t.summary, t.risk, t.download, t.run],
                    api_visibility="private", concurrency_limit=1, concurrency_id="evaluation",
                    show_progress_on=[t.status])
+    t.example.click(bind(s, use_example), None, [t.file, t.doc, t.status],
+                    api_visibility="private", show_progress="hidden")
     t.table.select(bind(s, row_tree), t.run, [t.tree, t.head], api_visibility="private")

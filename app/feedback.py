@@ -22,6 +22,8 @@ from storage.feedback import Feedback, QueryNotFound
 Rating = Literal["up", "down"]
 WRONG_COLUMNS = ["query", "asked (UTC)", "question", "answer", "quote page", "check", "note"]
 ASK_LINE = "Was this answer right? Your verdict is kept with the question (Library tab)."
+DOWN_NOTE = ("Say what was wrong or missing in the box above (optional), then press 👎 Wrong "
+             "again to keep your note with it.")
 
 
 def rate_answer(s: AppState, query_id: int, rating: Rating, note: str = "") -> str:
@@ -58,7 +60,10 @@ def rate_shown(s: AppState, rating: str, view: ViewState, note: str):
     rated = rate(s, query_id, rating, note)
     mark = "👍 right" if rated["rating"] == "up" else "👎 wrong"
     said = f" ({md_text(rated['note'])})" if rated["note"] else ""
-    return f"Kept: query {rated['query_id']} marked **{mark}**{said}."
+    line = f"Kept: query {rated['query_id']} marked **{mark}**{said}."
+    if rated["rating"] == "down" and not rated["note"]:
+        line += " " + DOWN_NOTE
+    return line
 
 
 def wrong_rows(s: AppState, doc) -> list[list]:
@@ -84,29 +89,43 @@ def wrong_rows(s: AppState, doc) -> list[list]:
 
 @dataclass
 class FeedbackBar:
-    """Thumbs up / down and a line of text under the answer."""
+    """Thumbs up / down and a line of text under the answer, in a box shown once an answer
+    with a logged question is on the page."""
+    box: gr.Column
     up: gr.Button
     down: gr.Button
     note: gr.Textbox
     line: gr.Markdown
 
     def outputs(self) -> list:
-        return [self.line, self.note]
+        return [self.box, self.line, self.note]
 
     def cleared(self) -> dict:
-        """A fresh line and an empty note (another answer is shown)."""
-        return {self.line: ASK_LINE, self.note: ""}
+        """Hidden, with a fresh line and an empty note (another answer is coming)."""
+        return {self.box: gr.update(visible=False), self.line: ASK_LINE, self.note: ""}
+
+
+
+def box_for(view: ViewState):
+    """The bar's box for the answer ``view`` describes: shown when it is logged, hidden when
+    not; left as it is for a notice that leaves the last answer on the page."""
+    view = view or ViewState()
+    if view.evidence is None and view.query_id is None:
+        return gr.skip()
+    return gr.update(visible=view.query_id is not None)
 
 
 def build_bar() -> FeedbackBar:
-    with gr.Row(equal_height=True, elem_id="feedback-bar"):
-        up = gr.Button("👍 Right", size="sm", scale=0, min_width=90, elem_id="feedback-up")
-        down = gr.Button("👎 Wrong", size="sm", scale=0, min_width=90, elem_id="feedback-down")
-        note = gr.Textbox(show_label=False, lines=1, max_lines=1, scale=4, max_length=500,
-                          placeholder="What was wrong or missing? (optional, then a thumb)",
-                          elem_id="feedback-note")
-    line = gr.Markdown(ASK_LINE, elem_id="feedback-line")
-    return FeedbackBar(up, down, note, line)
+    with gr.Column(visible=False, elem_id="feedback-box") as box:
+        with gr.Row(equal_height=True, elem_id="feedback-bar"):
+            up = gr.Button("👍 Right", size="sm", scale=0, min_width=90, elem_id="feedback-up")
+            down = gr.Button("👎 Wrong", size="sm", scale=0, min_width=90,
+                             elem_id="feedback-down")
+            note = gr.Textbox(show_label=False, lines=1, max_lines=1, scale=4, max_length=500,
+                              placeholder="What was wrong or missing? (optional, then a thumb)",
+                              elem_id="feedback-note")
+        line = gr.Markdown(ASK_LINE, elem_id="feedback-line")
+    return FeedbackBar(box, up, down, note, line)
 
 
 def wire_bar(s: AppState, bar: FeedbackBar, view: gr.State, shown) -> None:
@@ -116,7 +135,13 @@ def wire_bar(s: AppState, bar: FeedbackBar, view: gr.State, shown) -> None:
     private = dict(api_visibility="private", show_progress="hidden", queue=False)
     for button, rating in ((bar.up, "up"), (bar.down, "down")):
         button.click(bind(s, rate_shown, rating), [view, bar.note], bar.line, **private)
-    shown(lambda: (ASK_LINE, ""), None, bar.outputs(), **private)
+    shown(lambda: (gr.skip(), ASK_LINE, ""), None, bar.outputs(), **private)
+
+
+def wire_box(event, bar: FeedbackBar, view: gr.State):
+    """After ``event`` has set the view State: the bar shown or hidden (``box_for``)."""
+    return event.then(box_for, view, bar.box, api_visibility="private", show_progress="hidden",
+                      queue=False)
 
 
 # -- the Library tab's list ----------------------------------------------------------------------

@@ -25,6 +25,8 @@ import plotly.graph_objects as go
 
 from app.hover import esc, node_hover, score_label
 from app.layout import tidy_layout
+from app.tree_labels import Rows
+from engine.routing.fused import ROUTER_WORDS
 
 COLORSCALE = "Viridis"
 SELECTED_EDGE = "#111827"
@@ -33,7 +35,9 @@ COLLAPSED_EDGE = "#d6dae0"
 COLLAPSED_FILL = "#c7ccd4"
 UNVISITED_FILL = "#eceef1"
 ROOT_FILL = "#374151"
-LABELS_PER_LEVEL = 6  # label the selected nodes of a depth only while it has at most this many
+# How routing stopped (engine.routing.trace.Route.stop_reason), in the title's words.
+STOPS = {"leaves": "stopped at the last level", "depth cap": "stopped at the deepest level asked",
+         "budget": "stopped at the most sections asked"}
 STATUSES = ("root", "selected", "pruned", "collapsed")
 # Parents guessed by clustering (H2MT 4.3: a document without headings) are drawn as diamonds.
 INDUCED_SYMBOL = "diamond"
@@ -283,15 +287,15 @@ def route_figure(route, answer=None, title: str | None = None, folds=(),
 
     sel = by_status["selected"]
     loops = {i: gate_loops(answer, i) for i in sel}
-    per_level: dict[int, int] = {}
-    for i in sel:
-        per_level[nodes[i].depth] = per_level.get(nodes[i].depth, 0) + 1
     labels = []
-    for i in sel:
-        lab = esc(nodes[i].title, 20) if per_level[nodes[i].depth] <= LABELS_PER_LEVEL else ""
+    for i in sel:  # every level labelled; a label that would overprint is left to the hover
+        lab = esc(nodes[i].title, 20)
         if loops[i] and sum(loops[i]):
             lab = f"{lab} ⟳{sum(loops[i])}".strip()
         labels.append(lab)
+    xs = [p[0] for p in pos.values()]
+    rows = Rows(max(xs, default=0) - min(xs, default=0))
+    labels = rows.place([pos[i][0] for i in sel], [pos[i][1] for i in sel], labels)
     traces.append(go.Scatter(
         x=[pos[i][0] for i in sel], y=[pos[i][1] for i in sel], mode="markers+text",
         name="selected",
@@ -314,7 +318,9 @@ def route_figure(route, answer=None, title: str | None = None, folds=(),
         name="unvisited (collapsed)",
         marker=dict(symbol="triangle-down", size=11, color=COLLAPSED_FILL,
                     line=dict(color="#9ca3af", width=1)),
-        text=[f"+{vt.collapsed[m][1]}" for m in cm], textposition="bottom center",
+        text=rows.place([pos[m][0] for m in cm], [pos[m][1] for m in cm],
+                        [f"+{vt.collapsed[m][1]}" for m in cm]),
+        textposition="bottom center",
         textfont=dict(size=9, color="#6b7280"),
         hovertext=[f"{vt.collapsed[m][1]} node(s) below, not scored (the router never reached "
                    f"them)<br>under <b>{esc(nodes[vt.collapsed[m][0]].title, 70)}</b>"
@@ -344,17 +350,19 @@ def route_figure(route, answer=None, title: str | None = None, folds=(),
         traces.append(quote)
     depth = max((-p[1] for p in pos.values()), default=0)
     router = getattr(route, "router", None)
-    head = title or (f"Routing tree — {router or 'memory'} router, k={route.k}, "
-                     f"{len(route.selected)} selected, stop: {route.stop_reason}")
+    head = title or (f"Routing tree: {ROUTER_WORDS.get(router or 'memory', (router,))[0]}, "
+                     f"{route.k} followed per level, {len(route.selected)} selected, "
+                     f"{STOPS.get(route.stop_reason, route.stop_reason)}")
     fig = go.Figure(traces)
     fig.update_layout(
         title=dict(text=esc(head), x=0.01, font=dict(size=14)),
         coloraxis=dict(colorscale=COLORSCALE, cmin=lo, cmax=hi,
                        colorbar=dict(title=dict(text=sname), thickness=12, len=0.8)),
-        height=int(170 + 95 * (depth + 1)), margin=dict(l=10, r=10, t=40, b=10),
+        height=int(200 + 95 * (depth + 1)), margin=dict(l=10, r=10, t=40, b=10),
         xaxis=dict(visible=False), yaxis=dict(visible=False),
         plot_bgcolor="white", paper_bgcolor="white", hovermode="closest",
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        # under the tree: the title above has the whole width to itself
+        legend=dict(orientation="h", yanchor="top", y=-0.02, xanchor="left", x=0.0),
         meta={"total_nodes": len(nodes), "selected_ids": list(route.selected),
               "router": router,
               "induced_drawn": sum(bool(getattr(nodes[i], "induced", False)) for i in vt.visible)})

@@ -24,7 +24,7 @@ from app import feedback
 from app.hover import pages_label
 from app.folds import FOLD_MARK, contents_folds, fold_text
 from app.state import (ALL, AppState, bind, doc_arg, doc_choices, doc_memory_line,
-                       internal_error, node_view, pending_list, user_error)
+                       internal_error, memories_line, node_view, user_error)
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from engine.document.tree import DocumentError
 from engine.ingest import ingest_file
@@ -40,13 +40,10 @@ OUTLINE_COLUMNS = ["node", "title", "pages", "tokens", "kind"]
 # -- handlers ------------------------------------------------------------------------------------
 
 def library_line(labels: dict[int, str]) -> str:
-    """The Library tab's line about memories still being written (empty when none)."""
-    what = pending_list(labels)
-    if not what:
-        return ""
-    return (f"**Memories are being written in the background** ({what}). These manuals "
-            "can be asked now in text and route modes; memory mode, the flat baseline and "
-            "the memory router wait for their memories.")
+    """The Library tab's line about memories not ready (empty when none)."""
+    return memories_line(labels, "These manuals can be asked now in text and route modes; "
+                                 "memory mode, the flat baseline and the memory router wait "
+                                 "for their memories.")
 
 
 def library_rows(s: AppState, docs=None, labels: dict[int, str] | None = None) -> list[list]:
@@ -264,7 +261,7 @@ def build(s: AppState) -> LibraryTab:
                                              "(select a row to read the node)",
                                              interactive=False, type="array",
                                              max_height=520, elem_id="outline-table",
-                                             column_widths=["9%", "60%", "15%", "8%", "8%"])
+                                             column_widths=["8%", "55%", "14%", "10%", "13%"])
             with gr.Column(scale=2):
                 node_head = gr.Markdown(elem_id="library-node-head")
                 node_text = gr.Textbox(label="Node text", lines=18, interactive=False,

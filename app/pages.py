@@ -268,7 +268,7 @@ def _caption(title: str, lines: list[Line], placements: list[Placement],
     head = f"**{escape_md(title) or '(untitled)'}**, {where}"
     if not lines:
         return (f"{head}: no sentence of this section passed the evidence threshold, so "
-                "nothing is highlighted.")
+                "this page has no highlight.")
     found = [p for p in placements if p.found]
     parts = [f"{head}: {len(found)} of {len(lines)} evidence "
              f"{'line' if len(lines) == 1 else 'lines'} highlighted"]

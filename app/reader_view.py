@@ -13,11 +13,11 @@ MEMORY_LOCAL = ("Memory mode answers with the local backbone: its memories go in
 
 
 def reader_markdown(rt) -> str:
-    """The reader line (``Runtime.reader_label``; for a served reader its last check,
-    ``RemoteReader.status``, checked now when it never was)."""
-    label = _md(rt.reader_label)
+    """The reader line (the reader's ``title``: the model and where it runs; for a served
+    reader its last check, ``RemoteReader.status``, checked now when it never was)."""
     if not rt.settings.reader_is_remote:
-        return f"**Reader**: {label}"
+        return f"**Answers written by** {_md(rt.reader.title)}."
+    label = _md(rt.reader_label)
     remote = rt.reader.remote
     status = remote.status or remote.check()
     when = time.strftime("%H:%M:%S", time.localtime(status.checked_at))

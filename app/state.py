@@ -265,31 +265,44 @@ class AppState:
     def memory_label(self, d) -> str:
         """"ready", or "memories n/N" (and why it waits) of a listed document's memories under
         the runtime's fingerprint: one COUNT query until it is ready, none after."""
-        key = (d.id, d.sha256)
-        if key in self.complete:
-            return READY
         try:
-            p = self.rt.library.memory_progress(d.id, self.rt.fingerprint)
+            counts = self.memory_counts(d)
         except DocumentNotFound:
             return "deleted"
+        if counts is None:
+            return READY
+        done, total, state = counts
+        return f"memories {done}/{total}{WAIT_REASONS.get(state, NOT_QUEUED)}"
+
+    def memory_counts(self, d) -> tuple[int, int, str] | None:
+        """(written, nodes, the writer's state) of a listed document's memories, the live count
+        of a job being written included; None when they are complete. Every line about
+        memories on the page reads this. DocumentNotFound for a document deleted meanwhile."""
+        key = (d.id, d.sha256)
+        if key in self.complete:
+            return None
+        p = self.rt.library.memory_progress(d.id, self.rt.fingerprint)
         if p.complete:
             self.complete.add(key)
-            return READY
+            return None
         state, live = self.writer.state(d.id)
         done = max(p.done, live[0]) if live and live[1] == p.total else p.done
-        label = f"memories {done}/{p.total}"
-        if state == "queued":
-            label += " (queued)"
-        elif state == "retrying":
-            label += " (a write failed; retrying shortly)"
-        elif state == "unclaimed":
-            label += (" (queued, but no memory worker takes it: start one with this model's "
-                      "settings, or set H2MT_APP_WORKER=1)")
-        elif state == "failed":
-            label += " (failed: upload the file again)"
-        elif state != "writing":
-            label += " (not being written)"
-        return label
+        return done, p.total, state
+
+
+# Why a document's memories wait, after its "memories n/N" (the writer's state); a state not
+# here is a document nobody will write (indexed text-only): NOT_QUEUED.
+WAIT_REASONS = {
+    "writing": "",
+    "queued": " (queued)",
+    "retrying": " (a write failed; retrying shortly)",
+    "unclaimed": " (queued, but no memory worker takes it: start one with this model's "
+                 "settings, or set H2MT_APP_WORKER=1)",
+    "failed": " (failed: upload the file again)",
+}
+NOT_QUEUED = " (not queued)"
+HOW_TO_WRITE = ("to write them, upload the file again or run `python -m engine worker` on this "
+                "library")
 
 
 # -- memories still being written ------------------------------------------------------------------
@@ -300,38 +313,91 @@ def pending_list(labels: dict[int, str]) -> str:
                      for i, lab in labels.items() if lab != READY)
 
 
+def picked_docs(s: AppState, doc) -> list:
+    """The listed documents of a picked manual (or every manual: ``ALL``); none for a value
+    that names no stored manual."""
+    try:
+        return (s.rt.library.list_documents() if doc == ALL
+                else [s.rt.library.get_document(int(doc))])
+    except (DocumentNotFound, TypeError, ValueError):
+        return []
+
+
+def doc_labels(s: AppState, doc) -> dict[int, str]:
+    """The memory labels of a picked manual (or of every manual: ``ALL``)."""
+    return {d.id: s.memory_label(d) for d in picked_docs(s, doc)}
+
+
+def memories_line(labels: dict[int, str], waiting: str) -> str:
+    """One or two sentences on the memories not ready among ``labels``: those being written,
+    and those nobody writes (indexed text-only) with how to write them; ``waiting``: what
+    works meanwhile and what waits (a sentence). Empty when every one is ready."""
+    written = {i: lab for i, lab in labels.items() if lab != READY and NOT_QUEUED not in lab}
+    idle = {i: lab.replace(NOT_QUEUED, "") for i, lab in labels.items() if NOT_QUEUED in lab}
+    out = []
+    if written:
+        out.append(f"Memories are being written ({pending_list(written)}).")
+    if idle:
+        out.append(f"Memories are not written and not queued ({pending_list(idle)}): "
+                   f"{HOW_TO_WRITE}.")
+    return " ".join([*out, waiting]) if out else ""
+
+
 def doc_memory_line(s: AppState, doc, labels: dict[int, str] | None = None) -> str:
     """The Ask tab's line about the chosen manual's memories (empty when they are ready)."""
     if doc in (None, ""):
         return ""
-    try:
-        if labels is None:
-            docs = (s.rt.library.list_documents() if doc == ALL
-                    else [s.rt.library.get_document(int(doc))])
-            labels = {d.id: s.memory_label(d) for d in docs}
-        elif doc != ALL:
+    if labels is None:
+        labels = doc_labels(s, doc)
+    elif doc != ALL:
+        try:
             labels = {int(doc): labels.get(int(doc), READY)}
-    except (DocumentNotFound, TypeError, ValueError):
-        return ""
-    what = pending_list(labels)
-    if not what:
-        return ""
-    return (f"Memories still being written ({what}): text and route modes work now; memory "
-            "mode and the memory router wait.")
+        except (TypeError, ValueError):
+            return ""
+    return memories_line(labels, "Text and route modes work now; memory mode and the memory "
+                                 "router wait for them.")
+
+
+def doc_counts(s: AppState, doc) -> tuple[int, int, bool]:
+    """(written, nodes, being written?) of the memories not ready of a picked manual (or of
+    every manual), as the library shows them; being written is False when none is queued."""
+    done = total = 0
+    queued = False
+    for d in picked_docs(s, doc):
+        try:
+            counts = s.memory_counts(d)
+        except DocumentNotFound:
+            continue
+        if counts is not None:
+            done, total = done + counts[0], total + counts[1]
+            queued = queued or counts[2] in WAIT_REASONS
+    return done, total, queued
+
+
+# The engine's words on memories still being written (engine.documents.pending_line), whose
+# count the page replaces with the library's (``agreeing_notice``).
+ENGINE_PENDING = re.compile(r"memories are being written \(\d+/\d+ nodes\)")
+
+
+def agreeing_notice(s: AppState, doc, text: str) -> str:
+    """An engine notice as the page shows it: its count of memories written replaced by the one
+    the library shows (``doc_counts``), "not written" where nobody writes them, and its first
+    letter a capital."""
+    if ENGINE_PENDING.search(text):
+        done, total, queued = doc_counts(s, doc)
+        words = (f"memories are being written ({done}/{total} nodes)" if queued
+                 else f"memories are not written ({done}/{total} nodes; {HOW_TO_WRITE})")
+        text = ENGINE_PENDING.sub(words, text)
+    return text[:1].upper() + text[1:]
 
 
 def pending_unavailable(s: AppState, doc) -> str:
     """Why the memory router's selection is missing, for the disagreement view."""
-    try:
-        ids = ([d.id for d in s.rt.library.list_documents()] if doc == ALL else [int(doc)])
-        done = total = 0
-        for i in ids:
-            p = s.rt.library.memory_progress(i, s.rt.fingerprint)
-            done, total = done + p.done, total + p.total
-    except (DocumentNotFound, TypeError, ValueError):
-        return "memory router not available"
+    done, total, queued = doc_counts(s, doc)
     if done < total:
-        return f"memory router not available yet (memories being written {done}/{total})"
+        return (f"memory router not available yet (memories being written {done}/{total})"
+                if queued else f"memory router not available (memories not written: "
+                               f"{HOW_TO_WRITE})")
     return "memory router not available for this route"
 
 

@@ -46,12 +46,37 @@ __all__ = ["APP_CSS", "build_app", "launch_app", "HISTORY_ROWS", "LIBRARY_COLUMN
            "md_text", "route_from_log"]
 
 # The page's own style, given to ``launch(css=...)`` (Gradio 6 takes CSS there, not in Blocks):
-# the quote block sits tight under its one-line header and over the key line, so that a quote
-# of five or six lines, the answer and the top of the routing tree still fit a 1440x900 first
-# screen (tests/app/test_app_browser.py).
+# the quote block sits tight under its one-line header and over the key line, the title and its
+# line share one line, the choices' buttons are low and their help lines show on hovering their
+# labels (marked "?"), so that a quote of five or six lines, the answer and the top of the
+# routing tree still fit a 1440x900 first screen (tests/app/test_app_browser.py,
+# tests/app/test_newcomer_browser.py). A table's header never breaks inside a word.
 APP_CSS = """
 #quote-view blockquote { margin-top: 0.2em !important; margin-bottom: 0.2em !important; }
 #quote-view p { margin-bottom: 0.2em; }
+.gradio-container { --layout-gap: 10px !important; }
+#ask-tab { --layout-gap: 8px !important; }
+#app-intro h2 { display: inline; margin: 0 0.6em 0 0; }
+#app-intro p { display: inline; margin: 0; }
+#start-hint p, #ask-notice p, #key-line p { margin-top: 0; margin-bottom: 0; }
+#ask-mode .info-text, #ask-router .info-text, #ask-max-new .info-text { display: none; }
+#ask-mode [data-testid='block-info']:hover ~ .info-text,
+#ask-router [data-testid='block-info']:hover ~ .info-text,
+#ask-max-new [data-testid='block-info']:hover ~ .info-text {
+  display: block; position: absolute; z-index: 50; max-width: 36em; padding: 4px 8px;
+  pointer-events: none;
+  background: var(--background-fill-primary); border: 1px solid var(--border-color-primary);
+  border-radius: 4px; box-shadow: 0 2px 6px rgba(0, 0, 0, 0.15); }
+#ask-mode [data-testid='block-info']::after, #ask-router [data-testid='block-info']::after,
+#ask-max-new [data-testid='block-info']::after {
+  content: "?"; display: inline-block; width: 1.2em; height: 1.2em; line-height: 1.2em;
+  margin-left: 0.35em; border: 1px solid currentColor; border-radius: 50%; text-align: center;
+  font-size: 0.8em; }
+#ask-mode [data-testid$='radio-label'], #ask-router [data-testid$='radio-label'] {
+  padding-top: 3px !important; padding-bottom: 3px !important; }
+#evidence-table th, #cited-table th, #eval-table th, #outline-table th,
+#evidence-table th *, #cited-table th *, #eval-table th *, #outline-table th * {
+  word-break: normal !important; overflow-wrap: normal !important; }
 """
 
 
@@ -79,9 +104,8 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
     with gr.Blocks(title="Manual explorer", analytics_enabled=False, fill_width=True) as demo:
         gr.Markdown(
             "## Manual explorer\n"
-            "Upload technical manuals; each becomes a section tree with one memory vector per "
-            "node (H2MT). Ask a question and see which branches the router followed, which it "
-            "pruned, and which nodes the answer came from.")
+            "Ask a technical manual a question: see the passage that answers it, the sections "
+            "followed to find it and the page it is on.", elem_id="app-intro")
         hint = example_questions.build_hint(s) if s.examples else None
         with gr.Tabs(selected="ask" if s.examples else None):
             # The manual pickers accept any value (allow_custom_value): an API client names any

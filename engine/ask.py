@@ -106,10 +106,10 @@ def check(rt: Runtime, doc: int | str | None, question: str,
     pending = memories_pending(docs)
     if pending and mode.needs_memories:
         raise MemoriesPending(f"{pending_line(pending)}; {mode.name} mode needs them, ask in "
-                              "text or route mode meanwhile", pending.done, pending.total)
+                              "text or route mode meanwhile.", pending.done, pending.total)
     if pending and opts.router == "memory":
         raise MemoriesPending(f"{pending_line(pending)}; the memory router needs them, use the "
-                              "fused router meanwhile", pending.done, pending.total)
+                              "fused router meanwhile.", pending.done, pending.total)
     routing = routing_tree(rt, docs)
     try:
         reader = rt.reader if mode.needs_reader else None
@@ -191,7 +191,7 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
     warnings = [step.warning] if step.warning else []
     if req.pending and req.opts.router == "fused" and shown is not None:
         warnings.append(f"{pending_line(req.pending)}: routed on words and meaning only until they "
-                        "are done")
+                        "are done.")
     reason, trimmed, evidence, gate, form = None, False, [], {}, None
     if result is not None:
         gate = mode.gate(result, step.cited)

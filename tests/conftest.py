@@ -130,8 +130,9 @@ def real_backbone():
 # -- the app, served once per test session (browser and API tests share it) ----------------------
 
 @contextlib.contextmanager
-def serve_explorer(backbone, data: Path):
-    """(url, runtime) of the explorer launched in-process on a SQLite library in ``data``."""
+def serve_explorer(backbone, data: Path, examples: bool = False):
+    """(url, runtime) of the explorer launched in-process on a SQLite library in ``data``
+    (``examples``: with the example manual indexed in the background, as a visitor gets it)."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.memory_writer import stop_memory_writer
     from app.ui import build_app, launch_app
@@ -143,7 +144,7 @@ def serve_explorer(backbone, data: Path):
     settings = Settings(data_dir=data)
     parts = load_or_init_parts(settings, backbone)  # what a user gets: the shipped parts
     rt = Runtime(settings, backbone, parts, Library(settings.database_url))
-    demo = build_app(rt)
+    demo = build_app(rt, examples=examples)
     port = free_port()
     launch_app(demo.queue(), prevent_thread_lock=True, server_name="127.0.0.1",
                server_port=port, quiet=True, mcp_server=settings.mcp)

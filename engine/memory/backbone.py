@@ -33,6 +33,7 @@ import importlib.metadata
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -303,6 +304,20 @@ def resolve_backbone(settings: Settings) -> tuple[Path | str, bool, str]:
     if path.is_dir():
         return path, True, f"local:{path.resolve()}"
     return spec, False, f"hub:{spec}"  # the user asked for a hub model: only then may we go online
+
+
+SMOLLM2_TITLE = "SmolLM2-135M-Instruct"
+_DIGEST = re.compile(r"-[0-9a-f]{16}$")
+
+
+def model_title(name: str) -> str:
+    """A backbone's name as a person reads it: the model, without the file's digest or the
+    quantisation ("SmolLM2-135M-Instruct", "my-model", "HuggingFaceTB/SmolLM2-360M")."""
+    if name.startswith("smollm2-135m-instruct-q4_1-"):
+        return SMOLLM2_TITLE
+    if name.startswith(("hub:", "local:")):
+        return Path(name.split(":", 1)[1]).name if name.startswith("local:") else name[4:]
+    return _DIGEST.sub("", name)
 
 
 def load_tokenizer(settings: Settings):

@@ -53,6 +53,14 @@ from engine.routing.routing_tree import RoutingTree
 from engine.routing.trace import LazySelections, Route
 from engine.settings import ROUTERS, WALKS  # the names are the settings' (one list each)
 
+# Each router as the page offers it: (a visitor's phrase, the paper's name for it).
+ROUTER_WORDS = {
+    "fused": ("all clues together", "fused: BM25, dense and H2MT memory scores combined"),
+    "memory": ("the sections' memories", "memory: the H2MT memory router alone"),
+    "lexical": ("the question's words", "lexical: BM25 alone"),
+    "dense": ("the question's meaning", "dense: the sentence encoder alone"),
+}
+
 # How many flat-ranked best nodes the rescue walks keep reachable. Measured on the dev sets
 # (docs/results.md, issue 24): 6 left one manual question's gold at flat rank 9 pruned; 10
 # reaches gold as often as flat RRF on both sets for about 5 more selected nodes a question.

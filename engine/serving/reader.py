@@ -29,6 +29,11 @@ class Reader(Counter, Protocol):
         """Who reads, as the app, the CLI and the JSON show it."""
         ...
 
+    @property
+    def title(self) -> str:
+        """The model and where it runs, as the page names it to a visitor."""
+        ...
+
     def context_window(self) -> int:
         """The tokens a prompt and its answer may take together."""
         ...

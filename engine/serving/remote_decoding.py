@@ -50,6 +50,11 @@ class ServedReader:
     def label(self) -> str:
         return self.remote.label
 
+    @property
+    def title(self) -> str:
+        """The model and where it is served, in a visitor's words."""
+        return f"{self.remote.model}, served at {self.remote.base_url}"
+
     def chat_plan(self, messages: list[dict]) -> "ChatPlan":
         """The chat turns as they are: the server applies its own chat template."""
         return ChatPlan(self.remote, messages)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from engine.answer.generation.decoding import Plan
 from engine.answer.generation.prompts import embed_text, render_chat
-from engine.memory.backbone import Backbone
+from engine.memory.backbone import Backbone, model_title
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,11 @@ class InProcessReader:
     @property
     def label(self) -> str:
         return f"{self.backbone.name} (in this process)"
+
+    @property
+    def title(self) -> str:
+        """The model and where it runs, in a visitor's words."""
+        return f"{model_title(self.backbone.name)}, on this computer"
 
     def context_window(self) -> int:
         """The model's config's window."""

@@ -57,11 +57,12 @@ class Step:
 
 
 class Mode:
-    """One answer mode. Subclasses set ``name`` and ``help`` and write ``plan``; the class
+    """One answer mode. Subclasses set ``name``, ``help`` and ``label`` and write ``plan``; the class
     attributes say what the pipeline does around it."""
 
     name: ClassVar[str]
     help: ClassVar[str]  # the app's line about the mode
+    label: ClassVar[str]  # the mode's choice on the page, in a visitor's words
     needs_memories: ClassVar[bool] = False  # refuse until phase two of ingest wrote them
     needs_reader: ClassVar[bool] = False  # reads text with the reader (Settings.reader)
     needs_query_vector: ClassVar[bool] = False  # H2MT's query vector even without the channel

@@ -12,6 +12,7 @@ from engine.answer.modes.memory import capped_slots
 class FlatMode(Mode):
     name = "flat"
     help = "baseline: fixed-length pieces, one memory each, no tree"
+    label = "Baseline (no tree)"
     needs_memories = True
     needs_query_vector = True
     one_document = "the flat baseline answers about one document at a time"

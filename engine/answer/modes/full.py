@@ -9,6 +9,7 @@ from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
 class FullMode(Mode):
     name = "full"
     help = "reads the manual from the start, as much as fits (no routing)"
+    label = "Read from the start"
     needs_reader = True
     shows_route = False
     trims_loops = True

@@ -9,6 +9,7 @@ NOT_COVERED = "The manual does not seem to cover this: no passage of the routed 
 class QuoteMode(Mode):
     name = "quote"
     help = "only the manual's best passage, in its own words (no answer written)"
+    label = "The manual's words only"
     quote_first = True  # the quote is the answer
     generates = False
     quote_is_answer = True

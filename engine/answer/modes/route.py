@@ -7,6 +7,7 @@ from engine.answer.modes.base import Mode, ModeInputs, Step
 class RouteMode(Mode):
     name = "route"
     help = "only finds the sections, no answer"
+    label = "Sections only"
     generates = False
 
     def plan(self, inputs: ModeInputs, ranked, quote) -> Step:

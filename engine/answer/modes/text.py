@@ -19,6 +19,7 @@ NO_PASSAGE = ("No passage of the manual matched the question closely enough: thi
 class TextMode(Mode):
     name = "text"
     help = "answers from the selected sections' text, with pages (the default)"
+    label = "Answer from the text"
     needs_reader = True
     quote_first = True  # the reader reads the ranked sentences
     trims_loops = True
