@@ -78,12 +78,6 @@ def build(s: AppState) -> AskTab:
             with gr.Column(scale=3):  # the wider: its line is the longer
                 ask_mem_line = gr.Markdown(elem_id="ask-memory-status")
             with gr.Column(scale=2):
-                # the passages after the quote, one line each, beside the page they open on
-                passages_table = gr.Dataframe(
-                    headers=PASSAGE_COLUMNS, type="array", interactive=False, visible=False,
-                    elem_id="more-passages", wrap=False, max_height=120,
-                    column_widths=["4%", "78%", "10%", "4%", "4%"],
-                    label="More passages from other entries (select one to see it on its page)")
                 reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
         # The settings a person changes in one row; the rest folded under "Advanced".
         with gr.Row():
@@ -154,6 +148,12 @@ def build(s: AppState) -> AskTab:
                         "branch; to read a node, select its row under \"Scored nodes\".")
                 bar = feedback.build_bar()  # after the answer and how it was found
             with gr.Column(scale=2):
+                # the passages after the quote, one line each, beside the page they open on
+                passages_table = gr.Dataframe(
+                    headers=PASSAGE_COLUMNS, type="array", interactive=False, visible=False,
+                    elem_id="more-passages", wrap=False, max_height=120,
+                    column_widths=["4%", "78%", "10%", "4%", "4%"],
+                    label="More passages from other entries (select one to see it on its page)")
                 page_head = gr.Markdown("Select a cited node or an evidence line to "
                                         "see its page here.", elem_id="page-view-head")
                 page_image = gr.Image(type="pil", format="png", interactive=False,
