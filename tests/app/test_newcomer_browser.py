@@ -5,7 +5,7 @@ and where it runs, never by a hash; each answer and router choice by its label f
 tables; the thumbs hidden until an answer is logged, a thumbs down answered on the page; after the
 answer the top of the routing tree within the first 900 pixels, its title clear of its legend,
 no two of its labels printed over each other; no "nothing is highlighted" beside a highlighted
-page; the memory counts of the Ask tab's line, the notice and the Library tab the same; the
+page; the passages after the quote one line each, a click showing one highlighted on its page; the memory counts of the Ask tab's line, the notice and the Library tab the same; the
 Evidence table's headers on one line; then the Evaluation tab's example question file run, its
 verdict columns on screen, the key shown as written, and its results offered for download.
 The memory writer is held, so that the counts stay put while they are compared. The answered
@@ -166,6 +166,17 @@ def _first_answer(page, url: str, rt, tmp_path) -> None:
     # -- tables: the Evidence table's headers on one line ---------------------------------
     heads = page.evaluate(HEADER_HEIGHTS_JS, "#evidence-table")
     assert heads and max(h["h"] for h in heads) < 48, heads
+
+    # -- the passages after the quote: one line each, a click shows one on its page -------
+    page.wait_for_function("() => document.querySelectorAll('#more-passages tbody tr').length")
+    lines = page.evaluate(TABLE_JS, "#more-passages")
+    assert 1 <= len(lines) <= 2, lines
+    assert all(r[2].startswith("p. ") and ": " in r[1] for r in lines), lines
+    cell(page, "#more-passages", 0, 1).click()
+    page.wait_for_function("(p) => { const img = document.querySelector('#page-view-image img');"
+                           " return img && img.src && (document.querySelector('#page-view-head')"
+                           "?.innerText || '').includes(p); }", arg=lines[0][2])
+    assert page.evaluate(YELLOW_JS) > 0  # the passage is highlighted on its page
 
     # -- a thumbs down shows something ----------------------------------------------------
     page.locator("#feedback-down").click()
