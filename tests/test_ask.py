@@ -26,9 +26,13 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     json.dumps(out)  # the CLI's --json object is serialisable
     assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
-                        "repetition_cut", "stop", "quote", "not_covered", "unsupported",
+                        "repetition_cut", "stop", "quote", "passages", "not_covered",
+                        "unsupported",
                         "folded", "form", "check", "reader", "reader_error", "mode_traits",
                         "confidence", "key_line", "query_id"}
+    # the passages shown: at most three, the quote first
+    assert len(out["passages"]) <= 3 and (out["passages"][:1] == [out["quote"]]
+                                          if out["quote"] else out["passages"] == [])
     # what the mode declares is what it did: it generated (a stop reason) or not; no evidence
     # lines where it has none; the quote as the answer only where it says so
     traits = out["mode_traits"]

@@ -432,13 +432,24 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
         assert value(page, "#answer-text textarea") == answer_before
         page.locator("#ask-notice").scroll_into_view_if_needed()
         shot(page, tmp_path, "pending")
-        # an empty question: one line under the question box, no red badge, nothing wiped
+        # an empty question: one line under the question box, no red badge, nothing wiped.
+        # The memory-mode ask's chain (its notice, then the reader line) ends first: a click
+        # while it runs waits behind it in the queue (a CI run once saw no line in 60 s).
+        for busy in ("#answer-text", "#ask-notice", "#ask-reader"):
+            settled(page, busy)
         notice_before = page.locator("#ask-notice").inner_text()
         page.locator("#ask-question textarea").fill("   ")
         page.locator("#ask-button").click()
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('.validation-error')]"
-            ".some(e => e.innerText.includes('Type a question first'))")
+        try:
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.validation-error')]"
+                ".some(e => e.innerText.includes('Type a question first'))")
+        except Exception:  # say what the page showed instead: a late line or none
+            shown = page.evaluate(
+                "() => ({errors: [...document.querySelectorAll('.validation-error')]"
+                ".map(e => e.innerText), busy: [...document.querySelectorAll("
+                "\"[data-testid='status-tracker']:not(.hide)\")].map(e => e.innerText)})")
+            pytest.fail(f"no 'Type a question first' line within 60 s: {shown}")
         no_error_badge(page)
         assert value(page, "#answer-text textarea") == answer_before
         assert page.locator("#ask-notice").inner_text() == notice_before
