@@ -12,7 +12,9 @@ import logging
 import sys
 from pathlib import Path
 
+from engine.answer.modes import MODES
 from engine.document.builders import FILE_EXTENSIONS
+from engine.routing.fused import ROUTER_WORDS
 from engine.settings import Settings
 from engine.document.tree import DocumentError
 
@@ -224,12 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("ask", help="answer a question about a document or the whole library")
     p.add_argument("doc", help="document id, or 'all' for the whole library")
     p.add_argument("question")
-    p.add_argument("--mode", default="text",
-                   choices=["text", "memory", "full", "flat", "route", "quote"],
-                   help="text: the best sentences of the routed sections (default); memory: "
-                        "their H2MT memories (fast, less reliable); full: the whole manual; "
-                        "flat: HMT baseline; route: routing only; quote: the manual's best "
-                        "passage alone, no generation")
+    p.add_argument("--mode", default="text", choices=list(MODES),
+                   help="; ".join(f"{name}: {m.label}" for name, m in MODES.items())
+                   + " (default: text)")
     p.add_argument("--k", type=int, default=3, help="children kept per parent")
     p.add_argument("--max-depth", type=int, help="deepest level routed to")
     p.add_argument("--budget", type=int, help="most nodes selected")
@@ -242,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--text-packing", choices=["sentences", "sections"], default="sentences",
                    help="text mode's context: the best sentences (default) or whole sections "
                         "(the earlier packing)")
-    p.add_argument("--router", choices=["fused", "memory", "lexical", "dense"],
-                   help="how nodes are scored: every evidence channel fused (default), or one")
+    p.add_argument("--router", choices=list(ROUTER_WORDS),
+                   help="how nodes are scored: " + "; ".join(
+                       f"{name}: {words}" for name, (words, _) in ROUTER_WORDS.items())
+                   + " (default: fused)")
     p.add_argument("--reader",
                    help="the model that reads text in text and full modes (H2MT_READER): "
                         "'smollm2', a model folder, a GGUF file, or the base URL of an "
