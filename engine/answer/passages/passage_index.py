@@ -57,8 +57,9 @@ class PassageIndex:
             for i, u in enumerate(split_units(node.text, title)):
                 passages.append(Sentence(rid=-1, doc_id=doc_id, node_id=node.id, heading=heading,
                                          index=i, text=u.text, page_start=node.page_start,
-                                         page_end=node.page_end, kind=u.kind, leans=u.leans))
-                rows.append(lexical.evidence_tokens([heading], u.text, title_boost=1))
+                                         page_end=node.page_end, kind=u.kind, leans=u.leans,
+                                         head=u.head, entry=u.entry))
+                rows.append(lexical.evidence_tokens([passages[-1].path], u.text, title_boost=1))
         place = {(p.node_id, p.index): j for j, p in enumerate(passages)}
         return cls(passages, lexical.LexicalIndex(rows), lexical.LexicalIndex(sec_rows), sec_ids,
                    place, kinds)
