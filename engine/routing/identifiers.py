@@ -72,7 +72,7 @@ def split_words(name: str) -> list[str]:
         for part in parts or [low]:
             out.append(part)
             if part in ABBREVIATIONS:
-                out.append(ABBREVIATIONS[part])
+                out.extend(ABBREVIATIONS[part].split())
     return out if len(out) > 1 or (out and out[0] != name.lower().strip("\\@.:_-")) else []
 
 

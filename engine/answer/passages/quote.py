@@ -103,6 +103,8 @@ def _quote_from(best: Sentence, ranked: list[Sentence], page_of) -> Quote:
     text = join_units(picked[len(lead):])
     if lead:  # the entry's opening, then (after a line break) the part that answers
         text = f"{join_units(lead)}\n{text}"
+    elif best.lead and picked[0].lead:  # an entry cut at the node budget: its signature first
+        text = f"{best.lead}\n{text}"
     page = first.page_start
     if page_of is not None:
         # where the quote begins: its first unit's page or, when that unit is too short to be

@@ -82,6 +82,7 @@ class Sentence:
     leans: bool = False  # refers to the unit before it (the quote brings that one along)
     head: int = -1  # index of its entry's first unit (units.Unit.head; -1: its own)
     entry: str = ""  # its entry's name (units.Unit.entry): read as part of its heading
+    lead: str = ""  # the signature its entry opened with in an earlier chunk (sections.entry_lead)
     # which candidate channel found it (engine.answer.ranking.Candidate.channel)
     channel: str = "routed section"
 
@@ -106,6 +107,7 @@ class SectionText:
     body: str
     page_start: int | None
     page_end: int | None
+    lead: str = ""  # the signature of the entry its text goes on from (sections.entry_lead)
 
 
 def candidates(sections: list[SectionText]) -> list[Sentence]:
@@ -117,10 +119,11 @@ def candidates(sections: list[SectionText]) -> list[Sentence]:
     for s in sorted(sections, key=lambda s: (s.doc_id or 0, s.rid)):
         title = s.heading.split(" > ")[-1] if s.heading else ""
         for i, u in enumerate(split_units(s.body, title)):
+            lead = s.lead if s.lead and not u.entry and u.para == 0 else ""
             out.append(Sentence(rid=s.rid, doc_id=s.doc_id, node_id=s.node_id, heading=s.heading,
                                 index=i, text=u.text, page_start=s.page_start, page_end=s.page_end,
                                 order=len(out), kind=u.kind, leans=u.leans, head=u.head,
-                                entry=u.entry))
+                                entry=u.entry or lead.split("\n")[0], lead=lead))
     return out
 
 

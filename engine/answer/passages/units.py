@@ -1,5 +1,6 @@
-"""Passages: the units a section's text is quoted and read by (sentences, lines, and a sentence
-with the line(s) it introduces).
+"""Passages: the units a section's text is quoted and read by (sentences, lines, a sentence
+with the line(s) it introduces, a signature with its description's first sentence), and the
+manual's entries they belong to.
 
 A node's text keeps the document's layout: paragraphs separated by a blank line, the PDF's
 lines inside them. Manuals put commands, options and code on lines of their own, often one to
@@ -10,11 +11,28 @@ three words long, so a paragraph is read one of two ways:
   words without final punctuation): each line is a unit, however short;
 - a **table** (every line holds " | ", as the builders write tables): each row is a unit,
   with the table's header line before it, so the quote shows the row under its header;
-- **prose**: the lines joined and cut into sentences (``paragraph_pieces``: a cut after ``.``,
-  ``!`` or ``?`` followed by a space and a capital, digit, bracket, quote or backslash; a
-  paragraph whose pieces run over ``MAX_SENTENCE_CHARS`` is a listing or a table and is read
-  line by line); a piece under ``MIN_WORDS`` words joins the sentence after it
-  (``join_short_pieces``: a definition list's term stays with its description).
+- **prose**: the lines joined and cut into sentences (``sentence_pieces``: a cut after ``.``,
+  ``!`` or ``?`` followed by a space and a capital, digit, bracket, quote or backslash, except
+  after an abbreviation that does not end a sentence, "e.g.", "i.e.", "cf.", "vs.", ..., or
+  one before a number, "see p. 12", "pp. 3-4", "Fig. 3", "Sec. 2.1"; a paragraph whose pieces
+  run over ``MAX_SENTENCE_CHARS`` is a listing or a table and is read line by line); a piece
+  under ``MIN_WORDS`` words joins the sentence after it (``join_short_pieces``: a definition
+  list's term stays with its description).
+
+**Entries**: a reference manual is made of entries, and a unit knows the first unit of its
+entry (``Unit.head``) and the entry's name (``Unit.entry``), so the quote can start there:
+
+- a **definition entry**: a paragraph that opens with at most ``SIGNATURE_LINES`` signature
+  lines (code-like, the first a command line: ``\\patchcmd[<prefix>]{<command>}...``,
+  ``bol = <commands> (no default)``, an HTML ``<dt>``) and goes on in prose (the PDF builder
+  and the HTML builder put a description on the lines under its signature,
+  ``engine.document.builders``): the signature with the description's first sentence is one
+  unit (kind "entry"), the description's other sentences are units of that entry;
+- a bulleted or numbered **list item** (``list_items``: a line that opens with a marker); the
+  items of a numbered list (1., 2., 3., ...) are one entry, a **step list**;
+- a **FAQ question** (a short paragraph ending in "?") with the paragraph that answers it.
+
+Inside a plain paragraph sentences stay the unit: each is its own entry.
 
 A prose paragraph whose last sentence **introduces** what follows (it ends in a colon, in "as
 follows", "the command is", "as simple as", ... or without final punctuation) takes the line
@@ -85,6 +103,7 @@ class Unit:
     leans: bool  # refers to the unit before it (module docstring)
     head: int = 0  # index of its entry's first unit (its own when it starts one or has none)
     entry: str = ""  # its entry's name: the signature's first line ("" when none)
+    para: int = 0  # its paragraph among the section's (0: the first)
 
 
 def sentence_pieces(text: str) -> list[str]:
@@ -206,13 +225,14 @@ def _keep(text: str, kind: str) -> bool:
 def signature_lines(lines: list[str]) -> int:
     """How many of a paragraph's first lines are a definition entry's signature (0: none): at
     most ``SIGNATURE_LINES`` lines that read as code, a command or a short label, the first
-    one a command line or a term, followed by prose that starts a sentence (a capital, a
+    one a command line (``is_command_line``: a run-in heading in words is no signature),
+    followed by prose that starts a sentence (a capital, a
     bracket or a backslash: "\\patchcmd[...]{...}" then "This command extracts ...",
     "bol = <commands> (no default)" then "Used to set ...", a ``<dt>`` then its ``<dd>``)."""
     k = 0
     while k < min(SIGNATURE_LINES, len(lines) - 1) and is_code_line(lines[k]):
         k += 1
-    if k == 0 or k == len(lines):
+    if k == 0 or k == len(lines) or not is_command_line(lines[0]):
         return 0
     rest = lines[k:]
     if all(is_code_line(ln) for ln in rest) or not _STARTS_SENTENCE.match(rest[0]):
@@ -268,17 +288,19 @@ def split_units(body: str, title: str = "") -> list[Unit]:
             carry = items[-1][3]
     head = _title_key(title)
     built: list[tuple[Unit, int]] = []
+    paras = {p: k for k, p in enumerate(dict.fromkeys(it[0] for it in items))}
     i = 0
     while i < len(items):
-        _, kind, text, group = items[i]
+        p, kind, text, group = items[i]
         run = _introduced(items, i)
         if run:
             built.append((Unit(text + "\n" + "\n".join(items[j][2] for j in run), "intro",
-                               leans(text)), group))
+                               leans(text), para=paras[p]), group))
             i = run[-1] + 1
             continue
         if not (head and _title_key(text).endswith(head)):
-            built.append((Unit(text, kind, kind == "sentence" and leans(text)), group))
+            built.append((Unit(text, kind, kind == "sentence" and leans(text), para=paras[p]),
+                          group))
         i += 1
     units: list[Unit] = []
     first: dict[int, int] = {}
