@@ -79,6 +79,7 @@ _PARA = re.compile(r"\n\s*\n")
 _STARTS_SENTENCE = re.compile(r"[A-Z\u27e8(\\\[\"'`]")
 # a bulleted or numbered item's first line ("• autostart. Causes ...", "2. Run make.", "(a) ...")
 _MARKER = re.compile(r"^(?:[\u2022\u25e6\u25aa\u2023\u2013\u2014*\u00b7-]\s|\d{1,2}[.)]\s|\(?[a-z]\)\s)")
+_SHELL = re.compile(r"^(?:[>$%#]\s|>>>)")
 _NUMBER = re.compile(r"^(\d{1,2})[.)]\s")
 _SENT_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[`\\A-Z0-9])")
 _FENCE = re.compile(r"^\s*(```|~~~)\s*[\w+-]*\s*$")  # a Markdown code fence line (not a unit)
@@ -232,8 +233,8 @@ def signature_lines(lines: list[str]) -> int:
     k = 0
     while k < min(SIGNATURE_LINES, len(lines) - 1) and is_code_line(lines[k]):
         k += 1
-    if k == 0 or k == len(lines) or not is_command_line(lines[0]):
-        return 0
+    if k == 0 or k == len(lines) or not is_command_line(lines[0]) or _SHELL.match(lines[0]):
+        return 0  # a prompt's line ("> help(solve)", "$ make") is an example, not a signature
     rest = lines[k:]
     if all(is_code_line(ln) for ln in rest) or not _STARTS_SENTENCE.match(rest[0]):
         return 0
@@ -260,9 +261,7 @@ def split_units(body: str, title: str = "") -> list[Unit]:
     groups: dict[int, str] = {}  # entry group -> its name
     carry = -1  # a FAQ question's group: its answer (the next paragraph) joins it
     step = (-1, 0)  # the group of a numbered step list and its last number
-    for p, para in enumerate(_PARA.split(body or "")):
-        lines = [" ".join(ln.split()) for ln in para.splitlines()
-                 if ln.strip() and not _FENCE.match(ln)]
+    for p, lines in enumerate(_entry_paragraphs(body)):
         if not lines:
             continue
         if is_table(lines):  # a row with its table's header: quoted and read together
@@ -311,6 +310,27 @@ def split_units(body: str, title: str = "") -> list[Unit]:
         u.entry = groups.get(group, "")
         units.append(u)
     return units
+
+
+def _entry_paragraphs(body: str) -> list[list[str]]:
+    """The section's paragraphs as lists of lines (whitespace collapsed, Markdown fences left
+    out), a paragraph that is a signature alone joined with the prose paragraph after it (text
+    without layout, as OCR reads a page: ``signature_lines`` then finds the entry), unless the
+    paragraph before introduces it (a code line after "as follows:")."""
+    paras = [[" ".join(ln.split()) for ln in para.splitlines()
+              if ln.strip() and not _FENCE.match(ln)] for para in _PARA.split(body or "")]
+    out: list[list[str]] = []
+    for lines in paras:
+        prev = out[-1] if out else None
+        if (prev and lines and len(prev) <= SIGNATURE_LINES and is_command_line(prev[0])
+                and all(is_code_line(ln) for ln in prev) and not is_table(prev)
+                and signature_lines(prev + lines) == len(prev)
+                and (len(out) < 2 or not out[-2] or not introduces(out[-2][-1]))):
+            out[-1] = prev + lines
+            out.append([])  # paragraph numbers stay as they were
+            continue
+        out.append(lines)
+    return out
 
 
 def _part_items(p: int, lines: list[str], group: int,
