@@ -261,7 +261,9 @@ def split_units(body: str, title: str = "") -> list[Unit]:
     groups: dict[int, str] = {}  # entry group -> its name
     carry = -1  # a FAQ question's group: its answer (the next paragraph) joins it
     step = (-1, 0)  # the group of a numbered step list and its last number
-    for p, lines in enumerate(_entry_paragraphs(body)):
+    for p, para in enumerate(_PARA.split(body or "")):
+        lines = [" ".join(ln.split()) for ln in para.splitlines()
+                 if ln.strip() and not _FENCE.match(ln)]
         if not lines:
             continue
         if is_table(lines):  # a row with its table's header: quoted and read together
@@ -310,27 +312,6 @@ def split_units(body: str, title: str = "") -> list[Unit]:
         u.entry = groups.get(group, "")
         units.append(u)
     return units
-
-
-def _entry_paragraphs(body: str) -> list[list[str]]:
-    """The section's paragraphs as lists of lines (whitespace collapsed, Markdown fences left
-    out), a paragraph that is a signature alone joined with the prose paragraph after it (text
-    without layout, as OCR reads a page: ``signature_lines`` then finds the entry), unless the
-    paragraph before introduces it (a code line after "as follows:")."""
-    paras = [[" ".join(ln.split()) for ln in para.splitlines()
-              if ln.strip() and not _FENCE.match(ln)] for para in _PARA.split(body or "")]
-    out: list[list[str]] = []
-    for lines in paras:
-        prev = out[-1] if out else None
-        if (prev and lines and len(prev) <= SIGNATURE_LINES and is_command_line(prev[0])
-                and all(is_code_line(ln) for ln in prev) and not is_table(prev)
-                and signature_lines(prev + lines) == len(prev)
-                and (len(out) < 2 or not out[-2] or not introduces(out[-2][-1]))):
-            out[-1] = prev + lines
-            out.append([])  # paragraph numbers stay as they were
-            continue
-        out.append(lines)
-    return out
 
 
 def _part_items(p: int, lines: list[str], group: int,
