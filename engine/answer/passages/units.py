@@ -278,7 +278,7 @@ def split_units(body: str, title: str = "") -> list[Unit]:
             elif group < 0 and (_MARKER.match(part[0]) or signature_lines(part)):
                 group = len(groups)  # a list item or a definition entry opens an entry
                 groups[group] = ""
-            step = (group, int(number.group(1))) if number else step
+            step = (group, int(number.group(1))) if number else (-1, 0)
             items += _part_items(p, part, group, groups)
         last = items[-1] if items else None
         if (last is not None and last[0] == p and last[1] == "sentence"
