@@ -35,6 +35,9 @@ from engine.answer.passages.units import is_command_line
 MAX_SENTENCES = 5
 MAX_WORDS = 80
 MIN_WORDS = 4  # a shorter quote that is not a command line is a fragment
+# room a quote started at its entry's opening keeps for the units after the best one
+AFTER_BEST = 2
+AFTER_BEST_WORDS = 20
 TRIES = 10  # best units tried before giving up on a quote that is not a fragment
 
 
@@ -118,16 +121,18 @@ def _quote_from(best: Sentence, ranked: list[Sentence], page_of) -> Quote:
 def _entry_start(section: list[Sentence], start: int,
                  best: Sentence) -> tuple[list[Sentence], int]:
     """Where a quote of ``best`` inside an entry starts: (lead, start) with ``lead`` empty and
-    ``start`` at the entry's first unit when the entry's units up to ``best`` fit the caps
-    (``MAX_SENTENCES``, ``MAX_WORDS``) and are all there; else ``lead`` is the entry's first
-    unit alone (its signature) and the quote goes on from ``start``."""
+    ``start`` at the entry's first unit when the entry's units up to ``best`` are all there and
+    fit the caps (``MAX_SENTENCES``, ``MAX_WORDS``) with room left for what follows ``best``
+    (``AFTER_BEST`` units, ``AFTER_BEST_WORDS`` words: the unit after the best one often holds
+    the answer it introduces); else ``lead`` is the entry's first unit alone (its signature, a
+    list's first step) and the quote goes on from ``start``."""
     at = {s.index: i for i, s in enumerate(section)}
     if best.head not in at:
         return [], start
     first = at[best.head]
     span = section[first:start + 1]
     whole = all(b.index == a.index + 1 for a, b in zip(span, span[1:]))
-    if whole and len(span) <= MAX_SENTENCES and \
-            sum(len(s.text.split()) for s in span) <= MAX_WORDS:
+    if whole and len(span) <= MAX_SENTENCES - AFTER_BEST and \
+            sum(len(s.text.split()) for s in span) <= MAX_WORDS - AFTER_BEST_WORDS:
         return [], first
     return [section[first]], start

@@ -134,7 +134,7 @@ def test_a_units_window_is_what_a_quote_from_it_shows():
     signature line is read with its description, never with another section's units."""
     sents = S.candidates([
         S.SectionText(rid=1, doc_id=1, node_id=10, heading="Hooks > \\newtoggle", page_start=16,
-                      page_end=16, body="\\newtoggle{<name>}\n\nDefines a new flag. The initial "
+                      page_end=16, body="\\newtoggle{<name>}\nDefines a new flag. The initial "
                       "state of newly defined flags is false. It may be set later."),
         S.SectionText(rid=2, doc_id=1, node_id=20, heading="Hooks > \\settoggle", page_start=16,
                       page_end=16, body="Sets the flag to true or false as given."),
@@ -153,7 +153,7 @@ def test_a_text_two_sections_share_is_each_ones_and_read_once():
     """Two reference entries with one description: each section keeps its units (its quote reads
     on through them, etoolbox's \\newtoggle quoted its signature line alone before), and the
     reader's context holds the text once."""
-    body = ("{sig}\n\nDefines a new boolean flag called <name>. If the flag has already been "
+    body = ("{sig}\nDefines a new boolean flag called <name>. If the flag has already been "
             "defined, this command issues an error. The initial state of newly defined flags "
             "is false. This command is robust.")
     sections = [S.SectionText(rid=i, doc_id=1, node_id=10 * i, heading=f"Flags > {sig}",
