@@ -9,7 +9,8 @@ quote one unit earlier. A best unit inside an entry (``units.Unit.head``: a defi
 a list item, a step list, a FAQ answer) starts the quote at the entry's first unit, its
 signature, so the line that names the answer is never left above the quote; when the entry up
 to the best unit runs over the caps, the signature comes first and the quote goes on from the
-best unit after a line break. Lines keep their line breaks. Chosen where the issue is silent: the continuation runs forward only
+best unit after a line break (that opening line does not count among the ``MAX_SENTENCES``
+units; its words count). Lines keep their line breaks. Chosen where the issue is silent: the continuation runs forward only
 (a manual states the subject first, then its details), and the 80-word cap follows the issue's
 measurement (the opening 80 words of the gold chunk scored best against the reference answers).
 
@@ -95,8 +96,8 @@ def _quote_from(best: Sentence, ranked: list[Sentence], page_of) -> Quote:
     picked, words = list(lead), sum(len(s.text.split()) for s in lead)
     for s in section[start:]:
         n = len(s.text.split())
-        if len(picked) > len(lead) and (len(picked) >= MAX_SENTENCES or words + n > MAX_WORDS) \
-                and s is not best:
+        if len(picked) > len(lead) and (len(picked) - len(lead) >= MAX_SENTENCES
+                                        or words + n > MAX_WORDS) and s is not best:
             break
         if len(picked) > len(lead) and s.index != picked[-1].index + 1:
             break  # contiguous only (a dropped piece, e.g. a contents line, ends the passage)
