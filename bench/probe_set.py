@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIR = ROOT / "bench" / "probe"
 MANUALS_FILE = PROBE_DIR / "manuals.json"
 QUESTIONS_FILE = PROBE_DIR / "questions.jsonl"
-CORPUS = ROOT.parent / "shared" / "corpus"
+# the shared folder beside the repository, or H2MT_SHARED_DIR (as the tests read it)
+CORPUS = Path(os.environ.get("H2MT_SHARED_DIR") or ROOT.parent / "shared") / "corpus"
 DATA_DIR = ROOT / "data" / "probe"  # fetched packages (debs/, root/) and unpacked PDFs (pdf/)
 KINDS = ("how", "which-option", "default", "what-does", "command", "value", "file", "syntax")
 # Size buckets in pages: (name, first page count past the previous bucket's last)

@@ -54,7 +54,7 @@ def stood_in_walk(tree, n_sections: int):
     """``walk(question)``: the ``n_sections`` best readable sections by BM25 over heading path
     and text, as routed sections (``SectionText``; a stand-in for the walk, module docstring)."""
     from engine.answer.passages import sentences
-    from engine.answer.passages.sections import heading_path, readable
+    from engine.answer.passages.sections import entry_lead, heading_path, readable
     from engine.routing import lexical
 
     sections = [n for n in tree.preorder() if readable(n)]
@@ -66,7 +66,8 @@ def stood_in_walk(tree, n_sections: int):
         sc = index.scores(lexical.tokenize(question))
         best = sorted(range(len(sections)), key=lambda i: -sc[i])[:n_sections]
         return [sentences.SectionText(rid=n.id, doc_id=1, node_id=n.id, heading=heads[n.id],
-                                      body=n.text, page_start=n.page_start, page_end=n.page_end)
+                                      body=n.text, page_start=n.page_start, page_end=n.page_end,
+                                      lead=entry_lead(tree, n))
                 for n in (sections[i] for i in best)]
 
     return walk

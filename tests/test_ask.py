@@ -231,3 +231,16 @@ def test_candidate_path_through_ask(tiny_rt):
     assert ask(again, doc, q, AskOptions(mode="route"), log=False).route.selected == exact.selected
     assert rt.library.candidate_index_keys() == keys  # read back, not built again
     assert route.tree.candidates.key == keys[0]
+
+
+def test_the_first_example_quotes_the_patchcmd_entry_from_its_signature(tiny_backbone,
+                                                                          shared_dir, tmp_path):
+    """The product's first example on etoolbox's manual (its text layer): "How do I patch a
+    command?" quotes \\patchcmd's entry, its signature line first."""
+    rt = make_runtime(tiny_backbone, tmp_path)
+    doc = ingest_file(shared_dir / "corpus" / "etoolbox-manual.pdf", rt, memories=False).doc_id
+    quote = ask(rt, doc, "How do I patch a command?", AskOptions(mode="quote", k=2),
+                log=False).as_json()["quote"]
+    assert quote["heading"].endswith("\\patchcmd")
+    assert quote["text"].startswith("\\patchcmd[⟨prefix⟩]{⟨command⟩}{⟨search⟩}{⟨replace⟩}")
+    assert quote["page"] == 13

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # A sentence ends at . ! or ? (closing quotes/brackets allowed) before whitespace and a capital,
 # a digit or an opening quote/bracket.
-_SENTENCE_END = re.compile(r"[.!?][\"'’”)\]]*\s+(?=[\"'‘“(\[]?[A-Z0-9])")
+SENTENCE_END = _SENTENCE_END = re.compile(r"[.!?][\"'’”)\]]*\s+(?=[\"'‘“(\[]?[A-Z0-9])")
 HEADING_TOKENS = 16
 # Characters a token covers at most in prose (English averages about 4), so a text longer than
 # target * MAX_TOKEN_CHARS characters is taken as over target tokens without counting them. Not

@@ -13,8 +13,11 @@ Tokens (``tokenize``), for technical manuals:
   backslash, dashes or dot (``\\pretocmd``, ``--prefix``, ``config_foo``), AND split into
   its parts at separators and camelCase humps (``set wire rc``, ``camel case name``,
   ``x86 64``; a humped run between separators also counts whole: ``e-TeX`` gives ``tex``),
-  the parts treated like plain words (stop words dropped, stemmed). A question that writes the
-  identifier matches the whole form; one that spells out its words matches the parts.
+  the parts treated like plain words (stop words dropped, stemmed), and its run-together words
+  (``engine.routing.identifiers``: ``\\patchcmd`` also gives ``patch``, ``cmd``, ``command``;
+  a lower-case word of ``RUN_TOGETHER`` letters or more too: ``allowframebreaks``). A question
+  that writes the identifier matches the whole form; one that spells out its words matches the
+  parts.
 Analyses are cached per raw token, so a manual's repeated vocabulary is stemmed once.
 
 Evidence (``evidence_tokens``): the heading path, then the body; the node's own title counts
@@ -44,7 +47,10 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 from bm25s.tokenization import Tokenized
 
-VERSION = "2"  # bump when tokens change: stored evidence is then re-indexed
+from engine.routing.identifiers import split_words
+
+VERSION = "3"  # bump when tokens change: stored evidence is then re-indexed
+RUN_TOGETHER = 8  # a lower-case word this long may be a run-together name (``identifiers``)
 TITLE_BOOST = 2
 K1 = 1.2
 B = 0.75
@@ -160,7 +166,11 @@ def _analyse(raw: str) -> tuple[str, ...]:
     if raw.isdigit():
         return (raw,)
     if raw.isalpha() and (raw.islower() or raw.isupper() or raw.istitle()):
-        return _word(raw.lower())
+        low = raw.lower()
+        if len(low) < RUN_TOGETHER or not raw.islower():
+            return _word(low)
+        # a run-together name written as a word ("allowframebreaks"): its words too
+        return tuple(dict.fromkeys(chain(_word(low), *(_word(w) for w in split_words(low)))))
     if not _ALNUM_RUN.search(raw):
         return ()  # underscores only
     whole = raw.lower()
@@ -174,6 +184,10 @@ def _analyse(raw: str) -> tuple[str, ...]:
             for tok in _word(part.lower()):
                 if tok not in out:
                     out.append(tok)
+    for word in split_words(raw):  # run-together parts ("patchcmd": patch cmd command)
+        for tok in _word(word):
+            if tok not in out:
+                out.append(tok)
     return tuple(out)
 
 

@@ -115,3 +115,20 @@ def test_heights_give_a_post_order_schedule():
             assert all(c.id in seen for c in tree.children(n.id))
         seen |= {n.id for n in level}
     assert [len(lv) for lv in levels] == [2, 1, 1, 1]
+
+
+def test_an_over_long_paragraph_is_cut_between_its_sentences():
+    """A paragraph over the node budget is cut at sentence ends (whole sentences a chunk, line
+    breaks kept); the chunks after the first go on from it (kind "chunk")."""
+    from engine.document.tree import TreeAssembler
+
+    para = "\n".join(f"Sentence number {i} says a few words about it." for i in range(40))
+    asm = TreeAssembler("text", "Doc")
+    asm.add(0, title="Long", text=para)
+    enc = lambda s: s.split()  # noqa: E731 - a word a token
+    tree = split_long_nodes(asm.finish(), enc, lambda ids: " ".join(ids), 64)
+    long = next(n for n in tree.preorder() if n.title == "Long")
+    kids = tree.children(long.id)
+    assert len(kids) > 1 and [k.kind for k in kids] == ["paragraph"] + ["chunk"] * (len(kids) - 1)
+    assert all(k.text.startswith("Sentence number") and k.text.endswith("about it.") for k in kids)
+    assert "\n".join(k.text for k in kids) == para

@@ -16,7 +16,7 @@ from engine.routing.lexical import (STOP_WORDS, LexicalIndex, evidence_tokens, t
 
 
 @pytest.mark.parametrize("text, tokens", [
-    ("\\pretocmd", ["\\pretocmd", "pretocmd"]),
+    ("\\pretocmd", ["\\pretocmd", "pretocmd", "preto", "cmd", "command"]),  # its words too
     ("set_wire_rc", ["set_wire_rc", "set", "wire", "rc"]),
     ("--prefix", ["--prefix", "prefix"]),
     ("CONFIG_FOO", ["config_foo", "config", "foo"]),
@@ -29,7 +29,7 @@ from engine.routing.lexical import (STOP_WORDS, LexicalIndex, evidence_tokens, t
     ("\\protected@xappto", ["\\protected@xappto", "protect", "xappto"]),
     ("e-TeX", ["e-tex", "e", "tex", "te", "x"]),
     ("What does fault code E1 mean?", ["fault", "code", "e1", "mean"]),
-    ("__init__ and _ or ___", ["__init__", "init"]),
+    ("__init__ and _ or ___", ["__init__", "init", "initi"]),  # init: initialize
     (".option reltol=1e-4", [".option", "option", "reltol", "1e-4", "1e", "4"]),
     ("Wait... .tran 1ns", ["wait", ".tran", "tran", "1ns"]),
 ])
@@ -176,7 +176,7 @@ def test_index_scores_shape_and_zeros(etoolbox):
     empty = [i for i, r in enumerate(rows) if not r]
     assert 0 in empty and len(empty) >= 2  # the root and the marked front matter
     assert (s[empty] == 0).all()
-    sharing = np.array([bool({"\\patchcmd", "patchcmd"} & set(r)) for r in rows])
+    sharing = np.array([bool(set(tokenize("\\patchcmd")) & set(r)) for r in rows])
     assert (s[sharing] > 0).all() and (s[~sharing] == 0).all()
     assert not index.scores([]).any() and index.scores([]).shape == (len(tree),)
     assert not index.scores(["no-such-term", "zzzz"]).any()

@@ -44,6 +44,8 @@ def _code_lines(kind: str, text: str) -> list[str]:
     lines = text.split("\n")
     if kind == "intro":
         return lines[1:]
+    if kind == "entry":  # a signature, then its description's first sentence
+        return lines[:-1]
     return lines if kind == "line" and is_code_line(text) else []
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from engine.answer.passages import quote as quoting
 from engine.answer.passages import sentences as sentence_evidence
-from engine.answer.passages.sections import heading_path, routed_sections
+from engine.answer.passages.sections import entry_lead, heading_path, routed_sections
 from engine.answer.passages.evidence import EvidenceLine, Section, evidence_lines
 from engine.answer.passages.pages import locate_page, pages_lookup
 from engine.answer.passages import ranking
@@ -65,7 +65,7 @@ def ranked_sentences(rt, routing, trees: dict, question: str, route,
     found = [sentence_evidence.SectionText(
         rid=s.rid, doc_id=s.doc_id, node_id=s.node_id,
         heading=heading_path(s.tree, s.node_id) or routing.title[s.rid], body=s.node.text,
-        page_start=s.node.page_start, page_end=s.node.page_end)
+        page_start=s.node.page_start, page_end=s.node.page_end, lead=entry_lead(s.tree, s.node))
         for s in routed_sections(routing, trees, sorted(route.selected),
                                  asks_for_matter(question))]
     routed = sentence_evidence.candidates(found)

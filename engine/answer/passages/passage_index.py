@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.answer.passages.sections import CONTEXT_EXCLUDED_KINDS, heading_path, readable
+from engine.answer.passages.sections import (CONTEXT_EXCLUDED_KINDS, entry_lead, heading_path,
+                                             readable)
 from engine.answer.passages.units import split_units
 from engine.answer.passages.sentences import Sentence
 from engine.document.matter import matter_kind
@@ -54,11 +55,15 @@ class PassageIndex:
                 matter_kind(node.text, node.page_start, tree.pages, node.title) or node.kind)
             sec_ids.append(node.id)
             sec_rows.append(lexical.evidence_tokens([heading], node.text, title_boost=1))
+            lead = entry_lead(tree, node)
             for i, u in enumerate(split_units(node.text, title)):
+                goes_on = lead if lead and not u.entry and u.para == 0 else ""
                 passages.append(Sentence(rid=-1, doc_id=doc_id, node_id=node.id, heading=heading,
                                          index=i, text=u.text, page_start=node.page_start,
-                                         page_end=node.page_end, kind=u.kind, leans=u.leans))
-                rows.append(lexical.evidence_tokens([heading], u.text, title_boost=1))
+                                         page_end=node.page_end, kind=u.kind, leans=u.leans,
+                                         head=u.head, entry=u.entry or goes_on.split("\n")[0],
+                                         lead=goes_on))
+                rows.append(lexical.evidence_tokens([passages[-1].path], u.text, title_boost=1))
         place = {(p.node_id, p.index): j for j, p in enumerate(passages)}
         return cls(passages, lexical.LexicalIndex(rows), lexical.LexicalIndex(sec_rows), sec_ids,
                    place, kinds)

@@ -5,7 +5,12 @@ sentences, lines, and sentences with the lines they introduce: ``engine.answer.p
 by routing order: the best unit and the ones after it in the same section while the quote stays
 within ``MAX_SENTENCES`` units and ``MAX_WORDS`` words, so a definition keeps the sentence that
 completes it. A best unit that leans on the one before ("It is as simple as ...") starts the
-quote one unit earlier. Lines keep their line breaks. Chosen where the issue is silent: the continuation runs forward only
+quote one unit earlier. A best unit inside an entry (``units.Unit.head``: a definition item,
+a list item, a step list, a FAQ answer) starts the quote at the entry's first unit, its
+signature, so the line that names the answer is never left above the quote; when the entry up
+to the best unit runs over the caps, the signature comes first and the quote goes on from the
+best unit after a line break (that opening line does not count among the ``MAX_SENTENCES``
+units; its words count). Lines keep their line breaks. Chosen where the issue is silent: the continuation runs forward only
 (a manual states the subject first, then its details), and the 80-word cap follows the issue's
 measurement (the opening 80 words of the gold chunk scored best against the reference answers).
 
@@ -31,6 +36,9 @@ from engine.answer.passages.units import is_command_line
 MAX_SENTENCES = 5
 MAX_WORDS = 80
 MIN_WORDS = 4  # a shorter quote that is not a command line is a fragment
+# room a quote started at its entry's opening keeps for the units after the best one
+AFTER_BEST = 2
+AFTER_BEST_WORDS = 20
 TRIES = 10  # best units tried before giving up on a quote that is not a fragment
 
 
@@ -73,25 +81,34 @@ def choose(question: str, ranked: list[Sentence], threshold: float = THRESHOLD,
 
 
 def _quote_from(best: Sentence, ranked: list[Sentence], page_of) -> Quote:
-    """The quote that starts at (or one unit before) ``best`` and runs on in its section."""
+    """The quote that starts at ``best``'s entry (or one unit before ``best``) and runs on in
+    its section (module docstring)."""
     section = sorted((s for s in ranked if (s.doc_id, s.node_id) == (best.doc_id, best.node_id)),
                      key=lambda s: s.index)
     start = next(i for i, s in enumerate(section) if s is best)
     if best.leans and start > 0 and section[start - 1].index == best.index - 1:
         start -= 1  # the unit it refers to comes first ("It is as simple as" needs its subject)
-    picked, words = [], 0
+    lead: list[Sentence] = []
     if best.kind == "row":  # one table row, with its header (the unit holds both)
         section, start = [best], 0
+    elif 0 <= best.head < section[start].index:
+        lead, start = _entry_start(section, start, best)
+    picked, words = list(lead), sum(len(s.text.split()) for s in lead)
     for s in section[start:]:
         n = len(s.text.split())
-        if picked and (len(picked) >= MAX_SENTENCES or words + n > MAX_WORDS) and s is not best:
+        if len(picked) > len(lead) and (len(picked) - len(lead) >= MAX_SENTENCES
+                                        or words + n > MAX_WORDS) and s is not best:
             break
-        if picked and s.index != picked[-1].index + 1:
+        if len(picked) > len(lead) and s.index != picked[-1].index + 1:
             break  # contiguous only (a dropped piece, e.g. a contents line, ends the passage)
         picked.append(s)
         words += n
     first = picked[0]
-    text = join_units(picked)
+    text = join_units(picked[len(lead):])
+    if lead:  # the entry's opening, then (after a line break) the part that answers
+        text = f"{join_units(lead)}\n{text}"
+    elif best.lead and picked[0].lead:  # an entry cut at the node budget: its signature first
+        text = f"{best.lead}\n{text}"
     page = first.page_start
     if page_of is not None:
         # where the quote begins: its first unit's page or, when that unit is too short to be
@@ -100,6 +117,26 @@ def _quote_from(best: Sentence, ranked: list[Sentence], page_of) -> Quote:
     return Quote(text=text, doc_id=first.doc_id, node_id=first.node_id,
                  heading=first.heading, page=page, score=best.score, rid=first.rid,
                  channel=best.channel)
+
+
+def _entry_start(section: list[Sentence], start: int,
+                 best: Sentence) -> tuple[list[Sentence], int]:
+    """Where a quote of ``best`` inside an entry starts: (lead, start) with ``lead`` empty and
+    ``start`` at the entry's first unit when the entry's units up to ``best`` are all there and
+    fit the caps (``MAX_SENTENCES``, ``MAX_WORDS``) with room left for what follows ``best``
+    (``AFTER_BEST`` units, ``AFTER_BEST_WORDS`` words: the unit after the best one often holds
+    the answer it introduces); else ``lead`` is the entry's first unit alone (its signature, a
+    list's first step) and the quote goes on from ``start``."""
+    at = {s.index: i for i, s in enumerate(section)}
+    if best.head not in at:
+        return [], start
+    first = at[best.head]
+    span = section[first:start + 1]
+    whole = all(b.index == a.index + 1 for a, b in zip(span, span[1:]))
+    if whole and len(span) <= MAX_SENTENCES - AFTER_BEST and \
+            sum(len(s.text.split()) for s in span) <= MAX_WORDS - AFTER_BEST_WORDS:
+        return [], first
+    return [section[first]], start
 
 
 PASSAGES = 3  # passages shown: the quote, then the best of other entries

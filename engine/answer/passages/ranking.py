@@ -149,7 +149,7 @@ def features(question: str, cands: list[Candidate], chosen: list[int], cos: np.n
         rows.append([
             float(pool_bm[i]) / best_pool if best_pool > 0 else 0.0,
             1.0 / (1 + pool_rank[i]), fb, fr, float(c.routed), float(c.flat),
-            float(cos[k]), float(head_cos[k]), heading_match(qtok, s.heading),
+            float(cos[k]), float(head_cos[k]), heading_match(qtok, s.path),
             float(fits(qtype, s.kind, s.text)), float(s.kind == "line"), float(s.kind == "intro"),
             float(qtype == HOWTO), float(qtype == OPTION), float(qtype == SYNTAX),
             float(qtype == DEFINITION), float(default_q),
@@ -173,20 +173,20 @@ def encode_and_describe(encoder, question: str, cands: list[Candidate], indexes:
     if not cands:
         return [], np.zeros((0, len(FEATURES)), np.float32)
     sents = [c.sentence for c in cands]
-    idx = lexical.LexicalIndex([lexical.evidence_tokens([s.heading], s.text, title_boost=1)
+    idx = lexical.LexicalIndex([lexical.evidence_tokens([s.path], s.text, title_boost=1)
                                 for s in sents])
     pool_bm = idx.scores(lexical.tokenize(question))
     order = np.argsort(-pool_bm, kind="stable")
     chosen = list(dict.fromkeys([int(i) for i in order[:encoded]]
                                 + [i for i, c in enumerate(cands) if c.flat]))
-    texts = [f"{sents[i].heading}: {sents[i].text}" if sents[i].heading else sents[i].text
+    texts = [f"{sents[i].path}: {sents[i].text}" if sents[i].path else sents[i].text
              for i in chosen]
-    heads = sorted({sents[i].heading for i in chosen})
+    heads = sorted({sents[i].path for i in chosen})
     vecs = encoder.encode(texts + heads)
     qv = query_vec if query_vec is not None else encoder.encode_query(question)
     cos = vecs[:len(texts)] @ qv
     hv = dict(zip(heads, vecs[len(texts):] @ qv))
-    head_cos = np.asarray([hv[sents[i].heading] if sents[i].heading else 0.0 for i in chosen])
+    head_cos = np.asarray([hv[sents[i].path] if sents[i].path else 0.0 for i in chosen])
     tokens = lexical.tokenize(question)
     section_scores = {}
     for d, index in indexes.items():

@@ -1,16 +1,33 @@
 """What of the manual goes into an answer's context: the nodes that may (``readable``), the
-routed ones in order (``routed_sections``, ``routed_text``: one walk, ``_routed_nodes``), and
+routed ones in order (``routed_sections``, ``routed_text``: one walk, ``_routed_nodes``), the
+signature a cut entry's later chunk goes on from (``entry_lead``), and
 numbered blocks of them within a token budget (``pack_blocks``, ``pack_context``), each block in
 the one format the reader sees (``block``)."""
 from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
+from engine.answer.passages.units import signature_lines
 from engine.document.matter import LISTING, TITLE_PAGE
 
 # Node kinds put into an answer's context only when the question asks for them
 # (document.hygiene marks them at build time; engine.document.matter.asks_for_matter).
 CONTEXT_EXCLUDED_KINDS = frozenset({"toc", "index", TITLE_PAGE, LISTING})
+
+
+def entry_lead(tree, node) -> str:
+    """The signature of the definition entry a node's text goes on from, or "": a later chunk
+    of a paragraph cut at the node budget (kind "chunk", ``engine.document.split``) whose
+    paragraph opens with a signature (``units.signature_lines``) in the chunk it was cut from."""
+    if node.kind != "chunk" or node.title or node.parent is None:
+        return ""
+    siblings = tree.children(node.parent)
+    at = next((i for i, s in enumerate(siblings) if s.id == node.id), 0)
+    while at > 0 and siblings[at].kind == "chunk":
+        at -= 1
+    lines = [" ".join(ln.split()) for ln in siblings[at].text.strip().splitlines() if ln.strip()]
+    sig = signature_lines(lines) if siblings[at].kind != "chunk" else 0
+    return "\n".join(lines[:sig])
 
 
 def readable(node, with_matter: bool = False) -> bool:

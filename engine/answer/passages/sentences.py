@@ -37,6 +37,7 @@ from engine.answer.passages.answer_type import fits, question_type
 from engine.answer.passages.sections import block
 from engine.answer.passages.units import split_units
 from engine.routing import lexical
+from engine.routing.identifiers import as_words
 
 LEXICAL_WEIGHT = 0.5  # docs/results.md, "The quote's weights, measured"
 THRESHOLD = 0.70  # docs/results.md, "The quote's weights, measured"
@@ -79,8 +80,20 @@ class Sentence:
     lexical: float = 0.0
     kind: str = "sentence"  # engine.answer.passages.units.Unit.kind: sentence | line | intro
     leans: bool = False  # refers to the unit before it (the quote brings that one along)
+    head: int = -1  # index of its entry's first unit (units.Unit.head; -1: its own)
+    entry: str = ""  # its entry's name (units.Unit.entry): read as part of its heading
+    lead: str = ""  # the signature its entry opened with in an earlier chunk (sections.entry_lead)
     # which candidate channel found it (engine.answer.ranking.Candidate.channel)
     channel: str = "routed section"
+
+    @property
+    def path(self) -> str:
+        """Its heading path as scoring reads it: the section's, then its entry's name (an
+        entry's name counts as its heading), identifiers also read as words
+        (``engine.routing.identifiers.as_words``)."""
+        title = self.heading.rsplit(" > ", 1)[-1]
+        named = self.entry and not (title and self.entry.startswith(title))
+        return as_words(f"{self.heading} > {self.entry}" if named else self.heading)
 
 
 @dataclass
@@ -94,6 +107,7 @@ class SectionText:
     body: str
     page_start: int | None
     page_end: int | None
+    lead: str = ""  # the signature of the entry its text goes on from (sections.entry_lead)
 
 
 def candidates(sections: list[SectionText]) -> list[Sentence]:
@@ -105,9 +119,11 @@ def candidates(sections: list[SectionText]) -> list[Sentence]:
     for s in sorted(sections, key=lambda s: (s.doc_id or 0, s.rid)):
         title = s.heading.split(" > ")[-1] if s.heading else ""
         for i, u in enumerate(split_units(s.body, title)):
+            lead = s.lead if s.lead and not u.entry and u.para == 0 else ""
             out.append(Sentence(rid=s.rid, doc_id=s.doc_id, node_id=s.node_id, heading=s.heading,
                                 index=i, text=u.text, page_start=s.page_start, page_end=s.page_end,
-                                order=len(out), kind=u.kind, leans=u.leans))
+                                order=len(out), kind=u.kind, leans=u.leans, head=u.head,
+                                entry=u.entry or lead.split("\n")[0], lead=lead))
     return out
 
 
@@ -150,7 +166,7 @@ def score(encoder, question: str, sents: list[Sentence],
     if not sents:
         return []
     texts = windows(sents, window_words)
-    index = lexical.LexicalIndex([lexical.evidence_tokens([s.heading], t, title_boost=1)
+    index = lexical.LexicalIndex([lexical.evidence_tokens([s.path], t, title_boost=1)
                                   for s, t in zip(sents, texts)])
     bm = index.scores(lexical.tokenize(question))
     best_bm = float(bm.max()) if len(bm) else 0.0
@@ -159,15 +175,15 @@ def score(encoder, question: str, sents: list[Sentence],
     if encoder is not None:
         # no word of the question matched: meaning is the only evidence, so every sentence counts
         chosen = np.argsort(-lex, kind="stable")[:encoded if best_bm > 0 else len(sents)]
-        vec = encoder.encode([f"{sents[i].heading}: {texts[i]}" if sents[i].heading
+        vec = encoder.encode([f"{sents[i].path}: {texts[i]}" if sents[i].path
                               else texts[i] for i in chosen])
         qv = query_vec if query_vec is not None else encoder.encode_query(question)
         cos[chosen] = vec @ qv
     qtype, qtok = question_type(question), set(lexical.tokenize(question))
-    heads = {h: heading_match(qtok, h) for h in {s.heading for s in sents}}
+    heads = {h: heading_match(qtok, h) for h in {s.path for s in sents}}
     for s, c, x in zip(sents, cos, lex):
         s.cosine, s.lexical = round(float(c), 4), round(float(x), 4)
-        s.score = round(float(c) + lexical_weight * float(x) + heading_weight * heads[s.heading]
+        s.score = round(float(c) + lexical_weight * float(x) + heading_weight * heads[s.path]
                         + type_weight * fits(qtype, s.kind, s.text), 4)
     return sorted(sents, key=lambda s: (-s.score, s.order))
 
@@ -219,6 +235,6 @@ def join_units(units: list[Sentence]) -> str:
     (and so does whatever follows a line or an introduced block)."""
     out = ""
     for i, u in enumerate(units):
-        apart = i and (u.kind == "line" or units[i - 1].kind != "sentence")
+        apart = i and (u.kind in ("line", "entry") or units[i - 1].kind not in ("sentence", "entry"))
         out += ("\n" if apart else " " if i else "") + u.text
     return out

@@ -21,7 +21,7 @@ from engine.answer.passages.sentences import windows
 
 # Bumped whenever the unit split or the text built from a unit changes (older rows are then
 # dropped as new ones are stored; a lookup is by the text itself, so a stale row is never read).
-UNITS_VERSION = 1
+UNITS_VERSION = 2
 _LOCK = threading.Lock()
 
 

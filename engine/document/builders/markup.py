@@ -3,7 +3,8 @@
 - Markdown: heading tokens from markdown-it-py (so ``#`` lines inside fenced code are not
   headings; setext headings come for free), nested by level.
 - HTML: ``h1``..``h6`` nested by level (beautifulsoup4 with the stdlib ``html.parser``), body text
-  from the text between headings, one paragraph per block element; script/style dropped.
+  from the text between headings, one paragraph per block element; a definition list's ``<dd>``
+  goes on the line under its ``<dt>`` (one paragraph: the entry); script/style dropped.
 - Plain text: one child of the root per paragraph (paragraphs split at blank lines).
 """
 from __future__ import annotations
@@ -130,12 +131,12 @@ def build_html_tree(html: str, fallback_title: str) -> Tree:
     preamble: list[str] = []
     sections: list[tuple[int, str, list[str]]] = []
     current = preamble
-    last_block = None
+    last_block, last_term = None, False
     for el in soup.descendants:
         if isinstance(el, Tag) and el.name in HTML_HEADINGS:
             current = []
             sections.append((int(el.name[1]), el.get_text(" ", strip=True), current))
-            last_block = None
+            last_block, last_term = None, False
             continue
         if not isinstance(el, NavigableString) or isinstance(el, (Comment, Doctype,
                                                                     ProcessingInstruction)):
@@ -149,15 +150,24 @@ def build_html_tree(html: str, fallback_title: str) -> Tree:
             piece = " ".join(piece.split())
         if not piece.strip():
             continue
-        if block is not last_block or not current:
+        term = el.find_parent("dt") is not None
+        if block is not last_block and last_term and current and _opens_description(block):
+            current[-1] = f"{current[-1]}\n{piece}"  # a <dd> under its <dt>: one entry
+        elif block is not last_block or not current:
             current.append(piece)
         else:
             current[-1] = f"{current[-1]} {piece}" if not in_pre else current[-1] + piece
-        last_block = block
+        last_block, last_term = block, term
 
     asm = TreeAssembler("html", title or fallback_title, root_text="\n\n".join(preamble))
     nest(asm, 0, [Section(level, t, "\n\n".join(body)) for level, t, body in sections])
     return asm.finish()
+
+
+def _opens_description(block) -> bool:
+    """Whether a block is a ``<dd>`` (or the first block inside one)."""
+    dd = block if block.name == "dd" else block.find_parent("dd")
+    return dd is not None and (dd is block or next(iter(dd.find_all(True)), None) is block)
 
 
 def _html_tables_as_rows(soup) -> None:

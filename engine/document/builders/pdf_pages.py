@@ -19,6 +19,8 @@ from engine.document.tree import DocumentError
 # CMBX12 does, LMRomanDemi10 does not).
 _BOLD_NAME = re.compile(r"bold|black|heavy|demi|semibold|cmbx|cmssbx|-bd|\bbx", re.IGNORECASE)
 _SPAN_BOLD_FLAG = 16  # pymupdf TEXT_FONT_BOLD
+_SPAN_MONO_FLAG = 8  # pymupdf TEXT_FONT_MONOSPACED
+_MONO_NAME = re.compile(r"mono|courier|typewriter|consol|menlo|cmtt|sfmono|inconsolata", re.I)
 
 # Running headers and footers live in these top/bottom fractions of the page height.
 MARGIN_FRACTION = 0.1
@@ -47,6 +49,8 @@ class TextLine:
     bold: bool
     chars: int  # non-blank characters in the line
     table: int = 0  # 1-based table of its page when the line is a table row, else 0
+    mono: bool = False  # its first span is set in a monospaced (typewriter) font
+    mono_end: bool = False  # its last span is (a line of code: a break there is no hyphen)
 
     @property
     def y_mid(self) -> float:
@@ -55,6 +59,10 @@ class TextLine:
 
 def is_bold(font: str, flags: int) -> bool:
     return bool(flags & _SPAN_BOLD_FLAG) or bool(_BOLD_NAME.search(font))
+
+
+def is_mono(font: str, flags: int) -> bool:
+    return bool(flags & _SPAN_MONO_FLAG) or bool(_MONO_NAME.search(font))
 
 
 # A title-page line counts as the title when its size is this many times the page's body size.
@@ -98,11 +106,14 @@ def read_lines(doc: pymupdf.Document, first: int | None = None,
                 if not text:
                     continue
                 first = next(s for s in spans if s["text"].strip())
+                last = next(s for s in reversed(spans) if s["text"].strip())
                 x0, y0, _, y1 = line["bbox"]
                 out.append(TextLine(page=page.number, y0=y0, y1=y1, x0=x0, text=text,
                                     size=round(first["size"], 1), font=first["font"],
                                     bold=is_bold(first["font"], first["flags"]),
-                                    chars=sum(len(s["text"].strip()) for s in spans)))
+                                    chars=sum(len(s["text"].strip()) for s in spans),
+                                    mono=is_mono(first["font"], first["flags"]),
+                                    mono_end=is_mono(last["font"], last["flags"])))
         pages_out.append(with_table_rows(page, out) if tables else out)
     return pages_out
 
@@ -165,9 +176,54 @@ def drop_running_lines(doc: pymupdf.Document, pages: list[list[TextLine]]) -> li
             for lines in pages]
 
 
+# A word broken at a line's end: letters, a hyphen; the next line goes on in lower case.
+_BROKEN = re.compile(r"(?<![\\\w-])([^\W\d_]{2,})-$")
+_GOES_ON = re.compile(r"[a-z]")
+# A hyphen that a word keeps: after a capital or digit inside it ("LaTeX-", "UTF-"), or in a
+# token that reads as code (a dash or backslash first, or "_", "=", "/", "." inside).
+_KEEPS = re.compile(r"[A-Z\d].*-$|^[-\\]|[_=/.]")
+# Same row: lines whose heights overlap by this share of the lower one (a margin note or a
+# default set in a smaller size beside its key).
+ROW_OVERLAP = 0.5
+# A signature line (its first span monospaced or bold) and the description set indented under
+# it are one paragraph when the gap between them is under this many line heights.
+ENTRY_GAP = 1.6
+ENTRY_INDENT = 6.0  # points the description starts right of the signature line
+
+
+def dehyphenated(text: str, next_text: str) -> str | None:
+    """``text`` without the hyphen that breaks its last word across the line's end, when the
+    next line goes on in lower case and the word is prose (``_KEEPS``); None otherwise."""
+    m = _BROKEN.search(text)
+    if m is None or not _GOES_ON.match(next_text):
+        return None
+    word = text[:m.end()].rsplit(None, 1)[-1]
+    if _KEEPS.search(word):
+        return None
+    return text[:-1]
+
+
+def same_row(a: TextLine, b: TextLine) -> bool:
+    """Whether two lines of a page share a row (``ROW_OVERLAP``)."""
+    overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return abs(a.y0 - b.y0) < 2 or overlap >= ROW_OVERLAP * min(a.y1 - a.y0, b.y1 - b.y0)
+
+
+def opens_entry(sig: TextLine, desc: TextLine) -> bool:
+    """A definition entry's signature line and the first line of its description: the
+    signature starts in a monospaced or bold face, the description (in neither) starts
+    ``ENTRY_INDENT`` right of it, within ``ENTRY_GAP`` line heights below."""
+    height = max(sig.y1 - sig.y0, 4)
+    return (sig.page == desc.page and (sig.mono or sig.bold) and not (desc.mono or desc.bold)
+            and desc.x0 - sig.x0 >= ENTRY_INDENT and 0 <= desc.y0 - sig.y1 < ENTRY_GAP * height)
+
+
 def join_lines(lines: list[TextLine]) -> str:
-    """Body text of consecutive lines: lines on the same height joined by a space, else newline;
-    a larger vertical gap (or a new page) starts a new paragraph (blank line)."""
+    """Body text of consecutive lines: lines on one row (``same_row``) joined by a space, else
+    newline; a larger vertical gap (or a new page) starts a new paragraph (blank line), except
+    between a definition entry's signature and its description (``opens_entry``). A word
+    hyphenated at a prose line's end is joined again ("com-" / "mands": ``dehyphenated``); a
+    line of code keeps its hyphen."""
     parts: list[str] = []
     prev: TextLine | None = None
     for ln in lines:
@@ -177,9 +233,16 @@ def join_lines(lines: list[TextLine]) -> str:
             parts.append("\n\n" + ln.text)  # a table is a paragraph of its own
         elif ln.table:
             parts.append("\n" + ln.text)  # one row a line
-        elif ln.page == prev.page and abs(ln.y0 - prev.y0) < 2:
+        elif ln.page == prev.page and same_row(prev, ln):
             parts.append(" " + ln.text)
         elif ln.page == prev.page and 0 <= ln.y0 - prev.y1 < max(ln.y1 - ln.y0, 4) * 0.6:
+            joined = None if prev.mono_end else dehyphenated(parts[-1], ln.text)
+            if joined is not None:
+                parts[-1] = joined
+                parts.append(ln.text)
+            else:
+                parts.append("\n" + ln.text)
+        elif opens_entry(prev, ln):
             parts.append("\n" + ln.text)
         else:
             parts.append("\n\n" + ln.text)

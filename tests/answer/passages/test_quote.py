@@ -134,16 +134,17 @@ def test_a_units_window_is_what_a_quote_from_it_shows():
     signature line is read with its description, never with another section's units."""
     sents = S.candidates([
         S.SectionText(rid=1, doc_id=1, node_id=10, heading="Hooks > \\newtoggle", page_start=16,
-                      page_end=16, body="\\newtoggle{<name>}\n\nDefines a new flag. The initial "
+                      page_end=16, body="\\newtoggle{<name>}\nDefines a new flag. The initial "
                       "state of newly defined flags is false. It may be set later."),
         S.SectionText(rid=2, doc_id=1, node_id=20, heading="Hooks > \\settoggle", page_start=16,
                       page_end=16, body="Sets the flag to true or false as given."),
     ])
     w = S.windows(sents, words=48, units=3)
+    assert sents[0].kind == "entry"  # the signature with its description's first sentence
     assert w[0] == ("\\newtoggle{<name>}\nDefines a new flag.\nThe initial state of newly "
-                    "defined flags is false.")  # three units at most
-    assert w[2] == "The initial state of newly defined flags is false.\nIt may be set later."
-    assert w[4] == "Sets the flag to true or false as given."  # its section's last: alone
+                    "defined flags is false.\nIt may be set later.")  # three units at most
+    assert w[1] == "The initial state of newly defined flags is false.\nIt may be set later."
+    assert w[3] == "Sets the flag to true or false as given."  # its section's last: alone
     assert S.windows(sents, words=12, units=3)[0] == "\\newtoggle{<name>}\nDefines a new flag."
     assert S.windows(sents, words=0) == [s.text for s in sents]
 
@@ -152,20 +153,20 @@ def test_a_text_two_sections_share_is_each_ones_and_read_once():
     """Two reference entries with one description: each section keeps its units (its quote reads
     on through them, etoolbox's \\newtoggle quoted its signature line alone before), and the
     reader's context holds the text once."""
-    body = ("{sig}\n\nDefines a new boolean flag called <name>. If the flag has already been "
+    body = ("{sig}\nDefines a new boolean flag called <name>. If the flag has already been "
             "defined, this command issues an error. The initial state of newly defined flags "
             "is false. This command is robust.")
     sections = [S.SectionText(rid=i, doc_id=1, node_id=10 * i, heading=f"Flags > {sig}",
                               page_start=15 + i, page_end=15 + i, body=body.format(sig=sig + "{<name>}"))
                 for i, sig in enumerate(["\\newbool", "\\newtoggle"], 1)]
     cands = S.candidates(sections)
-    assert [c.node_id for c in cands].count(20) == [c.node_id for c in cands].count(10) == 5
+    assert [c.node_id for c in cands].count(20) == [c.node_id for c in cands].count(10) == 4
     question = "What is the initial state of a flag created with \\newtoggle?"
     ranked = S.score(None, question, cands)  # words alone: the heading names \newtoggle
     q = quoting.choose(question, ranked, threshold=0.0)
     assert q.node_id == 20 and "initial state of newly defined flags is false" in q.text
     kept = S.select(ranked, lambda t: len(t.split()), budget=10_000, threshold=0.0)
-    assert len(kept) == len({k.text for k in kept}) == 6  # two signatures, four shared
+    assert len(kept) == len({k.text for k in kept}) == 5  # two entries' openings, three shared
 
 
 def test_a_quote_opening_on_a_short_line_is_paged_by_its_next_unit():
