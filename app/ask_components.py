@@ -43,7 +43,7 @@ class AskTab:
     view: gr.State
     quote_md: gr.Markdown
     passages_table: gr.Dataframe  # up to two more passages of other entries, one line each
-    key_md: gr.Markdown  # the manual's key line and its page (engine.answer.key_line)
+    key_md: gr.Markdown  # the manual's key line and its page (engine.answer.checks.key_line)
     answer_fold: gr.Markdown  # a flagged answer, folded under its line (app/answer_fold.py)
     answer_box: gr.Column  # holds the answer; hidden while the answer is folded
     answer: gr.Textbox

@@ -8,7 +8,7 @@
 
 ``answer`` asks every question in text mode (each manual ingested once, text only, into a
 library under --db-dir) and appends one row per answer to --rows: the answer, the quote, the key
-line, the answer check's signals (``engine.answer.confidence``), and ``right``: the question's
+line, the answer check's signals (``engine.answer.checks.confidence``), and ``right``: the question's
 key-fact regex found in the answer (``key_hit``: in the key line; ``quote_hit``: in the quote).
 Rows already there are kept (the run resumes). Question files: one JSON object a line with
 ``question``, ``regex``, ``doc`` (the manual's path) and ``manual`` (its name), as made by

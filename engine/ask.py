@@ -185,8 +185,8 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
            text: str, result: GenerationResult | None, quote, metrics: Metrics,
            ranked: list | None = None, routed: Route | None = None) -> Answer:
     """The answer as returned: cleaned as the mode says, with its warnings, evidence lines, key
-    line (``engine.answer.key_line``, from ``ranked``: the routed sections' units) and the
-    answer check's verdict (``engine.answer.verdict``; ``routed``: the route, shown or not)."""
+    line (``engine.answer.checks.key_line``, from ``ranked``: the routed sections' units) and the
+    answer check's verdict (``engine.answer.checks.verdict``; ``routed``: the route, shown or not)."""
     mode = req.mode
     warnings = [step.warning] if step.warning else []
     if req.pending and req.opts.router == "fused" and shown is not None:

@@ -238,7 +238,7 @@ class RemoteReader:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _body(self, messages: list[dict], max_tokens: int, *, stream: bool) -> dict:
-        # greedy, as the local reader decodes (engine.answer.modes.generate: do_sample=False)
+        # greedy, as the local reader decodes (engine.answer.generation.decoding: do_sample=False)
         body = {"model": self.model, "messages": messages, "max_tokens": int(max_tokens),
                 "temperature": 0, "stream": stream}
         if stream:  # the token counts in a last chunk (vLLM sends them only when asked)

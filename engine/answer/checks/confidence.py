@@ -3,9 +3,9 @@
 ``answer_signals`` reads one answer with what the product already has (``SIGNALS``):
 
 - ``unsupported``, ``supported_share``, ``denies``, ``number_conflict``: the answer check's
-  findings (``engine.answer.check``; the share of the answer's key terms its sources hold);
+  findings (``engine.answer.checks.check``; the share of the answer's key terms its sources hold);
 - ``quote_agree``: the share of the answer's key terms that the quote holds (0.5 without a quote);
-  ``key_agree``: 1 when the answer names the key line's term (``engine.answer.key_line``), 0 when
+  ``key_agree``: 1 when the answer names the key line's term (``engine.answer.checks.key_line``), 0 when
   it does not, 0.5 without a key line; ``type_miss``: the question asks for an option, a command,
   a value or a file and the answer names no term of that kind ("which option" answered without
   one);

@@ -2,15 +2,15 @@
 verbatim, with its page, shown above the model's prose. Never generated.
 
 Asked for when the question wants a name or a value (``wanted``): the answer-type cues
-(``engine.answer.answer_type``: how-to, option, syntax), a quantity (``check.QUANTITY``), a file
+(``engine.answer.passages.answer_type``: how-to, option, syntax), a quantity (``check.QUANTITY``), a file
 ("which file", "where is ... stored"). The lines it may take are those of the units the reader
-was given and of the quote (``engine.answer.sentences.Sentence``), and the unit just before or
+was given and of the quote (``engine.answer.passages.sentences.Sentence``), and the unit just before or
 after one of them in the same section: an option table gives the option on one line and its
 description in the next unit, and a sentence introduces the command after it, so the line and
 the words that match the question are neighbours (a choice of ours: "the passage" is the
 reader's units and their neighbours).
 
-A line qualifies when it holds a term of the kind asked for (``engine.answer.terms``: an option,
+A line qualifies when it holds a term of the kind asked for (``engine.answer.checks.terms``: an option,
 a command, a file, a number, a code line). Its score is the best sentence score
 (``sentences.score``) of its unit and of the neighbour that describes it (the sentence after a
 line) or introduces it (a sentence before it ending in a colon or unfinished), plus

@@ -26,7 +26,7 @@ _KIND_WORD = {"option": "an option", "command": "a command", "file": "a file",
 @dataclass
 class Verdict:
     """The confidence (None: no fitted model), the fold threshold, and the line said when it is
-    below; ``signals``: what the confidence read (``engine.answer.confidence.SIGNALS``)."""
+    below; ``signals``: what the confidence read (``engine.answer.checks.confidence.SIGNALS``)."""
 
     score: float | None
     threshold: float | None

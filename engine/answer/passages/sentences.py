@@ -83,7 +83,7 @@ class Sentence:
     head: int = -1  # index of its entry's first unit (units.Unit.head; -1: its own)
     entry: str = ""  # its entry's name (units.Unit.entry): read as part of its heading
     lead: str = ""  # the signature its entry opened with in an earlier chunk (sections.entry_lead)
-    # which candidate channel found it (engine.answer.ranking.Candidate.channel)
+    # which candidate channel found it (engine.answer.passages.ranking.Candidate.channel)
     channel: str = "routed section"
 
     @property

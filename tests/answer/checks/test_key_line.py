@@ -1,4 +1,4 @@
-"""The key line (engine.answer.key_line) on the real etoolbox manual: the line that answers,
+"""The key line (engine.answer.checks.key_line) on the real etoolbox manual: the line that answers,
 verbatim from the manual's units, with its page; none for a question that asks for no line."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The answer check's verdict (engine.answer.verdict): the fold line says why in words, from the
+"""The answer check's verdict (engine.answer.checks.verdict): the fold line says why in words, from the
 signal that pulls the confidence down most; the shipped model reads every signal."""
 from __future__ import annotations
 
