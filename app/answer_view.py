@@ -234,9 +234,13 @@ def quote_outputs(s: AppState, quote, not_covered: bool, mode: ModeTraits
 
 
 def quote_lines(quote) -> list[Line]:
-    """What the page view highlights for a quote: the quote whole, or a table row and its
-    header apart (they need not stand together on the page)."""
-    parts = quote.text.splitlines()
-    if len(parts) == 2 and all(" | " in p for p in parts):
-        return [Line(p, quote.page, quote.score) for p in parts]
-    return [Line(quote.text, quote.page, quote.score)]
+    """What the page view highlights for a quote (``passage_lines``)."""
+    return passage_lines(quote.text, quote.page, quote.score)
+
+
+def passage_lines(text: str, page: int | None, score: float) -> list[Line]:
+    """What the page view highlights for a passage: each of its lines apart, since they need
+    not stand together on the page (a table row and its header; an entry's signature and the
+    sentence of its description that answers)."""
+    parts = [p for p in text.splitlines() if p.strip()]
+    return [Line(p, page, score) for p in parts] or [Line(text, page, score)]

@@ -20,7 +20,8 @@ from itertools import chain
 import gradio as gr
 
 from app.answer_view import (cited_rows, evidence_rows, evidence_summary, figures, generating_md,
-                             metrics_md, page_outputs, quote_outputs, route_views)
+                             metrics_md, page_outputs, passage_lines, quote_outputs,
+                             route_views)
 from app.answer_fold import answer_markdown
 from app.ask_components import AskTab
 from app.ask_history import history_rows
@@ -258,7 +259,7 @@ def passage_select(s: AppState, t: AskTab, view: ViewState, evt: gr.SelectData) 
         return {t.page_head: "Select a passage."}
     p = passages[row]
     return page_updates(t, page_outputs(s, p["doc"], p["node"],
-                                        [Line(p["text"], p["page"], p["score"])]))
+                                        passage_lines(p["text"], p["page"], p["score"])))
 
 
 def route_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
