@@ -23,7 +23,7 @@ from typing import Iterable
 
 import plotly.graph_objects as go
 
-from app.hover import esc, node_hover, score_label
+from app.hover import branch_reason, esc, node_hover, score_label
 from app.layout import tidy_layout
 from app.tree_labels import Rows
 from engine.routing.fused import ROUTER_WORDS
@@ -226,6 +226,19 @@ def score_range(route) -> tuple[float, float]:
     return lo, hi
 
 
+def sibling_ranks(nodes) -> dict[int, tuple[int, int]]:
+    """Each scored node's (rank, count) among its scored siblings, best score first."""
+    by_parent: dict = {}
+    for n in nodes:
+        if n.score is not None and n.parent is not None:
+            by_parent.setdefault(n.parent, []).append(n)
+    out = {}
+    for sibs in by_parent.values():
+        for rank, n in enumerate(sorted(sibs, key=lambda x: -x.score), start=1):
+            out[n.id] = (rank, len(sibs))
+    return out
+
+
 def route_figure(route, answer=None, title: str | None = None, folds=(),
                  trees: dict | None = None) -> go.Figure:
     """The routing tree of ``route`` (gate loops from ``answer`` when given) as a Plotly figure;
@@ -238,8 +251,11 @@ def route_figure(route, answer=None, title: str | None = None, folds=(),
     sname = score_label(getattr(route, "router", None))
     trees = trees or {}
 
+    place = sibling_ranks(nodes)
+
     def hover(i: int, node_loops: list[int]) -> str:  # printed page labels from the node's tree
-        return node_hover(nodes[i], node_loops, sname, trees.get(nodes[i].doc_id))
+        reason = branch_reason(nodes[i], *place[i], sname) if i in place else None
+        return node_hover(nodes[i], node_loops, sname, trees.get(nodes[i].doc_id), reason)
 
     sel_seg, pr_seg, col_seg = [], [], []
     for parent, ch in vt.children.items():

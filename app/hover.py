@@ -67,8 +67,26 @@ def channel_lines(channels: dict | None) -> list[str]:
     return out
 
 
-def node_hover(n, loops: list[int], score_name: str = "score", tree=None) -> str:
-    """A routed node's hover text; ``tree``: its manual's Tree, for printed page labels."""
+def branch_reason(n, rank: int, of: int, score_name: str = "score") -> str | None:
+    """Why the walk followed a branch or left it, in one line: the node's place among its
+    siblings by the score the router ranked by, and its strongest kind of evidence (the best
+    in its branch, what the router compares). None for a node the router did not score."""
+    if n.score is None or n.status not in ("selected", "pruned"):
+        return None
+    verb = "followed" if n.status == "selected" else "left"
+    line = f"why {verb}: {rank} of {of} under its parent by {score_name}"
+    best = [(ch.get("subtree"), name) for name, ch in (getattr(n, "channels", None) or {}).items()
+            if ch.get("subtree") is not None and name in LABELS]
+    if best:
+        value, name = max(best)
+        line += f"; strongest evidence: {LABELS[name]} ({value:.2f})"
+    return line
+
+
+def node_hover(n, loops: list[int], score_name: str = "score", tree=None,
+               reason: str | None = None) -> str:
+    """A routed node's hover text; ``tree``: its manual's Tree, for printed page labels;
+    ``reason``: why the walk followed or left it (``branch_reason``)."""
     lines = [f"<b>{esc(n.title, 90) or '(untitled)'}</b>",
              f"status: {n.status}",
              f"pages: {pages_label(n.page_start, n.page_end, tree)}",
@@ -80,6 +98,8 @@ def node_hover(n, loops: list[int], score_name: str = "score", tree=None) -> str
                      else "not scored (the router never reached it)")
     else:
         lines.append(f"{score_name}: {n.score:.3f}")
+        if reason:
+            lines.append(reason)
         lines.extend(channel_lines(getattr(n, "channels", None)))
     if n.prob is not None:
         lines.append(f"probability in parent: {n.prob:.3f}")

@@ -42,3 +42,21 @@ def test_node_hover_says_status_pages_loops_and_induced():
                          status="unvisited")
     assert "not scored (the router never reached it)" in node_hover(unscored, [])
     assert "(untitled)" in node_hover(unscored, [])
+
+
+def test_the_hover_says_why_a_branch_was_followed_or_left():
+    from types import SimpleNamespace
+
+    from app.figures import sibling_ranks
+    from app.hover import branch_reason
+
+    chans = {"lexical": {"own": 0.1, "subtree": 0.2}, "dense": {"own": 0.5, "subtree": 0.71}}
+    kept = SimpleNamespace(id=1, parent=0, score=0.9, status="selected", channels=chans)
+    left = SimpleNamespace(id=2, parent=0, score=0.4, status="pruned", channels={})
+    root = SimpleNamespace(id=0, parent=None, score=None, status="root", channels={})
+    place = sibling_ranks([root, kept, left])
+    assert place == {1: (1, 2), 2: (2, 2)}
+    assert branch_reason(kept, *place[1], "fused score") == (
+        "why followed: 1 of 2 under its parent by fused score; strongest evidence: meaning (0.71)")
+    assert branch_reason(left, *place[2]) == "why left: 2 of 2 under its parent by score"
+    assert branch_reason(root, 1, 1) is None
