@@ -163,7 +163,10 @@ def test_api_ask_streams_route_first_then_tokens(client, explorer_server, shared
     assert answer == "" and "TTFT" not in metrics and summary["generating"] is True
     assert summary["nodes"]["selected"] >= 1 and cited["data"], "the tree and sections first"
     grown = [o[0] for o in outputs[1:-1] if o[0]]
-    assert len(set(grown)) >= 2 and all(final[0].startswith(t) for t in grown), grown[:4]
+    # each streamed state agrees with the final answer on their common part (the final answer
+    # may be the streamed text trimmed back to its last whole sentence: engine.answer.checks.form)
+    assert len(set(grown)) >= 2 and all(final[0].startswith(t) or t.startswith(final[0])
+                                        for t in grown), grown[:4]
     assert [len(t) for t in grown] == sorted(len(t) for t in grown)
     summary = final[6]
     assert "TTFT" in final[1] and summary["answer"] == rt.library.list_queries(doc.id)[-1].answer

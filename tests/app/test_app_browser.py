@@ -142,6 +142,9 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     import engine.answer.passages.grounding as grounding
 
     url, rt = fresh_explorer_server
+    # the calibrated answer check (on by default) is not what this test is about: an answer it
+    # folds hides the answer box, whose text the waits below read
+    monkeypatch.setitem(rt.cache, "answer_check", None)
     # Every evidence line is kept here (no threshold), so that whatever the small model writes
     # there is a sentence to highlight; the threshold is tested in tests/app/test_pages.py.
     monkeypatch.setattr(grounding, "evidence_lines",
@@ -501,6 +504,8 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     no_error_badge(page)
     shot(page, tmp_path, "degenerate")
     monkeypatch.undo()  # the text answer is checked for real
+    # (the calibrated check, on by default, off again: a folded answer hides the answer box)
+    monkeypatch.setitem(rt.cache, "answer_check", None)
     n_before = len(rt.library.list_queries(doc.id))
     button.click()
     page.wait_for_function(
@@ -564,7 +569,7 @@ FIRST_SCREEN_BOXES_JS = """() => {
 
 
 def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_server, shared_dir,
-                                                           tmp_path):
+                                                           tmp_path, monkeypatch):
     """The Ask tab in a person's order, at 1440x900 without scrolling: the quote and the answer,
     beside them the quote's page rendered, and the top of the routing tree all lie within the
     first 900 pixels (element bounding boxes); metrics, scored nodes, figure data and history
@@ -572,6 +577,9 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
     from engine.ingest import ingest_file
 
     url, rt = explorer_server
+    # the calibrated answer check (on by default) is not what this test is about: an answer it
+    # folds hides the answer box, whose text the waits below read
+    monkeypatch.setitem(rt.cache, "answer_check", None)
     pdf = shared_dir / "corpus" / "etoolbox-manual.pdf"
     doc = rt.library.get_document(ingest_file(pdf, rt, memories=False).doc_id)
     with ask_page(browser, url, doc.id, "text", max_new_tokens=16, size=FIRST_SCREEN) as page:
