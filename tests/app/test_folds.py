@@ -54,7 +54,7 @@ def test_why3_outline_reaches_chapter_one_at_once(built):
     contents = folds[0]
     assert folded[0][3] == sum(tree.node(i).tokens for i in contents.ids)
     assert {tree.node(i).kind for i in contents.ids} <= {"toc", "paragraph", "titlepage"}
-    assert sum(tree.node(i).kind == "toc" for i in contents.ids) == 43
+    assert sum(tree.node(i).kind == "toc" for i in contents.ids) == 45
     assert all(not tree.node(i).title and not tree.children(i) for i in contents.ids
                if tree.node(i).kind != "toc")
     # selecting the row reads the pages it holds
