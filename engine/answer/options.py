@@ -53,7 +53,7 @@ class AskOptions:
     # Text mode's system prompt (engine.answer.generation.prompts.TEXT_PROMPTS). "generic" is the default by
     # measurement: on the manual dev questions it scored 13.12 ROUGE-L against 12.04 for the
     # stricter "manual" prompt, whose "say the manual does not say" made SmolLM2-135M refuse
-    # or answer in a few words (docs/results.md, "Text-mode prompt and decoding").
+    # or answer in a few words (docs/results.md, "Prompt, decoding and context").
     text_prompt: str = "generic"
     repetition_penalty: float = 1.0  # decoding; 1.0 = off
     no_repeat_ngram: int = 0  # decoding; 0 = off
