@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 import numpy as np
-from engine.document.builders import PDF_MAGIC
+from engine.document.builders import PDF_MAGIC, media_type
 from engine.runtime import Runtime
 from engine.settings import Settings
 from engine.document.deadline import Deadline, IngestTimeout  # noqa: F401 (IngestTimeout: API)
@@ -74,18 +74,11 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-MEDIA_TYPES = {".pdf": "application/pdf", ".md": "text/markdown", ".markdown": "text/markdown",
-               ".html": "text/html", ".htm": "text/html", ".txt": "text/plain",
-               ".json": "application/json"}
-
-
 def source_file(path: Path, data: bytes | None = None) -> SourceFile:
     """The uploaded file as stored beside its document (its pages are rendered from it)."""
     path = Path(path)
     data = path.read_bytes() if data is None else data
-    media = "application/pdf" if PDF_MAGIC in data[:1024] else MEDIA_TYPES.get(
-        path.suffix.lower(), "application/octet-stream")
-    return SourceFile(file_name=path.name, media_type=media, data=data)
+    return SourceFile(file_name=path.name, media_type=media_type(path, data), data=data)
 
 
 def _result(doc_id: int, tree: Tree, file_name: str, tree_ms: float, memory_ms: float,

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engine.ingest import file_sha256 as sha256_file
+from engine.document.builders import FILE_EXTENSIONS
 from engine.document.tree import Tree
 
 # The heading comes first: the query vector reads only the first half of a question's tokens
@@ -53,7 +54,7 @@ def evaluation_fingerprints(shared_dir: Path) -> tuple[set[str], set[str]]:
     shas, names = set(), set()
     for sub in ("corpus", "bench"):
         for p in (shared_dir / sub).rglob("*"):
-            if p.is_file() and p.suffix.lower() in (".pdf", ".json", ".md", ".html", ".txt"):
+            if p.is_file() and p.suffix.lower() in FILE_EXTENSIONS:
                 shas.add(sha256_file(p))
                 names.add(p.name.lower())
     return shas, names

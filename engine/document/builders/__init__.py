@@ -3,13 +3,14 @@
 ``build_raw_tree`` picks the builder by content first, then by extension:
 - a ``%PDF-`` header: the outline builder when the PDF has one that is not junk, else font
   statistics, else one node per page (``pdf_chain``: a failing builder hands over to the next);
-- ``.md``/``.markdown``, ``.html``/``.htm``, ``.txt`` (and extension-less text): markup builders;
-- ``.json``: the ORD-QA documentation format, recognised by its structure.
+- any other format by its extension, from the ``FORMATS`` table (Markdown, HTML, plain text and
+  extension-less text: the markup builders; ``.json``: the ORD-QA documentation format). A new
+  format is one builder module and one row of that table.
 Every problem a user can cause (empty, unreadable, unsupported, no text layer) is a DocumentError.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -18,13 +19,59 @@ from engine.document.ocr import ocr_pages
 from engine.document.tree import DocumentError, Tree
 
 PDF_MAGIC = b"%PDF-"
-MARKDOWN_EXTS = {".md", ".markdown"}
-HTML_EXTS = {".html", ".htm"}
-TEXT_EXTS = {".txt", ""}
-JSON_EXTS = {".json"}
+
+
+@dataclass(frozen=True)
+class Format:
+    """A text document format: its name, its media type (how its stored file is served) and
+    its builder, ``build(text, title, file_name) -> Tree`` (imported when first used)."""
+
+    name: str
+    media_type: str
+    build: Callable[[str, str, str], Tree]
+
+
+def _markdown(text: str, title: str, _name: str) -> Tree:
+    from engine.document.builders.markup import build_markdown_tree
+    return build_markdown_tree(text, title)
+
+
+def _html(text: str, title: str, _name: str) -> Tree:
+    from engine.document.builders.markup import build_html_tree
+    return build_html_tree(text, title)
+
+
+def _plain(text: str, title: str, _name: str) -> Tree:
+    from engine.document.builders.markup import build_text_tree
+    return build_text_tree(text, title)
+
+
+def _ordqa(text: str, title: str, name: str) -> Tree:
+    from engine.document.builders.ordqa import build_ordqa_tree
+    return build_ordqa_tree(text, title, name)
+
+
+_MARKDOWN = Format("Markdown", "text/markdown", _markdown)
+_HTML = Format("HTML", "text/html", _html)
+_TEXT = Format("plain text", "text/plain", _plain)
+# Every text format by extension (lower case, with its dot; "" = a file without one): the one
+# table that uploads, ingest, the command line and training read. PDF is told by its header.
+FORMATS: dict[str, Format] = {
+    ".md": _MARKDOWN, ".markdown": _MARKDOWN, ".html": _HTML, ".htm": _HTML, ".txt": _TEXT,
+    "": _TEXT, ".json": Format("ORD-QA documentation JSON", "application/json", _ordqa),
+}
+PDF_MEDIA_TYPE = "application/pdf"
 # Every extension a user may upload (extension-less text files are accepted too).
-FILE_EXTENSIONS = (".pdf", ".md", ".markdown", ".html", ".htm", ".txt", ".json")
+FILE_EXTENSIONS = (".pdf", *(ext for ext in FORMATS if ext))
 SUPPORTED = ", ".join(FILE_EXTENSIONS)
+
+
+def media_type(path: Path, data: bytes) -> str:
+    """The media type a stored file is served with: a PDF by its header, else its format's."""
+    if PDF_MAGIC in data[:1024]:
+        return PDF_MEDIA_TYPE
+    found = FORMATS.get(Path(path).suffix.lower())
+    return found.media_type if found is not None else "application/octet-stream"
 
 
 def _with_text(tree: Tree, name: str) -> Tree:
@@ -58,20 +105,9 @@ def build_raw_tree(path: Path, ocr_languages: str = "eng",
     if ext == ".pdf":
         raise DocumentError(f"{path.name} is named .pdf but is not a PDF file")
 
-    if ext in MARKDOWN_EXTS | HTML_EXTS | TEXT_EXTS | JSON_EXTS:
-        text = _decode_text(path, data)
-        title = path.stem
-        if ext in JSON_EXTS:
-            from engine.document.builders.ordqa import build_ordqa_tree
-            return _with_text(build_ordqa_tree(text, title, path.name), path.name)
-        if ext in MARKDOWN_EXTS:
-            from engine.document.builders.markup import build_markdown_tree
-            return _with_text(build_markdown_tree(text, title), path.name)
-        if ext in HTML_EXTS:
-            from engine.document.builders.markup import build_html_tree
-            return _with_text(build_html_tree(text, title), path.name)
-        from engine.document.builders.markup import build_text_tree
-        return _with_text(build_text_tree(text, title), path.name)
+    found = FORMATS.get(ext)
+    if found is not None:
+        return _with_text(found.build(_decode_text(path, data), path.stem, path.name), path.name)
     raise DocumentError(f"{path.name}: unsupported file type {ext!r} (supported: {SUPPORTED})")
 
 
