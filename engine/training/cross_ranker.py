@@ -159,9 +159,8 @@ def main(argv=None) -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     records = load(args.data)
     if args.limit:
-        seen: dict[str, int] = {}
-        records = [r for r in records if seen.setdefault(r["faq"], 0) < args.limit
-                   and not seen.__setitem__(r["faq"], seen[r["faq"]] + 1)]
+        records = [r for faq in dict.fromkeys(r["faq"] for r in records)
+                   for r in [x for x in records if x["faq"] == faq][:args.limit]]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     faqs = sorted({r["faq"] for r in records})
