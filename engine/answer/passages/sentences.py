@@ -29,7 +29,7 @@ them in document order (the reader's context, lines kept: ``join_units``);
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -193,8 +193,14 @@ def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
     """The best units at or above ``threshold`` whose tokens fit ``budget`` (a unit that would
     pass it is skipped, a shorter one may still fit), returned in document order, each text
     once. A kept unit that leans on the one before brings it along when both fit (the quote's
-    rule)."""
+    rule), and so does a unit inside an entry its entry's opening (the signature with the
+    description's first sentence: the unit a question about the entry asks for). The entry names ``context_text`` adds are not charged: a signature line is short,
+    and charging it pushed a whole entry out for a weaker sentence (etoolbox's \\docsvlist)."""
     by_place = {(s.doc_id, s.node_id, s.index): s for s in ranked}
+    openings: dict[tuple, Sentence] = {}  # (document, entry name) -> the entry's opening unit
+    for s in sorted(ranked, key=lambda s: s.order):
+        if s.kind == "entry" and s.entry and s.text.startswith(s.entry):
+            openings.setdefault((s.doc_id, s.entry), s)
     kept, texts, used = {}, set(), 0
     for s in ranked:
         if s.score < threshold:
@@ -205,6 +211,10 @@ def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
         before = by_place.get((s.doc_id, s.node_id, s.index - 1)) if s.leans else None
         if before is not None and id(before) not in kept and before.text not in texts:
             group.insert(0, before)
+        opening = openings.get((s.doc_id, s.entry))
+        if opening is not None and id(opening) not in kept and opening.text not in texts \
+                and opening not in group:
+            group.insert(0, opening)
         n = sum(count_tokens(x.text) + 4 for x in group)
         if used + n > budget:
             group, n = [s], count_tokens(s.text) + 4
@@ -216,17 +226,41 @@ def select(ranked: list[Sentence], count_tokens, budget: int = BUDGET,
     return sorted(kept.values(), key=lambda s: s.order)
 
 
+def _entry_name(s: Sentence) -> str:
+    """The name of the entry ``s`` belongs to when its own text does not open with it (a
+    description's later sentence, or a chunk going on from an entry opened in an earlier one)."""
+    return s.entry if s.entry and not s.text.startswith(s.entry) else ""
+
+
+def with_entry_names(body: list[Sentence]) -> list[Sentence]:
+    """A section's kept units, the first one of each entry that does not open with the entry's
+    name (its signature line) preceded by that name on a line of its own: the reader sees the
+    manual's own term (``\\patchcmd[...]``) beside a description sentence that only says "this
+    command". Each section's block names its entry (a block reads on its own under its
+    heading), so an entry cut over two sections is named in both."""
+    out, shown = [], set()
+    for u in body:
+        name = _entry_name(u)
+        if name and name not in shown and not any(x.text.startswith(name) for x in out):
+            u = replace(u, text=f"{name}\n{u.text}", kind="entry")
+        if u.entry:
+            shown.add(u.entry)
+        out.append(u)
+    return out
+
+
 def context_text(kept: list[Sentence], page_of=None) -> str:
     """The reader's context: the kept sentences grouped under their heading path and page,
-    numbered by section, in document order (``sections.block``). ``page_of(sentence)`` gives a
-    sentence's page."""
+    numbered by section, in document order (``sections.block``), each entry's name before its
+    first kept unit (``with_entry_names``). ``page_of(sentence)`` gives a sentence's page."""
     groups: list[tuple[tuple, list[Sentence], int | None]] = []
     for s in kept:
         key = (s.doc_id, s.node_id)
         if not groups or groups[-1][0] != key:
             groups.append((key, [], page_of(s) if page_of is not None else s.page_start))
         groups[-1][1].append(s)
-    return "\n\n".join(block(i + 1, body[0].heading or "Section", page, join_units(body))
+    return "\n\n".join(block(i + 1, body[0].heading or "Section", page,
+                               join_units(with_entry_names(body)))
                        for i, (_, body, page) in enumerate(groups))
 
 

@@ -169,6 +169,23 @@ def test_a_text_two_sections_share_is_each_ones_and_read_once():
     assert len(kept) == len({k.text for k in kept}) == 5  # two entries' openings, three shared
 
 
+def test_the_reader_sees_an_entry_s_name_before_its_later_sentence():
+    """A description sentence kept without its entry's opening ("This command ...") comes to the
+    reader under the entry's signature line, once per entry; a unit that opens with the
+    signature is not named twice."""
+    sec = S.SectionText(rid=1, doc_id=1, node_id=10, heading="Patching", page_start=13,
+                        page_end=13, body="\\patchcmd{<command>}{<search>}{<replace>}\n"
+                        "Extracts the replacement text of a command. It replaces search with "
+                        "replace. The assignment is local. This command is robust.")
+    cands = S.candidates([sec])
+    assert cands[0].kind == "entry" and all(c.entry.startswith("\\patchcmd") for c in cands)
+    later = [c for c in cands if c.text in ("The assignment is local.", "This command is robust.")]
+    text = S.context_text(later)
+    assert text.splitlines()[1:] == ["\\patchcmd{<command>}{<search>}{<replace>}",
+                                     "The assignment is local. This command is robust."]
+    assert S.context_text(cands).count("\\patchcmd") == 1
+
+
 def test_a_quote_opening_on_a_short_line_is_paged_by_its_next_unit():
     """A quote whose first unit is too short to find on a page ("system)", a table's wrapped
     cell) takes the page of its first unit that is found (debian-reference's systemctl table
