@@ -130,14 +130,18 @@ def final_updates(s: AppState, t: AskTab, a, doc, user: str | None = None) -> di
 
 
 def answer_updates(t: AskTab, a, out: dict, shown: str) -> dict:
-    """The key line (the manual's line that answers, with its page, engine.answer.checks.key_line)
+    """The short answer (the manual's term for a name question, engine.answer.passages.short_answer)
+    and the key line (the manual's line that answers, with its page, engine.answer.checks.key_line)
     above the answer box, or, for an answer the check flags or doubts
     (engine.answer.checks.check, engine.answer.checks.verdict), the answer folded under one line
     saying why, its unsupported terms marked (app/answer_fold.py): the quote and the key line
     above it stay the first things read. A degenerate output is already kept out of the answer
     box (``shown`` says so and the notice holds it). ``out``: the answer's JSON."""
-    key = out.get("key_line")
-    keyed = {t.key_md: gr.update(value=key_line_md(key), visible=True) if key is not None
+    key, short = out.get("key_line"), out.get("short_answer")
+    lines = ([short_answer_md(short)] if short is not None else []) + \
+        ([key_line_md(key)] if key is not None and not (
+            short is not None and key["text"] == short["text"]) else [])
+    keyed = {t.key_md: gr.update(value="\n\n".join(lines), visible=True) if lines
              else gr.update(value="", visible=False)}
     if not a.folded or a.degenerate:
         return {t.answer: shown, t.answer_box: gr.update(visible=True),
@@ -145,6 +149,13 @@ def answer_updates(t: AskTab, a, out: dict, shown: str) -> dict:
     body = answer_markdown(a.text, out["unsupported"], a.fold_line)
     return {t.answer: shown, t.answer_box: gr.update(visible=False),
             t.answer_fold: gr.update(value=body, visible=True), **keyed}
+
+
+def short_answer_md(short: dict) -> str:
+    """The short answer as shown (its JSON): the manual's term, then its line and page."""
+    where = page_name(short["page"], short.get("page_label")) if short["page"] else "page unknown"
+    term, line = (x.replace("`", "\u02cb") for x in (short["term"], short["text"]))
+    return f"**Short answer: `{term}`** <small>(the manual's own term, {where}: `{line}`)</small>"
 
 
 def key_line_md(key: dict) -> str:

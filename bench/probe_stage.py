@@ -1,7 +1,7 @@
 """The dev probe's questions on the quote stage alone, before and after the passage ranker, on
 every probe manual, without indexing it (issue 42).
 
-    python -m bench.probe_stage [--manuals LIST] [--sections 50] [--out DIR]
+    python -m bench.probe_stage [--manuals LIST] [--sections 50] [--linear-only] [--out DIR]
 
 ``bench.probe`` asks through the whole product, which needs each manual indexed (octave's 1,158
 pages take most of an hour on a loaded 2-core machine). This bench builds each manual's tree as
@@ -11,7 +11,8 @@ manual), and then runs both quote stages on the same sections: the linear score 
 routed sections' units (before) and the passage ranker with the flat BM25 over the whole
 manual (after), the quote's page located in the PDF as the product does. Each quote is judged
 by ``bench.probe_set.judge`` (quote holds the key, quote's page is a gold page) and checked for
-fragments (``quote.is_fragment``). Prints and writes OUT/summary.md and OUT/rows.jsonl.
+fragments (``quote.is_fragment``). Prints and writes OUT/summary.md and OUT/rows.jsonl (each
+row with its passages' texts and pages, which ``bench.short_answer_fit`` reads).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from bench.quote_time import stood_in_walk, with_ranker
 VARIANTS = ("before (linear, routed sections)", "after (passage ranker)")
 
 
-def run(manuals: list[str] | None, n_sections: int) -> list[dict]:
+def run(manuals: list[str] | None, n_sections: int, linear_only: bool = False) -> list[dict]:
     import pymupdf
 
     from engine.answer.passages import quote as quoting
@@ -62,10 +63,12 @@ def run(manuals: list[str] | None, n_sections: int) -> list[dict]:
         for q in (q for q in questions if q.manual == key):
             found = walk(q.question)
             before = sentences.score(encoder, q.question, sentences.candidates(found))
-            after, _ = ranking.rank(ranker, encoder, q.question, sentences.candidates(found),
-                                    {1: index}, lambda d, n: n, {1: tree.pages})
-            for name, ranked, bar in ((VARIANTS[0], before, sentences.THRESHOLD),
-                                      (VARIANTS[1], after, ranker.threshold)):
+            variants = [(VARIANTS[0], before, sentences.THRESHOLD)]
+            if not linear_only:
+                after, _ = ranking.rank(ranker, encoder, q.question, sentences.candidates(found),
+                                        {1: index}, lambda d, n: n, {1: tree.pages})
+                variants.append((VARIANTS[1], after, ranker.threshold))
+            for name, ranked, bar in variants:
                 quote = quoting.choose(q.question, ranked, bar, page_of)
                 shown = quoting.passages(quote, ranked, bar, page_of)
                 v = judge(q, ProbeAnswer(text=quote.text if quote else "",
@@ -79,6 +82,8 @@ def run(manuals: list[str] | None, n_sections: int) -> list[dict]:
                              "channel": quote.channel if quote else None,
                              "quote_holds": v.quote_holds, "quote_page_right": v.quote_page,
                              "passages_hold": v.passages_hold,
+                             "passages": [{"text": p.text, "page": p.page, "heading": p.heading}
+                                          for p in shown],
                              "fragment": bool(quote and quoting.is_fragment(quote.text))})
         print(f"{key}: done", flush=True)
     return rows
@@ -110,8 +115,10 @@ def main(argv=None) -> None:
     ap.add_argument("--manuals", help="comma-separated manual keys (default: all)")
     ap.add_argument("--sections", type=int, default=50)
     ap.add_argument("--out", type=Path, default=Path("out/probe_stage"))
+    ap.add_argument("--linear-only", action="store_true",
+                    help="the linear score alone (the shipped quote stage), not the ranker's")
     a = ap.parse_args(argv)
-    rows = run(a.manuals.split(",") if a.manuals else None, a.sections)
+    rows = run(a.manuals.split(",") if a.manuals else None, a.sections, a.linear_only)
     a.out.mkdir(parents=True, exist_ok=True)
     with open(a.out / "rows.jsonl", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)

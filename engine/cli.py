@@ -109,6 +109,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return failed
     if answer.warning:
         print(f"note: {answer.warning}", file=sys.stderr)
+    if answer.short_answer is not None:  # the manual's own term, before everything else
+        sa = answer.short_answer
+        page = f", p.{sa.page_label or sa.page}" if sa.page else ""
+        print(f"short answer: {sa.term}  ({sa.text}{page})\n")
     if answer.quote is not None and not answer.traits.quote_is_answer:
         q = answer.quote
         page = f", p.{q.page}" if q.page else ""

@@ -107,6 +107,7 @@ SHIPPED_FUSION = _assets_dir() / "fusion.json"
 # The learned passage ranker of the quote (assets/PASSAGE_RANKER_CARD.md).
 SHIPPED_PASSAGE_RANKER = _assets_dir() / "passage_ranker.json"
 SHIPPED_ANSWER_CHECK = _assets_dir() / "answer_check.json"
+SHIPPED_SHORT_ANSWER = _assets_dir() / "short_answer.json"
 # The routers and walks ``engine.routing.fused`` offers; defined here only (it imports them).
 ROUTERS = ("fused", "memory", "lexical", "dense")
 WALKS = ("leaf-rescue", "rescue", "leaf", "topk")
@@ -207,6 +208,11 @@ class Settings:
     # default: the model's sentence is shown only when the check says it holds
     # (assets/ANSWER_CHECK_CARD.md); a reader it has no fit for is told so in one line.
     answer_check: str = "auto"
+    # The short answer's term scorer: "auto" = assets/short_answer.json (a name question's term
+    # from the passages, given when it is confident), "none" = no short answer, or a JSON path
+    # from ``python -m bench.short_answer_fit``. Off by default: held out by manual, its pick is
+    # right for a quarter of the dev probe's questions (assets/SHORT_ANSWER_CARD.md).
+    short_answer: str = "none"
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0
@@ -275,6 +281,11 @@ class Settings:
         return _asset_choice(self.fusion, SHIPPED_FUSION)
 
     @property
+    def short_answer_path(self) -> Path | None:
+        """The short answer's fitted term scorer (JSON), or None for no short answer."""
+        return _asset_choice(self.short_answer, SHIPPED_SHORT_ANSWER)
+
+    @property
     def answer_check_path(self) -> Path | None:
         """The answer check's fitted confidence (JSON), or None for none."""
         return _asset_choice(self.answer_check, SHIPPED_ANSWER_CHECK)
@@ -330,7 +341,7 @@ class Settings:
             raise SettingsError(f"H2MT_WALK={self.walk!r} is not one of {', '.join(WALKS)}")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
-        for name in ("passage_ranker", "fusion", "answer_check"):  # _asset_choice reads them
+        for name in ("passage_ranker", "fusion", "answer_check", "short_answer"):  # _asset_choice reads them
             value = str(getattr(self, name))
             chosen = getattr(self, f"{name}_path")
             if value != "auto" and chosen is not None and not chosen.is_file():

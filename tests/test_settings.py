@@ -66,7 +66,18 @@ def test_the_answer_check_is_on_by_default_with_the_shipped_model_and_none_turns
     assert Settings.from_env({"H2MT_ANSWER_CHECK": "none"}).answer_check_path is None
 
 
-@pytest.mark.parametrize("name", ["H2MT_ANSWER_CHECK", "H2MT_PASSAGE_RANKER", "H2MT_FUSION"])
+def test_the_short_answer_is_off_by_default_and_auto_is_the_shipped_scorer():
+    from engine.answer.passages.short_answer import TermScorer
+    from engine.settings import SHIPPED_SHORT_ANSWER
+
+    assert Settings().short_answer == "none" and Settings().short_answer_path is None
+    auto = Settings.from_env({"H2MT_SHORT_ANSWER": "auto"})
+    assert auto.short_answer_path == SHIPPED_SHORT_ANSWER
+    assert TermScorer.load(auto.short_answer_path) is not None
+
+
+@pytest.mark.parametrize("name", ["H2MT_ANSWER_CHECK", "H2MT_PASSAGE_RANKER", "H2MT_FUSION",
+                                  "H2MT_SHORT_ANSWER"])
 def test_a_learned_part_named_by_a_missing_path_is_one_line(name, tmp_path):
     missing = tmp_path / "no-such-model.json"
     with pytest.raises(SettingsError, match=f"{name}=.*is not a file: give 'auto'"):

@@ -11,6 +11,7 @@ from engine.answer.checks.verdict import Verdict
 from engine.answer.modes import MODES, ModeTraits
 from engine.answer.passages.evidence import EvidenceLine
 from engine.answer.passages.quote import Quote
+from engine.answer.passages.short_answer import ShortAnswer
 from engine.routing.router import Route
 
 
@@ -66,6 +67,7 @@ class Answer:
     repetition_cut: bool = False  # a loop at the end was cut off (generation.cleanup.trim_loop)
     quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.passages.quote)
     passages: list[Quote] = field(default_factory=list)  # the quote, then up to two more entries
+    short_answer: ShortAnswer | None = None  # the manual's term, first (passages.short_answer)
     not_covered: bool = False  # no sentence of the routed sections reached the threshold
     check: Check | None = None  # the generated answer against its sources (checks.check)
     reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
@@ -122,6 +124,8 @@ class Answer:
                 "evidence": [asdict(e) for e in self.evidence],
                 "quote": self.quote.as_json() if self.quote is not None else None,
                 "passages": [p.as_json() for p in self.passages],
+                "short_answer": (self.short_answer.as_json() if self.short_answer is not None
+                                 else None),
                 "not_covered": self.not_covered,
                 "unsupported": [u.as_json() for u in self.check.unsupported] if self.check else [],
                 "folded": self.folded,

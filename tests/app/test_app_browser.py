@@ -26,7 +26,8 @@ from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
 from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, YELLOW_JS,  # noqa: F401
                                   ask_and_wait, ask_page, open_ask_tab,
                                   TABLE_JS, browser, cell, settled,
-                                  no_error_badge, open_folds, shot, value)
+                                  no_error_badge, open_folds, same_answer, shot,
+                                  shown_answer, SHOWN_ANSWER_JS, value)
 from tests.support.memory_writer import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
@@ -142,9 +143,6 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     import engine.answer.passages.grounding as grounding
 
     url, rt = fresh_explorer_server
-    # the calibrated answer check (on by default) is not what this test is about: an answer it
-    # folds hides the answer box, whose text the waits below read
-    monkeypatch.setitem(rt.cache, "answer_check", None)
     # Every evidence line is kept here (no threshold), so that whatever the small model writes
     # there is a sentence to highlight; the threshold is tested in tests/app/test_pages.py.
     monkeypatch.setattr(grounding, "evidence_lines",
@@ -230,7 +228,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     page.evaluate(RECORD_JS)  # what the answer box and the tree show, every 20 ms
     page.locator("#ask-button").click()
     page.wait_for_function(
-        "() => { const v = (document.querySelector('#answer-text textarea')?.value || '').trim();"
+        f"() => {{ const v = ({SHOWN_ANSWER_JS})();"
         " return v.length > 0 && !v.includes('routing only')"
         " && (document.querySelector('#answer-metrics')?.innerText || '').includes('TTFT')"
         " && document.querySelector('#route-plot .js-plotly-plot')?.data; }",
@@ -241,15 +239,16 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     rec = queries[-1]
     assert rec.mode == "text" and rec.settings["max_new_tokens"] == 32
     assert rec.settings["router"] == "fused"
-    final = value(page, "#answer-text textarea").strip()
-    assert final == rec.answer.strip()
+    assert same_answer(shown_answer(page), rec.answer), (shown_answer(page), rec.answer)
+    final = rec.answer.strip()
     # the answer streamed in: the fused route's tree first, then a growing answer, token by
-    # token, each state a beginning of the final answer
+    # token, each state a beginning of the final answer (or the final answer one of theirs:
+    # the form rules may trim a cut sentence off the end)
     texts = [x["v"].strip() for x in seen if x["v"].strip()
              and not x["v"].startswith("(routing only")]
     growing = list(dict.fromkeys(t for t in texts if t != final))
     assert len(growing) >= 3, f"the answer did not stream in: {seen[:8]}"
-    assert all(final.startswith(t) for t in growing), (growing[:5], final)
+    assert all(final.startswith(t) or t.startswith(final) for t in growing), (growing[:5], final)
     assert [len(t) for t in growing] == sorted(len(t) for t in growing)
     first_token = next(i for i, x in enumerate(seen) if x["v"].strip()
                        and not x["v"].startswith("(routing only"))
@@ -504,12 +503,10 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     no_error_badge(page)
     shot(page, tmp_path, "degenerate")
     monkeypatch.undo()  # the text answer is checked for real
-    # (the calibrated check, on by default, off again: a folded answer hides the answer box)
-    monkeypatch.setitem(rt.cache, "answer_check", None)
     n_before = len(rt.library.list_queries(doc.id))
     button.click()
     page.wait_for_function(
-        "() => { const v = (document.querySelector('#answer-text textarea')?.value || '').trim();"
+        f"() => {{ const v = ({SHOWN_ANSWER_JS})();"
         " return v.length > 0 && !v.startsWith('(no answer')"
         " && (document.querySelector('#answer-metrics')?.innerText || '').includes('TTFT'); }",
         timeout=TIMEOUT_MS)
@@ -517,7 +514,7 @@ def test_degenerate_memory_answer_is_a_notice_and_text_mode_is_one_click(browser
     rec = rt.library.list_queries(doc.id)[-1]
     assert len(rt.library.list_queries(doc.id)) == n_before + 1
     assert rec.mode == "text" and rec.question == question
-    assert value(page, "#answer-text textarea").strip() == rec.answer.strip()
+    assert same_answer(shown_answer(page), rec.answer), (shown_answer(page), rec.answer)
     page.wait_for_function("() => !(document.querySelector('#ask-notice')?.innerText || '')"
                            ".includes('not an answer')")
     assert not button.is_visible()
@@ -562,14 +559,15 @@ FIRST_SCREEN_BOXES_JS = """() => {
   const box = (sel) => { const e = document.querySelector(sel);
     if (!e) return null; const r = e.getBoundingClientRect();
     return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, height: r.height}; };
-  return {quote: box('#quote-view'), answer: box('#answer-text textarea'),
+  const folded = document.querySelector('#answer-fold details');
+  return {quote: box('#quote-view'), answer: folded ? box('#answer-fold') : box('#answer-text textarea'),
           page: box('#page-view-image img'), tree: box('#route-plot .js-plotly-plot'),
           scrollY: window.scrollY, innerHeight: window.innerHeight};
 }"""
 
 
 def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_server, shared_dir,
-                                                           tmp_path, monkeypatch):
+                                                           tmp_path):
     """The Ask tab in a person's order, at 1440x900 without scrolling: the quote and the answer,
     beside them the quote's page rendered, and the top of the routing tree all lie within the
     first 900 pixels (element bounding boxes); metrics, scored nodes, figure data and history
@@ -577,17 +575,14 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
     from engine.ingest import ingest_file
 
     url, rt = explorer_server
-    # the calibrated answer check (on by default) is not what this test is about: an answer it
-    # folds hides the answer box, whose text the waits below read
-    monkeypatch.setitem(rt.cache, "answer_check", None)
     pdf = shared_dir / "corpus" / "etoolbox-manual.pdf"
     doc = rt.library.get_document(ingest_file(pdf, rt, memories=False).doc_id)
     with ask_page(browser, url, doc.id, "text", max_new_tokens=16, size=FIRST_SCREEN) as page:
         page.locator("#ask-question textarea").fill("How do I patch a command?")
         page.locator("#ask-button").click()
         page.wait_for_function(
-            "() => { const v = (document.querySelector('#answer-text textarea')?.value || '')"
-            ".trim(); return v.length > 0"  # the evidence note comes after the final answer
+            f"() => {{ const v = ({SHOWN_ANSWER_JS})();"
+            " return v.length > 0"  # the evidence note comes after the final answer
             " && (document.querySelector('#evidence-note')?.innerText || '').trim()"
             " && document.querySelector('#route-plot .js-plotly-plot')?.data"
             " && document.querySelector('#page-view-image img')?.src; }", timeout=TIMEOUT_MS)
@@ -660,12 +655,12 @@ def test_outline_shows_contents_as_one_folded_row(browser, explorer_server, shar
 
 
 CHECK_PDF = "r-intro.pdf"
-# Two real questions on R's manual, text mode, 128 tokens: the model's answer to the first names
-# an identifier its passages do not hold (data_frame_to_list), the second names only read.table(),
-# which they do (engine.answer.checks.check).
-FLAGGED_Q = "How do I attach a data frame?"
-# (the read.table question was clean before the quote read by units; its answer now invents
-# "file.csv", which the check rightly flags)
+# Two real questions on R's manual, text mode, 128 tokens: the model's answer to the first
+# answers in Python and names identifiers its passages do not hold (pandas, pd.read_table,
+# data.csv), the second names only q(), which they do (engine.answer.checks.check). Model
+# answers move with the reader's context: the attach question was the flagged one until the
+# context named each entry.
+FLAGGED_Q = "How do I read a table from a file?"
 CLEAN_Q = "How do I quit an R session?"
 
 

@@ -82,6 +82,7 @@ def test_mcp_client_asks_a_real_manual(explorer_server):
     assert 1 <= len(passages) <= 3
     assert passages[0]["text"] == quote["text"] and passages[0]["page"] == quote["page"]
     assert all(set(p) == {"text", "page", "page_label", "heading"} for p in passages)
+    assert asked["short_answer"] is None  # off by default (H2MT_SHORT_ANSWER)
     assert asked["answer"].strip() and asked["check"] is not None
     assert "flagged" in asked["check"]
     assert asked["route"] and all(r["manual"] == doc_id for r in asked["route"])

@@ -85,6 +85,29 @@ def value(page, selector: str) -> str:
     return page.locator(selector).input_value()
 
 
+# What the page shows as the answer: a folded answer's text under its line (the check or the
+# form rules folded it; the answer box is hidden then), else the answer box's text; '' while
+# neither holds one. A function expression, for waits that read it with other conditions.
+SHOWN_ANSWER_JS = """() => {
+  const d = document.querySelector('#answer-fold details');
+  if (d) { const s = d.querySelector('summary');
+           return d.textContent.slice(s ? s.textContent.length : 0).trim(); }
+  return (document.querySelector('#answer-text textarea')?.value || '').trim(); }"""
+
+
+def shown_answer(page) -> str:
+    """The answer as the page shows it (``SHOWN_ANSWER_JS``)."""
+    return page.evaluate(SHOWN_ANSWER_JS)
+
+
+def same_answer(shown: str, answer: str) -> bool:
+    """Whether the page shows ``answer``: the same words (a folded answer is rendered Markdown,
+    its backticks gone)."""
+    def words(t: str) -> str:
+        return " ".join(t.replace("`", "").split())
+    return words(shown) == words(answer)
+
+
 def open_folds(page, *headings: str) -> None:
     """Open the Ask tab's folded sections under these headings (closed by default; Gradio
     mounts a fold's components only once it is opened)."""
