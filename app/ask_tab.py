@@ -148,12 +148,6 @@ def build(s: AppState) -> AskTab:
                         "branch; to read a node, select its row under \"Scored nodes\".")
                 bar = feedback.build_bar()  # after the answer and how it was found
             with gr.Column(scale=2):
-                # the passages after the quote, one line each, beside the page they open on
-                passages_table = gr.Dataframe(
-                    headers=PASSAGE_COLUMNS, type="array", interactive=False, visible=False,
-                    elem_id="more-passages", wrap=False, max_height=120,
-                    column_widths=["4%", "78%", "10%", "4%", "4%"],
-                    label="More passages from other entries (select one to see it on its page)")
                 page_head = gr.Markdown("Select a cited node or an evidence line to "
                                         "see its page here.", elem_id="page-view-head")
                 page_image = gr.Image(type="pil", format="png", interactive=False,
@@ -161,6 +155,13 @@ def build(s: AppState) -> AskTab:
                                       elem_id="page-view-image")
                 page_text = gr.Markdown(visible=False, max_height=620,
                                         elem_id="page-view-text")
+                # the passages after the quote, one line each, under the page they open on
+                # (above it they pushed the page's top off a 900-pixel first screen)
+                passages_table = gr.Dataframe(
+                    headers=PASSAGE_COLUMNS, type="array", interactive=False, visible=False,
+                    elem_id="more-passages", wrap=False, max_height=120,
+                    column_widths=["4%", "78%", "10%", "4%", "4%"],
+                    label="More passages from other entries (select one to see it on its page)")
                 cited = gr.Dataframe(headers=CITED_COLUMNS, type="array",
                                      interactive=False, elem_id="cited-table", max_height=260,
                                      label="Cited sections (select one to read it and "
