@@ -30,6 +30,7 @@ key line's hit on the questions that got one.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import json
 import re
 from pathlib import Path
@@ -335,11 +336,11 @@ def main(argv: list[str] | None = None) -> None:
     for m, f in folds.items():
         print(f"{m}: {f}")
     print(f"C = {c} (mean held-out AUROC {mean_auroc(folds):.3f})")
-    conf = as_confidence(*fit(rows, c))
-    conf.reader = reader_of(Settings.from_env())  # the reader that answered the rows
+    # the reader that answered the rows
+    conf = replace(as_confidence(*fit(rows, c)), reader=reader_of(Settings.from_env()))
     dev = [r for p in args.dev for r in read_any(p)]
     # the choice is the dev probe; without its rows, the fitted rows (said in the file)
-    conf.threshold = threshold_on(conf, dev or rows)
+    conf = replace(conf, threshold=threshold_on(conf, dev or rows))
     write_model(conf, args.out, {"fitted_on": sorted({r["manual"] for r in rows}),
                                  "rows": len(rows), "C": c, "by_manual": folds,
                                  "threshold_on": "dev probe" if dev else "fitted rows"})

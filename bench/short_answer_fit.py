@@ -70,13 +70,13 @@ def fit(qs: list[dict]) -> sa.TermScorer:
     mean, scale = x.mean(0), x.std(0)
     scale[scale == 0] = 1.0
     lr = LogisticRegression(C=1.0, max_iter=2000).fit((x - mean) / scale, y)
-    return sa.TermScorer(mean, scale, lr.coef_[0], float(lr.intercept_[0]), 0.0)
+    return sa.TermScorer(sa.FEATURES, mean, scale, lr.coef_[0], float(lr.intercept_[0]), 0.0)
 
 
 def best(scorer: sa.TermScorer, q: dict) -> tuple[float, int] | None:
     if not len(q["x"]):
         return None
-    p = scorer.scores(q["x"])
+    p = scorer.probabilities(q["x"])
     i = int(np.argmax(p))
     return float(p[i]), i
 

@@ -16,14 +16,14 @@ import torch
 
 from engine.answer.checks import key_line
 from engine.answer.checks.check import check_answer, unsupported_terms
-from engine.answer.checks.confidence import Confidence, answer_signals, route_margin
+from engine.answer.checks.confidence import answer_signals, route_margin
 from engine.answer.checks.form import read_form
 from engine.answer.checks.verdict import judge, unfitted_reader
 from engine.answer.generation.decoding import Decoding
 from engine.answer.evaluation import Evaluation, ProbeQuestion, evaluation_row
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.routing.named_pages import pin_named_pages
-from engine.answer.passages.short_answer import TermScorer, short_answer
+from engine.answer.passages.short_answer import short_answer
 from engine.answer.passages.grounding import (answer_evidence, find_passages, find_quote,
                                               label_citations, sentence_pager)
 from engine.answer.generation.cleanup import clean_answer, degeneracy
@@ -173,24 +173,6 @@ def quote_for(rt: Runtime, req: Request, routed: Routed, metrics: Metrics):
     return found
 
 
-def answer_check_model(rt: Runtime) -> Confidence | None:
-    """The fitted confidence (``Settings.answer_check``: by default the shipped
-    ``assets/answer_check.json``), read once per runtime; None for none."""
-    if "answer_check" not in rt.cache:
-        path = rt.settings.answer_check_path
-        rt.cache["answer_check"] = Confidence.load(path) if path is not None else None
-    return rt.cache["answer_check"]
-
-
-def short_answer_model(rt: Runtime) -> TermScorer | None:
-    """The short answer's fitted term scorer (``Settings.short_answer``: by default the shipped
-    ``assets/short_answer.json``), read once per runtime; None for none."""
-    if "short_answer" not in rt.cache:
-        path = rt.settings.short_answer_path
-        rt.cache["short_answer"] = TermScorer.load(path) if path is not None else None
-    return rt.cache["short_answer"]
-
-
 def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations: list[Citation],
            text: str, result: GenerationResult | None, quote, metrics: Metrics,
            ranked: list | None = None, routed: Route | None = None) -> Answer:
@@ -242,7 +224,7 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
         signals = answer_signals(rt.encoder, req.question, text, list(step.sources), quote_text,
                                  key, check, result.logprobs, result.stop, route_margin(routed),
                                  quote.score if quote is not None else 0.0)
-        model = answer_check_model(rt)
+        model = rt.learned("answer_check")
         unfitted = unfitted_reader(model, rt.settings, req.reader)
         if unfitted is not None:
             warnings.append(unfitted)
@@ -314,8 +296,8 @@ def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) ->
     answer = finish(rt, req, shown, step, citations, text, result, quote, metrics, ranked,
                     routed.route)
     answer.passages = find_passages(rt, req.trees, ranked, quote, opts.quote_threshold)
-    answer.short_answer = short_answer(req.question, answer.passages, short_answer_model(rt),
-                                       rt.encoder)
+    answer.short_answer = short_answer(req.question, answer.passages,
+                                       rt.learned("short_answer"), rt.encoder)
     if req.reader is not None:
         answer.reader, answer.reader_error = rt.reader_label, reader_error
     if log and reader_error is None:  # a failed served reader's empty answer is no answer

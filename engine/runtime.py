@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from engine.answer.checks.confidence import Confidence
 from engine.answer.generation.reader import InProcessReader
+from engine.answer.passages.ranking import PassageRanker
+from engine.answer.passages.short_answer import TermScorer
 from engine.memory.backbone import Backbone, load_backbone
 from engine.memory.parts import H2MTParts, load_or_init_parts
 from engine.routing.fusion import FusionWeights
@@ -16,6 +19,12 @@ from engine.serving.remote_decoding import ServedReader
 from engine.serving.remote_reader import RemoteReader
 from engine.settings import Settings, SettingsError
 from storage import Library
+
+# The learned parts read from a fitted JSON file that a setting names (``Settings.<name>_path``;
+# "none": no part): name -> the class whose ``load(path)`` reads it (``Runtime.learned``). The
+# fusion weights are read when the runtime is built (routing needs them on every ask).
+LEARNED = {"answer_check": Confidence, "passage_ranker": PassageRanker,
+           "short_answer": TermScorer}
 
 
 @dataclass
@@ -37,6 +46,14 @@ class Runtime:
         self.fingerprint = self.parts.fingerprint(self.backbone.name)
         path = self.settings.fusion_path
         self.fusion = FusionWeights.from_json(path) if path is not None else FusionWeights()
+
+    def learned(self, name: str):
+        """The learned part ``name`` (a key of ``LEARNED``), read once from the file its setting
+        names; None when the setting is "none"."""
+        if name not in self.cache:
+            path = getattr(self.settings, f"{name}_path")
+            self.cache[name] = LEARNED[name].load(path) if path is not None else None
+        return self.cache[name]
 
     @property
     def encoder(self):

@@ -41,6 +41,7 @@ from engine.answer.checks import terms
 from engine.answer.checks.check import Check, UNCHECKED_KINDS
 from engine.answer.passages.units import split_sentences
 from engine.answer.checks.key_line import KINDS, KeyLine, wanted
+from engine.answer.logistic import Logistic
 from engine.settings import DEFAULT_BACKBONE
 
 SIGNALS = ("unsupported", "supported_share", "denies", "number_conflict", "quote_agree",
@@ -129,27 +130,20 @@ def reader_of(settings) -> str:
     return settings.reader_model if settings.reader_is_remote else settings.reader
 
 
-@dataclass
-class Confidence:
-    """The fitted model (standardised signals -> logistic regression) and its fold threshold."""
+@dataclass(frozen=True)
+class Confidence(Logistic):
+    """The fitted answer check (standardised signals -> logistic regression) and its fold
+    threshold."""
 
-    names: tuple[str, ...]
-    mean: np.ndarray
-    scale: np.ndarray
-    coef: np.ndarray
-    intercept: float
-    threshold: float
     reader: str = DEFAULT_BACKBONE  # the reader whose answers it was fitted on (Settings.reader)
 
     @classmethod
     def load(cls, path: Path = ASSET) -> "Confidence | None":
         """The shipped model; None when the file is not there (nothing is folded on it)."""
-        if not path.exists():
+        if not Path(path).exists():
             return None
-        d = json.loads(path.read_text())
-        return cls(tuple(d["signals"]), np.array(d["mean"]), np.array(d["scale"]),
-                   np.array(d["coef"]), float(d["intercept"]), float(d["threshold"]),
-                   str(d.get("reader", DEFAULT_BACKBONE)))
+        d = json.loads(Path(path).read_text())
+        return cls(**cls.fields(d, key="signals"), reader=str(d.get("reader", DEFAULT_BACKBONE)))
 
     def _z(self, signals: dict[str, float]) -> np.ndarray:
         x = np.array([signals[n] for n in self.names], dtype=float)
@@ -157,7 +151,7 @@ class Confidence:
 
     def score(self, signals: dict[str, float]) -> float:
         """P(the answer holds the key fact), 0..1."""
-        return float(1 / (1 + np.exp(-(self._z(signals) @ self.coef + self.intercept))))
+        return float(self.probabilities(np.array([[signals[n] for n in self.names]]))[0])
 
     def weakest(self, signals: dict[str, float]) -> str:
         """The signal that pulls the score down most (its contribution against the mean)."""

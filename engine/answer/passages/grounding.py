@@ -32,24 +32,12 @@ def answer_evidence(rt, routing, trees: dict, text: str, cited: list[int]) -> li
     return lines
 
 
-def passage_ranker(rt) -> ranking.PassageRanker | None:
-    """The runtime's passage ranker (``Settings.passage_ranker``), loaded once; None: the
-    linear score over the routed sections."""
-    path = rt.settings.passage_ranker_path
-    if path is None:
-        return None
-    key = ("passage_ranker", str(path))
-    if key not in rt.cache:
-        rt.cache[key] = ranking.PassageRanker.load(path)
-    return rt.cache[key]
-
-
 def quote_bar(rt, threshold: float | None) -> float:
     """The least score a quote (and a unit of the reader's context) needs: ``threshold`` when
     given, else the ranker's own bar, else ``sentences.THRESHOLD``."""
     if threshold is not None:
         return threshold
-    ranker = passage_ranker(rt)
+    ranker = rt.learned("passage_ranker")
     return ranker.threshold if ranker is not None else sentence_evidence.THRESHOLD
 
 
@@ -69,7 +57,7 @@ def ranked_sentences(rt, routing, trees: dict, question: str, route,
         for s in routed_sections(routing, trees, sorted(route.selected),
                                  asks_for_matter(question))]
     routed = sentence_evidence.candidates(found)
-    ranker = passage_ranker(rt)
+    ranker = rt.learned("passage_ranker")
     # the manual's texts are read from the library's stored vectors (engine.answer.passages.unit_vectors)
     encoder = (stored_encoder(rt, [d for d in trees if d is not None], windowed=ranker is None)
                if rt.encoder is not None else None)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.answer.logistic import Logistic
 from engine.answer.passages.answer_type import DEFINITION, HOWTO, OPTION, SYNTAX, fits, question_type
 from engine.answer.passages.sections import CONTEXT_EXCLUDED_KINDS
 from engine.answer.passages.passage_index import FLAT_TOP, PassageIndex
@@ -196,27 +197,13 @@ def encode_and_describe(encoder, question: str, cands: list[Candidate], indexes:
 
 
 @dataclass(frozen=True)
-class PassageRanker:
-    """A logistic regression over standardised ``FEATURES`` (module docstring)."""
-
-    mean: np.ndarray
-    scale: np.ndarray
-    coef: np.ndarray
-    intercept: float
-    threshold: float  # the least probability a quote needs (the card says how it was set)
+class PassageRanker(Logistic):
+    """A logistic regression over standardised ``FEATURES`` (module docstring); its threshold is
+    the least probability a quote needs (the card says how it was set)."""
 
     @classmethod
     def load(cls, path: Path) -> "PassageRanker":
-        data = json.loads(Path(path).read_text())
-        if tuple(data["features"]) != FEATURES:
-            raise ValueError(f"{path}: its features are not this engine's (refit it)")
-        return cls(np.asarray(data["mean"], np.float32), np.asarray(data["scale"], np.float32),
-                   np.asarray(data["coef"], np.float32), float(data["intercept"]),
-                   float(data["threshold"]))
-
-    def probabilities(self, rows: np.ndarray) -> np.ndarray:
-        z = ((rows - self.mean) / self.scale) @ self.coef + self.intercept
-        return 1.0 / (1.0 + np.exp(-z))
+        return cls(**cls.fields(cls.read(path, FEATURES)))
 
 
 def rank(ranker: PassageRanker, encoder, question: str, routed: list[Sentence], indexes: dict,

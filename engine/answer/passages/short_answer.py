@@ -14,13 +14,13 @@ whose passages hold no term gets none.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from engine.answer.logistic import Logistic
 from engine.answer.passages.answer_type import question_type
 from engine.answer.passages.quote import Quote
 from engine.answer.passages.units import is_code_line, is_command_line, signature_lines
@@ -164,30 +164,17 @@ def features(question: str, cands: list[Term], passages: list[Quote], encoder) -
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
 
 
-@dataclass
-class TermScorer:
-    """The fitted model: standardised ``FEATURES`` -> logistic regression, and its threshold."""
-
-    mean: np.ndarray
-    scale: np.ndarray
-    coef: np.ndarray
-    intercept: float
-    threshold: float
+@dataclass(frozen=True)
+class TermScorer(Logistic):
+    """The fitted term scorer over ``FEATURES``; its threshold is the least probability a short
+    answer needs."""
 
     @classmethod
     def load(cls, path: Path = ASSET) -> "TermScorer | None":
         """The shipped model; None when its file is not there (no short answer is given)."""
-        if not path.exists():
+        if not Path(path).exists():
             return None
-        d = json.loads(path.read_text())
-        if tuple(d["features"]) != FEATURES:
-            raise ValueError(f"{path} was fitted on other features than short_answer.FEATURES; "
-                             "refit it: python -m bench.short_answer_fit")
-        return cls(np.array(d["mean"]), np.array(d["scale"]), np.array(d["coef"]),
-                   float(d["intercept"]), float(d["threshold"]))
-
-    def scores(self, rows: np.ndarray) -> np.ndarray:
-        return 1 / (1 + np.exp(-(((rows - self.mean) / self.scale) @ self.coef + self.intercept)))
+        return cls(**cls.fields(cls.read(path, FEATURES)))
 
 
 def short_answer(question: str, passages: list[Quote], scorer: TermScorer | None,
@@ -198,7 +185,7 @@ def short_answer(question: str, passages: list[Quote], scorer: TermScorer | None
     cands = terms(passages)
     if not cands:
         return None
-    p = scorer.scores(features(question, cands, passages, encoder))
+    p = scorer.probabilities(features(question, cands, passages, encoder))
     best = int(np.argmax(p))
     if p[best] < scorer.threshold:
         return None
