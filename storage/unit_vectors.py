@@ -34,8 +34,11 @@ class UnitVectorStore:
                     return 0
                 s.execute(delete(UnitVectorRow).where(UnitVectorRow.doc_id == doc_id,
                                                       UnitVectorRow.fingerprint != fingerprint))
-                have = set(s.scalars(select(UnitVectorRow.key).where(
-                    UnitVectorRow.doc_id == doc_id, UnitVectorRow.fingerprint == fingerprint)))
+                keys, have = list(items), set()
+                for i in range(0, len(keys), INSERT_BATCH):  # the given keys alone, not all
+                    have.update(s.scalars(select(UnitVectorRow.key).where(
+                        UnitVectorRow.doc_id == doc_id, UnitVectorRow.fingerprint == fingerprint,
+                        UnitVectorRow.key.in_(keys[i:i + INSERT_BATCH]))))
                 rows = [dict(doc_id=doc_id, fingerprint=fingerprint, key=k, vector=v)
                         for k, v in items.items() if k not in have]
                 for i in range(0, len(rows), INSERT_BATCH):

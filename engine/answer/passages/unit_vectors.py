@@ -21,7 +21,7 @@ from engine.answer.passages.sentences import windows
 
 # Bumped whenever the unit split or the text built from a unit changes (older rows are then
 # dropped as new ones are stored; a lookup is by the text itself, so a stale row is never read).
-UNITS_VERSION = 2
+UNITS_VERSION = 3
 _LOCK = threading.Lock()
 
 
@@ -33,11 +33,13 @@ def texts_of(index: PassageIndex, windowed: bool) -> list[str]:
     """Every text the quote stage may encode for this document, each once: each unit's window
     (the linear score) or each unit and heading path (the passage ranker)."""
     ps = index.passages
+    # as the scores write them: under the unit's heading path as scoring reads it (``path``:
+    # its entry's name, identifiers as words), not the raw heading
     if windowed:
-        return list(dict.fromkeys(f"{p.heading}: {w}" if p.heading else w
+        return list(dict.fromkeys(f"{p.path}: {w}" if p.path else w
                                   for p, w in zip(ps, windows(ps))))
-    units = [f"{p.heading}: {p.text}" if p.heading else p.text for p in ps]
-    return list(dict.fromkeys(units + sorted({p.heading for p in ps if p.heading})))
+    units = [f"{p.path}: {p.text}" if p.path else p.text for p in ps]
+    return list(dict.fromkeys(units + sorted({p.path for p in ps if p.path})))
 
 
 def fingerprint(encoder, windowed: bool) -> str:

@@ -32,6 +32,11 @@ batteries, which last about a year.
 ## Colours
 
 Widgets come in red, green and blue paint. Custom colours cost extra and take six weeks.
+
+## widget_ctl commands
+
+widget_ctl --restart [--wait]
+Restarts the widget service. It waits for the service to stop first.
 """
 QUESTION = "Which supply voltage does a large widget need?"
 
@@ -66,7 +71,11 @@ def test_stored_at_indexing_nothing_encoded_at_the_ask_and_the_same_quote(
     assert _rows(lazy) == 0
     a = ask(stored, doc, QUESTION, AskOptions(mode="quote"))
     b = ask(lazy, lazy_doc, QUESTION, AskOptions(mode="quote"))
-    assert _rows(stored) == n  # every text the ask read was stored: none encoded, none added
+    # an entry's unit is read under its heading path and entry name, identifiers as words
+    # ("widget ctl commands > widget ctl restart wait"): stored as the ask reads it
+    ask(stored, doc, "How do I restart the widget service with widget_ctl?",
+        AskOptions(mode="quote"))
+    assert _rows(stored) == n  # every text the asks read was stored: none encoded, none added
     assert 0 < _rows(lazy) <= n  # the lazy library stored what its first ask had to encode
     assert a.quote is not None and "12 V" in a.quote.text
     assert a.quote.text == b.quote.text
