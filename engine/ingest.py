@@ -289,6 +289,8 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     if existing is not None:
         if not lib.has_source(existing):  # stored by a version that did not keep the file
             lib.put_source(existing, source_file(path))
+        if unit_vectors:  # those of an older unit split (UNITS_VERSION) are replaced
+            store_unit_vectors(existing, rt, progress)
         return _reuse(existing, rt, progress, memories)
     t0 = time.perf_counter()
     shared = SharedVectors(rt.encoder) if rt.encoder is not None else None

@@ -84,6 +84,12 @@ def test_stored_at_indexing_nothing_encoded_at_the_ask_and_the_same_quote(
         lazy.cache, lazy_doc, lazy.library.get_document(lazy_doc).sha256,
         lazy.library.get_tree(lazy_doc)), windowed=True)
     assert added == n - before and _rows(lazy) == n
+    # indexing a stored file again stores what is missing (a unit split of another version)
+    with lazy.library._sessions() as s, s.begin():
+        s.execute(UnitVectorRow.__table__.delete())
+    later = _runtime(tmp_path, "lazy", tiny_backbone, tiny_parts)  # a process started later
+    again = ingest_file(manual, later, memories=False, unit_vectors=True)
+    assert again.reused and again.doc_id == lazy_doc and _rows(later) == n
 
 
 def test_the_stored_encoder_gives_the_encoders_vectors_and_stores_what_it_lacks(
