@@ -25,7 +25,8 @@ from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.routing.named_pages import pin_named_pages
 from engine.answer.passages.short_answer import short_answer
 from engine.answer.passages.grounding import (answer_evidence, find_passages, find_quote,
-                                              label_citations, sentence_pager)
+                                              label_citations, manual_sentences_encoder,
+                                              sentence_pager)
 from engine.answer.generation.cleanup import clean_answer, degeneracy
 from engine.answer.measure import PeakMemory
 from engine.answer.notices import degenerate_warning
@@ -223,7 +224,8 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
         check = check_answer(text, list(step.sources), req.question, quote_text, cut=stopped)
         signals = answer_signals(rt.encoder, req.question, text, list(step.sources), quote_text,
                                  key, check, result.logprobs, result.stop, route_margin(routed),
-                                 quote.score if quote is not None else 0.0)
+                                 quote.score if quote is not None else 0.0,
+                                 manual_encoder=manual_sentences_encoder(rt, req.trees))
         model = rt.learned("answer_check")
         unfitted = unfitted_reader(model, rt.settings, req.reader)
         if unfitted is not None:

@@ -84,27 +84,31 @@ def route_margin(route) -> float:
     return own - max([p for p in others if p is not None] or [0.0])
 
 
-def similarity(encoder, answer: str, sources: list[str]) -> tuple[float, float]:
+def similarity(encoder, answer: str, sources: list[str],
+               manual_encoder=None) -> tuple[float, float]:
     """(mean, lowest) over the answer's sentences of the best cosine to a sentence or line of
-    ``sources`` (all-MiniLM-L6-v2); (0, 0) without an encoder or text."""
+    ``sources`` (all-MiniLM-L6-v2); (0, 0) without an encoder or text. ``manual_encoder``
+    encodes the sources' sentences (the manual's stored vectors); ``encoder`` by default."""
     said = split_sentences(answer or "")
     given = [s for src in sources for line in src.split("\n") for s in split_sentences(line)]
     if encoder is None or not said or not given:
         return 0.0, 0.0
-    a, g = encoder.encode(said), encoder.encode(given)
+    a, g = encoder.encode(said), (manual_encoder or encoder).encode(given)
     best = (np.asarray(a) @ np.asarray(g).T).max(axis=1)
     return float(best.mean()), float(best.min())
 
 
 def answer_signals(encoder, question: str, answer: str, sources: list[str], quote: str | None,
                    key: KeyLine | None, check: Check | None, logprobs: list[float] | None,
-                   stop: str | None, margin: float, quote_score: float) -> dict[str, float]:
-    """The signals of one generated answer (module docstring), by name."""
+                   stop: str | None, margin: float, quote_score: float,
+                   manual_encoder=None) -> dict[str, float]:
+    """The signals of one generated answer (module docstring), by name (``manual_encoder``:
+    ``similarity``'s)."""
     found = _answer_terms(answer)
     kind = wanted(question)
     checked = check.checked if check is not None else 0
     n_unsup = len(check.unsupported) if check is not None else 0
-    sim_mean, sim_min = similarity(encoder, answer, [*sources, quote or ""])
+    sim_mean, sim_min = similarity(encoder, answer, [*sources, quote or ""], manual_encoder)
     if logprobs:
         lp_mean, lp_min, known = float(np.mean(logprobs)), float(np.min(logprobs)), 1.0
     else:

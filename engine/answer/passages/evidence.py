@@ -60,11 +60,13 @@ def strip_cut_marker(text: str) -> str:
 
 def evidence_lines(encoder, answer: str, sections: list[Section], *, pages_of=None,
                    threshold: float = THRESHOLD, max_lines: int = MAX_LINES,
-                   keep_all: bool = False) -> list[EvidenceLine]:
+                   keep_all: bool = False, manual_encoder=None) -> list[EvidenceLine]:
     """The supporting sentences of ``sections`` for ``answer`` (module docstring).
 
     ``pages_of(section) -> list[str] | None`` gives the normalised page texts of its document.
-    ``keep_all``: every scored sentence, no threshold and no cap (for choosing the threshold)."""
+    ``keep_all``: every scored sentence, no threshold and no cap (for choosing the threshold).
+    ``manual_encoder``: encodes the sections' sentences (the manual's stored vectors,
+    ``unit_vectors.stored_encoder``); ``encoder`` by default."""
     if encoder is None:
         return []
     answer_sents = split_sentences(strip_cut_marker(answer))
@@ -79,8 +81,8 @@ def evidence_lines(encoder, answer: str, sections: list[Section], *, pages_of=No
                 cands.append((s, sent))
     if not cands:
         return []
-    vec = encoder.encode(answer_sents + [c[1] for c in cands])
-    a, c = vec[: len(answer_sents)], vec[len(answer_sents):]
+    a = np.asarray(encoder.encode(answer_sents))
+    c = np.asarray((manual_encoder or encoder).encode([c[1] for c in cands]))
     score = (c @ a.T).max(axis=1)
     order = np.argsort(-score, kind="stable")
     out = []

@@ -11,7 +11,7 @@ from engine.answer.passages.evidence import EvidenceLine, Section, evidence_line
 from engine.answer.passages.pages import locate_page, pages_lookup
 from engine.answer.passages import ranking
 from engine.answer.passages.passage_index import index_for
-from engine.answer.passages.unit_vectors import stored_encoder
+from engine.answer.passages.unit_vectors import SENTENCES, stored_encoder
 from engine.document.matter import asks_for_matter
 
 
@@ -21,12 +21,22 @@ def sections(routing, trees: dict, cited: list[int]) -> list[Section]:
                     s.node.page_end) for s in routed_sections(routing, trees, cited)]
 
 
+def manual_sentences_encoder(rt, trees: dict):
+    """The encoder of the manual's sentences read after the answer (its evidence lines, the
+    check's similarity): their vectors stored per document and read back (``unit_vectors``,
+    kind ``SENTENCES``); None without an encoder."""
+    if rt.encoder is None:
+        return None
+    return stored_encoder(rt, [d for d in trees if d is not None], SENTENCES)
+
+
 def answer_evidence(rt, routing, trees: dict, text: str, cited: list[int]) -> list[EvidenceLine]:
     """The evidence lines of an answer from its cited nodes (engine.answer.passages.evidence)."""
     found = sections(routing, trees, cited)
     if not found or not text.strip():
         return []
-    lines = evidence_lines(rt.encoder, text, found, pages_of=pages_lookup(rt))
+    lines = evidence_lines(rt.encoder, text, found, pages_of=pages_lookup(rt),
+                           manual_encoder=manual_sentences_encoder(rt, trees))
     for line in lines:
         line.page_label = page_label(trees, line.doc_id, line.page)
     return lines

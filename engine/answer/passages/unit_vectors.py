@@ -42,13 +42,21 @@ def texts_of(index: PassageIndex, windowed: bool) -> list[str]:
     return list(dict.fromkeys(units + sorted({p.path for p in ps if p.path})))
 
 
-def fingerprint(encoder, windowed: bool) -> str:
-    return f"{encoder.fingerprint}|units{UNITS_VERSION}|{'windows' if windowed else 'units'}"
+# What a stored text is: a unit's window (the linear score), a unit or heading path (the
+# passage ranker), or a sentence or line of the manual read after the answer (its evidence lines
+# and the check's similarity: ``SENTENCES``). Each kind is kept under its own fingerprint.
+SENTENCES = "sentences"
 
 
-def known_vectors(rt, doc_id: int, windowed: bool) -> dict[bytes, np.ndarray]:
-    """Digest -> vector of the document's stored texts, read once per runtime and kept (the
-    ``StoredEncoder``s of later asks add to the same dict)."""
+def fingerprint(encoder, windowed: bool | str) -> str:
+    kind = windowed if isinstance(windowed, str) else ("windows" if windowed else "units")
+    return f"{encoder.fingerprint}|units{UNITS_VERSION}|{kind}"
+
+
+def known_vectors(rt, doc_id: int, windowed: bool | str) -> dict[bytes, np.ndarray]:
+    """Digest -> vector of the document's stored texts of one kind (``windowed``: True, False
+    or ``SENTENCES``), read once per runtime and kept (the ``StoredEncoder``s of later asks add
+    to the same dict)."""
     key = ("unit_vectors", doc_id, fingerprint(rt.encoder, windowed))
     with _LOCK:
         if key not in rt.cache:
@@ -92,10 +100,10 @@ class StoredEncoder:
         return self.encoder.encode_query(text)
 
 
-def stored_encoder(rt, doc_ids: list[int], windowed: bool) -> StoredEncoder:
-    """The quote stage's encoder for an ask about ``doc_ids``: one document's texts are looked
-    up and stored; with several, the texts are looked up in each and not stored (a text's
-    document is not known)."""
+def stored_encoder(rt, doc_ids: list[int], windowed: bool | str) -> StoredEncoder:
+    """The encoder of the manual's texts for an ask about ``doc_ids`` (``windowed``: the kind of
+    text, ``known_vectors``): one document's texts are looked up and stored; with several, the
+    texts are looked up in each and not stored (a text's document is not known)."""
     known: dict[bytes, np.ndarray] = {}
     store = None
     if len(doc_ids) == 1:
