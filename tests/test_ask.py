@@ -26,10 +26,11 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     json.dumps(out)  # the CLI's --json object is serialisable
     assert set(out) == {"answer", "mode", "route", "cited", "gate", "metrics", "router",
                         "alternatives", "warning", "evidence", "cut", "cut_at", "degenerate",
-                        "repetition_cut", "stop", "quote", "passages", "not_covered",
-                        "unsupported",
+                        "repetition_cut", "stop", "quote", "passages", "short_answer",
+                        "not_covered", "unsupported",
                         "folded", "form", "check", "reader", "reader_error", "mode_traits",
                         "confidence", "key_line", "query_id"}
+    assert out["short_answer"] is None  # off by default (H2MT_SHORT_ANSWER)
     # the passages shown: at most three, the quote first
     assert len(out["passages"]) <= 3 and (out["passages"][:1] == [out["quote"]]
                                           if out["quote"] else out["passages"] == [])

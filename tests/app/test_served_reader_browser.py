@@ -80,8 +80,20 @@ def test_a_served_reader_answers_streamed_under_the_reader_line(browser, served_
         answer = value(page, "#answer-text textarea").strip()
         assert answer and answer == rec.answer.strip() and rec.mode == "text"
         seen = page.evaluate("() => window.__answers")
-        assert len(seen) >= 2 and seen[-1].strip() == answer  # streamed in, piece by piece
-        assert all(answer.startswith(v.strip()) for v in seen[:-1]), seen
+        assert seen and seen[-1].strip() == answer
+        assert all(answer.startswith(v.strip()) or v.strip().startswith(answer)
+                   for v in seen), seen
+        # streamed in, piece by piece: every state /ask sends, as an API client receives them
+        # (a loaded browser may render several states in one frame, so the page's own samples
+        # can hold the last one alone)
+        from gradio_client import Client
+
+        job = Client(url, verbose=False).submit(str(doc), QUESTION, "text", 3, 0, 0, True, False,
+                                                48, "fused", api_name="/ask")
+        final = job.result(timeout=TIMEOUT_MS / 1000)[0]
+        grown = [o[0] for o in job.outputs()[1:-1] if o[0]]
+        assert len(set(grown)) >= 2, f"/ask did not stream the served reader's answer: {grown}"
+        assert all(final.startswith(t) or t.startswith(final) for t in grown), (grown[:4], final)
         assert page.locator("#quote-view").is_visible()
         no_error_badge(page)
         shot(page, tmp_path, "served-reader")
