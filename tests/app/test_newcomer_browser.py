@@ -75,6 +75,20 @@ HEADER_HEIGHTS_JS = """(sel) => [...document.querySelectorAll(sel + ' thead th')
   .filter(x => x.text)"""
 
 
+# The page image's frame and the picture in it (viewport pixels), and how far the frame scrolls.
+IMAGE_FIT_JS = """() => {
+  const f = document.querySelector('#page-view-image .image-frame');
+  const i = f && f.querySelector('img');
+  if (!i) return null;
+  const a = f.getBoundingClientRect(), b = i.getBoundingClientRect();
+  const r = b.width / b.height, n = i.naturalWidth / i.naturalHeight;
+  // object-fit scales the picture inside the element's box: the drawn part's top and bottom
+  const h = r > n ? b.height : b.width / n;
+  const top = b.top + (b.height - h) / 2;
+  return {frame: [a.top, a.bottom], img: [top, top + h], scroll: f.scrollHeight - f.clientHeight};
+}"""
+
+
 def counts(text: str) -> list[str]:
     return re.findall(r"\b\d+/\d+\b", text)
 
@@ -177,6 +191,11 @@ def _first_answer(page, url: str, rt, tmp_path) -> None:
                            " return img && img.src && (document.querySelector('#page-view-head')"
                            "?.innerText || '').includes(p); }", arg=lines[0][2])
     assert page.evaluate(YELLOW_JS) > 0  # the passage is highlighted on its page
+    # ... and in the image's first view: the whole page is drawn inside its frame, nothing to
+    # scroll to inside the image (Gradio scales the picture down to the frame)
+    fit = page.evaluate(IMAGE_FIT_JS)
+    assert fit and fit["scroll"] <= 1, fit
+    assert fit["img"][0] >= fit["frame"][0] - 1 and fit["img"][1] <= fit["frame"][1] + 1, fit
 
     # -- a thumbs down shows something ----------------------------------------------------
     page.locator("#feedback-down").click()
