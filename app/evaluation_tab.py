@@ -35,7 +35,7 @@ ROW_COLUMNS = ["#", "question", "quote", "quote page", "gold pages", "quote hold
 # Wide enough for each header on one line; the verdict columns visible beside the texts.
 ROW_WIDTHS = ["3%", "16%", "22%", "6%", "6%", "6%", "20%", "6%", "7%", "8%"]
 SUMMARY_COLUMNS = ["verdict", "questions", "share"]
-EXAMPLE_QUESTIONS = EXAMPLE_FILE.parent / "questions.jsonl"  # four questions on the example
+EXAMPLE_QUESTIONS = EXAMPLE_FILE.parent / "questions.jsonl"  # the five example questions
 MAX_QUESTIONS = 500
 TEXT_CELL = 160  # characters of a quote or answer shown in a cell
 

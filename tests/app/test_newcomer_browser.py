@@ -103,6 +103,7 @@ def test_newcomer_first_screen_speaks_plainly_and_agrees_with_itself(browser, re
         page.set_default_timeout(60_000)
         try:
             _first_answer(page, url, rt, tmp_path)
+            _every_example(page, rt)
             _evaluation_example(page, rt, tmp_path)
         finally:
             gate.set()
@@ -206,6 +207,36 @@ def _first_answer(page, url: str, rt, tmp_path) -> None:
     assert page.locator("#feedback-line").is_visible()
     no_error_badge(page)
     page.screenshot(path=str(tmp_path / "newcomer-answer.png"), full_page=True)
+
+
+def _every_example(page, rt) -> None:
+    """Every example question, asked by its click at 24 tokens: the answer shown names the
+    manual's command (its key in the Evaluation tab's example file), or it is folded under a
+    line saying why; a wrong answer is never shown as if right (issue 55)."""
+    import time
+
+    from engine.answer.evaluation import normal
+
+    keys = {q["question"]: q["key"] for q in map(json.loads, filter(
+        None, EXAMPLE_QUESTIONS.read_text().splitlines()))}
+    assert set(keys) == set(QUESTIONS), "each example question has its key in the example file"
+    (doc,) = rt.library.list_documents()
+    for question in QUESTIONS:
+        n = len(rt.library.list_queries(doc.id))
+        page.locator("#example-questions button", has_text=question).first.click()
+        deadline = time.monotonic() + TIMEOUT_MS / 1000  # the clock only as the last bound
+        while len(rt.library.list_queries(doc.id)) == n and time.monotonic() < deadline:
+            time.sleep(0.5)
+        rec = rt.library.list_queries(doc.id)[-1]
+        assert rec.question == question, (rec.question, question)
+        settled(page, "#answer-text")
+        page.wait_for_function(
+            "(a) => document.querySelector('#answer-fold details') || "
+            "(document.querySelector('#answer-text textarea')?.value || '').trim() === a",
+            arg=rec.answer.strip(), timeout=TIMEOUT_MS)
+        folded = page.locator("#answer-fold details").count() > 0
+        right = re.search(keys[question], normal(rec.answer), re.I) is not None
+        assert right or folded, f"a wrong answer shown unfolded: {question!r} -> {rec.answer!r}"
 
 
 def _evaluation_example(page, rt, tmp_path) -> None:
