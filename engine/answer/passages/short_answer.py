@@ -26,8 +26,9 @@ from engine.answer.passages.quote import Quote
 from engine.answer.passages.units import is_code_line, is_command_line, signature_lines
 from engine.routing import lexical
 from engine.routing.identifiers import as_words
+from engine.settings import SHIPPED_SHORT_ANSWER
 
-ASSET = Path(__file__).resolve().parents[3] / "assets" / "short_answer.json"
+ASSET = SHIPPED_SHORT_ANSWER
 
 # A term by its form. No library reads identifiers out of a manual's prose (a tokenizer splits
 # them, a NER model knows no \patchcmd), so the forms are written here: each pattern's group 1
@@ -51,7 +52,10 @@ FORMS: dict[str, re.Pattern] = {
     "label": re.compile(r"^(?:[\d.]+\s+|[•*▷-]\s*)([^\s.]+)\.\s+[A-Z]"),
 }
 # a signature's or command line's head, after a prompt ("$ ", "gap> ", ">>> ") or an opening quote
-HEAD = re.compile(r"^\s*[▷•]?\s*(?:[\w.:-]*[$%>#]+\s+)?(?:(?:const|unsigned|signed|static|extern|struct|void|int|long|short|char|double|float|bool)\b\s*\**\s*)*[\"'“”‘’`]?([^\s\[{(<⟨=:,;\"'“”‘’`]+)")
+_C_TYPES = r"(?:(?:const|unsigned|signed|static|extern|struct|void|int|long|short|char|double|" \
+    r"float|bool)\b\s*\**\s*)*"  # a C prototype's types before its name
+HEAD = re.compile(r"^\s*[▷•]?\s*(?:[\w.:-]*[$%>#]+\s+)?" + _C_TYPES
+                  + r"[\"'“”‘’`]?([^\s\[{(<⟨=:,;\"'“”‘’`]+)")
 WHY = re.compile(r"^\s*why\b", re.I)
 
 
@@ -113,7 +117,8 @@ def terms(passages: list[Quote]) -> list[Term]:
             for form, rx in FORMS.items():
                 found += [(m.start(1), m.group(1).rstrip(".,;:"), form) for m in rx.finditer(line)]
             for _, t, form in sorted(found, key=lambda f: f[0]):
-                if len(t) < 2 or t in out or not re.search(r"[A-Za-z]", t) or not _term_like(t, form):
+                if (len(t) < 2 or t in out or not re.search(r"[A-Za-z]", t)
+                        or not _term_like(t, form)):
                     continue
                 out[t] = Term(t, form, line, i, p, place, q)
                 place += 1

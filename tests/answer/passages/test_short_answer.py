@@ -85,8 +85,9 @@ def test_a_scorer_fitted_on_other_features_is_refused(tmp_path):
        st.sampled_from(["Which option sets it?", "How do I do it?", "What is the command?"]))
 def test_a_short_answer_is_always_a_term_the_passages_hold(encoder, texts, question):
     passages = [quote(t) for t in texts]
-    always = sa.TermScorer(names=sa.FEATURES, mean=np.zeros(len(sa.FEATURES)), scale=np.ones(len(sa.FEATURES)),
-                           coef=np.zeros(len(sa.FEATURES)), intercept=5.0, threshold=0.5)
+    n = len(sa.FEATURES)
+    always = sa.TermScorer(names=sa.FEATURES, mean=np.zeros(n), scale=np.ones(n),
+                           coef=np.zeros(n), intercept=5.0, threshold=0.5)
     got = sa.short_answer(question, passages, always, encoder)  # any term at all is given
     if got is not None:
         assert any(got.term in p.text and got.text in p.text for p in passages)
