@@ -41,7 +41,7 @@ from engine.document.build import build_tree
 from engine.memory.worker import MemoryWorker, WriteFn
 from engine.memory.worker import write_document_memories as write_memories_of
 from engine.answer.passages.passage_index import index_for
-from engine.answer.passages.unit_vectors import precompute
+from engine.answer.passages.unit_vectors import precompute, quote_kind
 from engine.routing.evidence import (compute_evidence, evidence_fingerprint, evidence_text,
                                      has_evidence)
 from storage import DocumentMeta, DuplicateDocument, NodeEvidence, SourceFile
@@ -326,8 +326,8 @@ def store_unit_vectors(doc_id: int, rt: Runtime, progress: IngestProgress | None
         return 0
     index = index_for(rt.cache, doc_id, rt.library.get_document(doc_id).sha256,
                       rt.library.get_tree(doc_id))
-    return precompute(rt, doc_id, index, rt.settings.passage_ranker_path is None,
-                      _stage(progress, "passages"))
+    kind = quote_kind(rt.settings.passage_ranker_path is not None)
+    return precompute(rt, doc_id, index, kind, _stage(progress, "passages"))
 
 
 def write_held(doc_id: int, rt: Runtime, progress: IngestProgress | None = None) -> float:

@@ -40,6 +40,11 @@ class Logistic:
                              "(its card names the command)")
         return data
 
+    @classmethod
+    def load_checked(cls, path: Path, names: tuple[str, ...]):
+        """The model a fitted file holds, checked to be fitted on ``names`` (``read``)."""
+        return cls(**cls.fields(cls.read(path, names)))
+
     def probabilities(self, rows: np.ndarray) -> np.ndarray:
         """P(yes) for each row of feature values (in ``names``' order)."""
         z = ((np.asarray(rows, float) - self.mean) / self.scale) @ self.coef + self.intercept

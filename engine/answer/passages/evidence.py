@@ -81,8 +81,12 @@ def evidence_lines(encoder, answer: str, sections: list[Section], *, pages_of=No
                 cands.append((s, sent))
     if not cands:
         return []
-    a = np.asarray(encoder.encode(answer_sents))
-    c = np.asarray((manual_encoder or encoder).encode([c[1] for c in cands]))
+    texts = [c[1] for c in cands]
+    if manual_encoder is None:  # one batch, as the encoder reads both alike
+        vec = np.asarray(encoder.encode(answer_sents + texts))
+        a, c = vec[:len(answer_sents)], vec[len(answer_sents):]
+    else:
+        a, c = np.asarray(encoder.encode(answer_sents)), np.asarray(manual_encoder.encode(texts))
     score = (c @ a.T).max(axis=1)
     order = np.argsort(-score, kind="stable")
     out = []

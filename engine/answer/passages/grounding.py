@@ -11,7 +11,7 @@ from engine.answer.passages.evidence import EvidenceLine, Section, evidence_line
 from engine.answer.passages.pages import locate_page, pages_lookup
 from engine.answer.passages import ranking
 from engine.answer.passages.passage_index import index_for
-from engine.answer.passages.unit_vectors import SENTENCES, stored_encoder
+from engine.answer.passages.unit_vectors import SENTENCES, quote_kind, stored_encoder
 from engine.document.matter import asks_for_matter
 
 
@@ -69,7 +69,8 @@ def ranked_sentences(rt, routing, trees: dict, question: str, route,
     routed = sentence_evidence.candidates(found)
     ranker = rt.learned("passage_ranker")
     # the manual's texts are read from the library's stored vectors (engine.answer.passages.unit_vectors)
-    encoder = (stored_encoder(rt, [d for d in trees if d is not None], windowed=ranker is None)
+    docs = [d for d in trees if d is not None]
+    encoder = (stored_encoder(rt, docs, quote_kind(ranker is not None))
                if rt.encoder is not None else None)
     if ranker is None or encoder is None:
         return sentence_evidence.score(encoder, question, routed, query_vec=query_dense)

@@ -203,7 +203,7 @@ class PassageRanker(Logistic):
 
     @classmethod
     def load(cls, path: Path) -> "PassageRanker":
-        return cls(**cls.fields(cls.read(path, FEATURES)))
+        return cls.load_checked(path, FEATURES)
 
 
 def rank(ranker: PassageRanker, encoder, question: str, routed: list[Sentence], indexes: dict,

@@ -179,7 +179,7 @@ class TermScorer(Logistic):
         """The shipped model; None when its file is not there (no short answer is given)."""
         if not Path(path).exists():
             return None
-        return cls(**cls.fields(cls.read(path, FEATURES)))
+        return cls.load_checked(path, FEATURES)
 
 
 def short_answer(question: str, passages: list[Quote], scorer: TermScorer | None,

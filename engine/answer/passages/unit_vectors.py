@@ -29,35 +29,40 @@ def digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
-def texts_of(index: PassageIndex, windowed: bool) -> list[str]:
-    """Every text the quote stage may encode for this document, each once: each unit's window
-    (the linear score) or each unit and heading path (the passage ranker)."""
+# What a stored text is (each kind under its own fingerprint): a unit's window as "path: text"
+# (the linear score, ``sentences.score``), a unit or a heading path (the passage ranker,
+# ``ranking``), or a sentence or line of the manual read after the answer (its evidence lines and
+# the check's similarity).
+WINDOWS, UNITS, SENTENCES = "windows", "units", "sentences"
+
+
+def quote_kind(ranked_by_ranker: bool) -> str:
+    """The kind of text the quote stage encodes: the ranker's units, else the windows."""
+    return UNITS if ranked_by_ranker else WINDOWS
+
+
+def texts_of(index: PassageIndex, kind: str) -> list[str]:
+    """Every text the quote stage may encode for this document (``WINDOWS`` or ``UNITS``), each
+    once, under the unit's heading path as scoring reads it (``path``: its entry's name,
+    identifiers as words), not the raw heading."""
     ps = index.passages
-    # as the scores write them: under the unit's heading path as scoring reads it (``path``:
-    # its entry's name, identifiers as words), not the raw heading
-    if windowed:
+    if kind == WINDOWS:
         return list(dict.fromkeys(f"{p.path}: {w}" if p.path else w
                                   for p, w in zip(ps, windows(ps))))
+    if kind != UNITS:
+        raise ValueError(f"no precomputed texts of kind {kind!r}")
     units = [f"{p.path}: {p.text}" if p.path else p.text for p in ps]
     return list(dict.fromkeys(units + sorted({p.path for p in ps if p.path})))
 
 
-# What a stored text is: a unit's window (the linear score), a unit or heading path (the
-# passage ranker), or a sentence or line of the manual read after the answer (its evidence lines
-# and the check's similarity: ``SENTENCES``). Each kind is kept under its own fingerprint.
-SENTENCES = "sentences"
-
-
-def fingerprint(encoder, windowed: bool | str) -> str:
-    kind = windowed if isinstance(windowed, str) else ("windows" if windowed else "units")
+def fingerprint(encoder, kind: str) -> str:
     return f"{encoder.fingerprint}|units{UNITS_VERSION}|{kind}"
 
 
-def known_vectors(rt, doc_id: int, windowed: bool | str) -> dict[bytes, np.ndarray]:
-    """Digest -> vector of the document's stored texts of one kind (``windowed``: True, False
-    or ``SENTENCES``), read once per runtime and kept (the ``StoredEncoder``s of later asks add
-    to the same dict)."""
-    key = ("unit_vectors", doc_id, fingerprint(rt.encoder, windowed))
+def known_vectors(rt, doc_id: int, kind: str) -> dict[bytes, np.ndarray]:
+    """Digest -> vector of the document's stored texts of one ``kind``, read once per runtime
+    and kept (the ``StoredEncoder``s of later asks add to the same dict)."""
+    key = ("unit_vectors", doc_id, fingerprint(rt.encoder, kind))
     with _LOCK:
         if key not in rt.cache:
             rows = rt.library.get_unit_vectors(doc_id, key[2])
@@ -100,29 +105,29 @@ class StoredEncoder:
         return self.encoder.encode_query(text)
 
 
-def stored_encoder(rt, doc_ids: list[int], windowed: bool | str) -> StoredEncoder:
-    """The encoder of the manual's texts for an ask about ``doc_ids`` (``windowed``: the kind of
-    text, ``known_vectors``): one document's texts are looked up and stored; with several, the
-    texts are looked up in each and not stored (a text's document is not known)."""
+def stored_encoder(rt, doc_ids: list[int], kind: str) -> StoredEncoder:
+    """The encoder of the manual's texts of one ``kind`` for an ask about ``doc_ids``: one
+    document's texts are looked up and stored; with several, the texts are looked up in each and
+    not stored (a text's document is not known)."""
     known: dict[bytes, np.ndarray] = {}
     store = None
     if len(doc_ids) == 1:
-        known = known_vectors(rt, doc_ids[0], windowed)
-        fp = fingerprint(rt.encoder, windowed)
+        known = known_vectors(rt, doc_ids[0], kind)
+        fp = fingerprint(rt.encoder, kind)
         store = (lambda items, d=doc_ids[0]: rt.library.add_unit_vectors(d, fp, items))
     else:
         for d in doc_ids:
-            known = {**known, **known_vectors(rt, d, windowed)}
+            known = {**known, **known_vectors(rt, d, kind)}
     return StoredEncoder(rt.encoder, known, store)
 
 
-def precompute(rt, doc_id: int, index: PassageIndex, windowed: bool, progress=None) -> int:
+def precompute(rt, doc_id: int, index: PassageIndex, kind: str, progress=None) -> int:
     """Encode and store every text of the document not stored yet (in the encoder's batches,
     ``progress(done, total)``); how many were added."""
-    known = known_vectors(rt, doc_id, windowed)
-    todo = [t for t in texts_of(index, windowed) if digest(t) not in known]
+    known = known_vectors(rt, doc_id, kind)
+    todo = [t for t in texts_of(index, kind) if digest(t) not in known]
     if not todo:
         return 0
     StoredEncoder(rt.encoder, known, lambda items: rt.library.add_unit_vectors(
-        doc_id, fingerprint(rt.encoder, windowed), items)).encode(todo, progress=progress)
+        doc_id, fingerprint(rt.encoder, kind), items)).encode(todo, progress=progress)
     return len(todo)

@@ -64,7 +64,7 @@ def test_stored_at_indexing_nothing_encoded_at_the_ask_and_the_same_quote(
     doc = ingest_file(manual, stored, memories=False, unit_vectors=True).doc_id
     index = index_for(stored.cache, doc, stored.library.get_document(doc).sha256,
                          stored.library.get_tree(doc))
-    n = len(uv.texts_of(index, windowed=True))
+    n = len(uv.texts_of(index, uv.WINDOWS))
     assert n > 5 and _rows(stored) == n
     lazy = _runtime(tmp_path, "lazy", tiny_backbone, tiny_parts)
     lazy_doc = ingest_file(manual, lazy, memories=False).doc_id
@@ -82,7 +82,7 @@ def test_stored_at_indexing_nothing_encoded_at_the_ask_and_the_same_quote(
     before = _rows(lazy)
     added = uv.precompute(lazy, lazy_doc, index_for(
         lazy.cache, lazy_doc, lazy.library.get_document(lazy_doc).sha256,
-        lazy.library.get_tree(lazy_doc)), windowed=True)
+        lazy.library.get_tree(lazy_doc)), uv.WINDOWS)
     assert added == n - before and _rows(lazy) == n
     # indexing a stored file again stores what is missing (a unit split of another version)
     with lazy.library._sessions() as s, s.begin():
