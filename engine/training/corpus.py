@@ -1,12 +1,17 @@
 """The run's data: the training and validation documents' trees and the queries asked about
-them (made once per run folder), with a manifest of where they came from."""
+them (made once per run folder), with a manifest of where they came from.
+
+The prepared data is kept in the run folder (``data.pt``) with the settings it was made under,
+so a run resumes without rebuilding its trees, and a run folder prepared on one machine trains
+on another that has neither the documents nor the libraries that read them (a GPU machine)."""
 from __future__ import annotations
 
 import random
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import torch
 from tqdm import tqdm
 
 from engine.document.build import build_tree
@@ -32,7 +37,48 @@ def _resolve(doc: str, root: Path) -> Path:
     return p if p.is_absolute() else root / doc
 
 
+PREPARED = "data.pt"
+
+
+def data_signature(cfg: TrainConfig, backbone_name: str) -> dict:
+    """What the prepared data depends on: the documents, the backbone's tokenizer (the trees'
+    token limits) and the query settings."""
+    return {"documents": list(cfg.documents), "validation": list(cfg.validation),
+            "packages": list(cfg.packages), "backbone": backbone_name, "seed": cfg.seed,
+            "node_token_limit": cfg.node_token_limit, "heading_queries": cfg.heading_queries,
+            "sentence_queries": cfg.sentence_queries, "generated_per_doc": cfg.generated_per_doc}
+
+
+def load_prepared(cfg: TrainConfig, backbone_name: str) -> RunData | None:
+    """The run folder's prepared data when it was made under the same settings, else None."""
+    path = cfg.out_dir / PREPARED
+    if not path.is_file():
+        return None
+    saved = torch.load(path, weights_only=False)  # our own run folder's pickle of trees
+    if saved["signature"] != data_signature(cfg, backbone_name):
+        return None
+    return RunData(**saved["data"])
+
+
 def prepare_data(cfg: TrainConfig, backbone, log=print) -> RunData:
+    """The run's data: from the run folder when prepared there under the same settings, else
+    fetch the packages, check the documents are not evaluation data, build the trees, make the
+    queries (each once per run folder) and keep the result in the run folder."""
+    prepared = load_prepared(cfg, backbone.name)
+    if prepared is not None:
+        log(f"data: {len(prepared.trees)} prepared trees, {len(prepared.queries)} queries "
+            f"({cfg.out_dir / PREPARED})")
+        return prepared
+    data = build_data(cfg, backbone, log)
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    partial = cfg.out_dir / f"{PREPARED}.partial"
+    saved = {f.name: getattr(data, f.name) for f in fields(data)}
+    torch.save({"signature": data_signature(cfg, backbone.name), "data": saved}, partial)
+    partial.replace(cfg.out_dir / PREPARED)
+    return data
+
+
+def build_data(cfg: TrainConfig, backbone, log=print) -> RunData:
     """Fetch the packages, check the documents are not evaluation data, build the trees, and
     make (once per run folder) the queries."""
     records = fetch_packages(cfg.packages, cfg.data_dir) if cfg.packages else []

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import torch
 
@@ -49,6 +49,10 @@ def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
     torch.manual_seed(cfg.seed)
     if backbone is None:
         backbone = load_backbone(Settings.from_env().with_(backbone=cfg.backbone, device=cfg.device))
+    if backbone.dtype != torch.float32:
+        # the parts train in float32, as the memories they read are written on a CPU (a GPU
+        # loads the backbone in bf16 for inference)
+        backbone = replace(backbone, model=torch.nn.Module.float(backbone.model), dtype=torch.float32)
     state = json.loads((out / "state.json").read_text()) if (out / "state.json").exists() else None
     if from_stage is not None:
         names = [st.name for st in cfg.stages]

@@ -32,6 +32,10 @@ class RouterStage(Stage):
         return list(parts.router.parameters())
 
     def optimised(self) -> list[torch.nn.Parameter]:
+        # The router learns from the cached memories and query vectors, which stay on the CPU
+        # beside the routing trees its validation walks; its two small projections go there too
+        # (in place, so they stay the parts' parameters) when the backbone runs on a GPU.
+        self.run.parts.router.to("cpu")
         if self.st.tied:  # W_k follows W_q (after_step)
             return [self.run.parts.router.w_q.weight]
         return super().optimised()
