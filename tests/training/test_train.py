@@ -245,3 +245,35 @@ def test_usable_queries_drop_generic_and_unrelated_questions():
           Query("d", "generated", "What colour is the sky?", [4], "Use a 2 A fuse."),
           Query("d", "heading", "Power", [5])]
     assert [q.gold for q in usable_queries(qs)] == [[3], [5]]
+
+
+def test_prepared_data_is_kept_and_trains_where_the_documents_are_not(tmp_path, shared_dir,
+                                                                      tiny_backbone):
+    """A run prepared on one machine (trees and questions in data.pt) trains on another that has
+    neither the documents nor their readers; other settings make the data again."""
+    cfg = _config(tmp_path, shared_dir, steps=1)
+    assert train(cfg, backbone=tiny_backbone, max_steps=0) == {"finished": False}
+    assert (cfg.out_dir / "data.pt").is_file()
+    for doc in (tmp_path / "docs").iterdir():
+        doc.unlink()
+    summary = train(cfg, backbone=tiny_backbone)
+    assert summary["finished"] and summary["queries"]
+    assert [r["stage"] for r in _log(cfg)] == [s.name for s in cfg.stages]
+    cfg.node_token_limit = 32  # the trees depend on it: the prepared data no longer fits
+    with pytest.raises(FileNotFoundError, match="widgets.md"):
+        train(cfg, backbone=tiny_backbone, fresh=False, from_stage="writer")
+
+
+def test_parts_train_against_a_float32_backbone_when_it_was_loaded_in_bf16(tmp_path, shared_dir,
+                                                                           tiny_backbone):
+    """A GPU loads the backbone in bf16 for inference; the parts still train (in float32)."""
+    import copy
+    from dataclasses import replace
+
+    bf16 = replace(tiny_backbone, model=copy.deepcopy(tiny_backbone.model).to(torch.bfloat16),
+                   dtype=torch.bfloat16)
+    cfg = _config(tmp_path, shared_dir, steps=1)
+    cfg.stages = cfg.stages[:2]  # the writer (through the backbone) and the router
+    summary = train(cfg, backbone=bf16)
+    assert summary["finished"]
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in _log(cfg))
