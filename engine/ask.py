@@ -1,80 +1,53 @@
 """Ask: question -> channel queries -> Route -> Answer -> query log (H2MT 3.3).
 
 The one entry point the CLI, the app and the benches call. ``ask_stream`` is a short pipeline:
-check the request and load its documents (``engine.documents``), route, plan (the mode's class,
-``engine.answer.modes``), stream the answer (``engine.answer.generation.decoding``), finish it (clean-up,
-warnings, evidence lines) and log it, the routing and streaming under one peak-memory
-measurement (``engine.answer.measure``). Whatever depends on the mode is declared by its class.
+check the request and load its documents (``engine.documents``), read the question once
+(``engine.answer.question``), route, plan (the mode's class, ``engine.answer.modes``), stream the
+answer (``engine.answer.generation.decoding``), finish it (clean-up, warnings, evidence lines),
+review it (``engine.answer.checks.review``) and log it. One ``Request`` carries the ask from its
+check to its answer. Whatever depends on the mode is declared by its class.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Iterator
 
-import torch
 
-from engine.answer.checks import key_line
-from engine.answer.checks.check import check_answer, unsupported_terms
-from engine.answer.checks.confidence import answer_signals, route_margin
+from engine.answer.checks.check import unsupported_terms
 from engine.answer.checks.form import read_form
-from engine.answer.checks.verdict import judge, unfitted_reader
+from engine.answer.checks.review import review
 from engine.answer.generation.decoding import Decoding
 from engine.answer.evaluation import Evaluation, ProbeQuestion, evaluation_row
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.routing.named_pages import pin_named_pages
 from engine.answer.passages.short_answer import short_answer
 from engine.answer.passages.grounding import (answer_evidence, find_passages, find_quote,
-                                              label_citations, manual_sentences_encoder,
-                                              sentence_pager)
+                                              label_citations)
 from engine.answer.generation.cleanup import clean_answer, degeneracy
 from engine.answer.measure import PeakMemory
 from engine.answer.notices import degenerate_warning
 from engine.serving.remote_reader import ReaderError
-from engine.answer.modes import MODES, NOT_COVERED, Mode, ModeInputs, Step
+from engine.answer.modes import MODES, NOT_COVERED, Step
+from engine.answer.question import Question, as_question
+from engine.answer.request import Request
 from engine.answer.response import Answer, Citation, Metrics, citation
 from engine.answer.options import (MAX_NEW_TOKENS, AskError, AskOptions, MemoriesPending,
                                    checked_question, parse_doc_id)
 from engine.documents import load_documents, memories_pending, pending_line, routing_tree
-from engine.routing import lexical
 from engine.routing.fused import RouteQuery, RouterUnavailable, route_on_evidence
 from engine.routing.query import gathered_query_vector
-from engine.routing.router import Route, RoutingTree
+from engine.routing.router import RoutingTree
 from engine.runtime import Runtime
 from engine.serving.request import GenerationResult
 from engine.serving.worker import worker_for
 from engine.settings import SettingsError
-from storage import MemoryProgress
 
 __all__ = ["MAX_NEW_TOKENS", "NOT_COVERED", "AskError", "AskOptions", "MemoriesPending", "ask",
            "ask_stream", "channel_query", "resolve_docs"]
 
 # The line said when the loop clean-up cut a repetition off (engine.answer.generation.cleanup).
 LOOP_CUT = "The answer began to repeat itself; the repetition was cut."
-
-
-@dataclass(frozen=True)
-class Request:
-    """A checked request: its mode, options and question, and the documents it reads."""
-
-    mode: Mode
-    opts: AskOptions
-    question: str
-    doc_ids: tuple[int, ...]
-    trees: dict  # doc_id -> Tree, in the request's order
-    routing: RoutingTree
-    pending: MemoryProgress | None  # memories still being written (None: all there)
-    reader: object | None  # the model that reads text, when the mode needs one
-
-
-@dataclass(frozen=True)
-class Routed:
-    """What routing found: the route, the question's dense vector (for ranking sentences) and
-    H2MT's query vector (None when not computed)."""
-
-    route: Route
-    query_dense: object | None
-    query_vector: torch.Tensor | None
 
 
 def resolve_docs(rt: Runtime, doc: int | str | None) -> list[int]:
@@ -117,11 +90,11 @@ def check(rt: Runtime, doc: int | str | None, question: str,
         reader = rt.reader if mode.needs_reader else None
     except SettingsError as e:
         raise AskError(str(e)) from None
-    return Request(mode, opts, question, tuple(doc_ids), {d: doc.tree for d, doc in docs.items()},
-                   routing, pending, reader)
+    return Request(rt, mode, Question.read(question, opts), tuple(doc_ids),
+                   {d: doc.tree for d, doc in docs.items()}, routing, pending, reader)
 
 
-def channel_query(rt: Runtime, routing: RoutingTree, question: str,
+def channel_query(rt: Runtime, routing: RoutingTree, question: Question | str,
                   opts: AskOptions, metrics: Metrics | None = None) -> RouteQuery:
     """The question as every available channel reads it. Every channel is scored whatever the
     router (the router only chooses the fusion weights), so the trace shows all the evidence and
@@ -129,29 +102,30 @@ def channel_query(rt: Runtime, routing: RoutingTree, question: str,
     gets the H2MT query vector's share (the backbone pass over the question). The MiniLM vector
     and the query vector are computed with the questions of other asks arriving at the same
     moment (``engine.serving.gather``)."""
+    q = as_question(question)
     wanted = set(routing.available_channels())
     query = RouteQuery()
     if "lexical" in wanted:
-        query.tokens = lexical.tokenize(question)
+        query.tokens = list(q.tokens)
     if "dense" in wanted and rt.encoder is not None:
-        query.dense = rt.encoder.encode_query(question)
+        query.dense = rt.encoder.encode_query(q.text)
     if "memory" in wanted:
         t = time.perf_counter()
-        query.memory = gathered_query_vector(question, rt.backbone, rt.parts, opts.query_fraction)
+        query.memory = gathered_query_vector(q.text, rt.backbone, rt.parts, opts.query_fraction)
         if metrics is not None:
             metrics.query_vector_ms = (time.perf_counter() - t) * 1e3
     return query
 
 
-def route(rt: Runtime, req: Request, metrics: Metrics) -> Routed:
-    """Every mode routes (the quote reads the routed sections); ``metrics.route_ms`` gets the
-    channel queries and the walk."""
-    opts = req.opts
+def route(req: Request, metrics: Metrics) -> Request:
+    """The request routed: every mode routes (the quote reads the routed sections), and the
+    question gets its vectors; ``metrics.route_ms`` gets the channel queries and the walk."""
+    rt, opts = req.rt, req.opts
     tq = time.perf_counter()
     query = channel_query(rt, req.routing, req.question, opts, metrics)
     q = query.memory
     if req.mode.needs_query_vector and q is None:
-        q = gathered_query_vector(req.question, rt.backbone, rt.parts, opts.query_fraction)
+        q = gathered_query_vector(req.question.text, rt.backbone, rt.parts, opts.query_fraction)
     query_ms = (time.perf_counter() - tq) * 1e3
     try:
         found = route_on_evidence(req.routing, query, rt.parts.router, router=opts.router,
@@ -160,27 +134,28 @@ def route(rt: Runtime, req: Request, metrics: Metrics) -> Routed:
                                   walk_how=opts.walk or rt.settings.walk)
     except RouterUnavailable as e:
         raise AskError(str(e)) from None
-    pin_named_pages(found, req.routing, req.trees, req.question)  # "what is on page 8"
+    pin_named_pages(found, req.routing, req.trees, req.question.text)  # "what is on page 8"
     metrics.route_ms = query_ms + found.route_ms
-    return Routed(found, query.dense, q)
+    return req.routed(req.question.encoded(query.dense, q), found)
 
 
-def quote_for(rt: Runtime, req: Request, routed: Routed, metrics: Metrics):
+def quote_for(req: Request, metrics: Metrics):
     """(ranked sentences, quote or None), timed into ``metrics.quote_ms``."""
     tq = time.perf_counter()
-    found = find_quote(rt, req.routing, req.trees, req.question, routed.route, routed.query_dense,
-                       req.opts.quote_threshold)
+    found = find_quote(req.rt, req.routing, req.trees, req.question, req.route,
+                       req.question.dense, req.opts.quote_threshold)
     metrics.quote_ms = (time.perf_counter() - tq) * 1e3
     return found
 
 
-def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations: list[Citation],
-           text: str, result: GenerationResult | None, quote, metrics: Metrics,
-           ranked: list | None = None, routed: Route | None = None) -> Answer:
-    """The answer as returned: cleaned as the mode says, with its warnings, evidence lines, key
-    line (``engine.answer.checks.key_line``, from ``ranked``: the routed sections' units) and the
-    answer check's verdict (``engine.answer.checks.verdict``; ``routed``: the route, shown or not)."""
-    mode = req.mode
+def finish(req: Request, step: Step, citations: list[Citation], text: str,
+           result: GenerationResult | None, quote, metrics: Metrics,
+           ranked: list | None = None) -> Answer:
+    """The answer as returned: cleaned as the mode says, with its warnings, evidence lines and
+    the check stage's key line, check and verdict (``engine.answer.checks.review``, from
+    ``ranked``: the routed sections' units)."""
+    rt, mode = req.rt, req.mode
+    shown = req.route if mode.shows_route else None
     warnings = [step.warning] if step.warning else []
     if req.pending and req.opts.router == "fused" and shown is not None:
         warnings.append(f"{pending_line(req.pending)}: routed on words and meaning only until they "
@@ -198,7 +173,7 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
             warnings.append(degenerate_warning(mode.name, reason, mode.fast_path))
         else:  # no answer whatever its score: a preamble alone, cut short, a leaked prompt line
             given = "\n".join([*step.sources, quote.text if quote is not None else "",
-                               req.question])
+                               req.question.text])
             form = read_form(text, result.stop, result.generated_tokens,
                              lambda part: not unsupported_terms(part, given, cut=True)[0])
             text = form.text
@@ -212,26 +187,9 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
             metrics.evidence_ms = (time.perf_counter() - te) * 1e3
     ended = trimmed or (form is not None and form.trimmed)  # it now ends where it was cut
     cut = result is not None and result.cut and not ended
-    check, verdict, key = None, None, None
-    quote_text = quote.text if quote is not None else None
-    if ranked:  # the manual's line for a question that asks for a name or a value
-        given = "\n".join(step.sources)
-        key = key_line.choose(req.question, ranked, [s for s in ranked if s.text in given],
-                              quote, text if result is not None else "", sentence_pager(rt))
-    if result is not None:  # what the answer names, against what its model was given
-        # stopped by a limit or the repetition stop, not by the model: the text may end mid-name
-        stopped = result.stop != "eos" and not ended
-        check = check_answer(text, list(step.sources), req.question, quote_text, cut=stopped)
-        signals = answer_signals(rt.encoder, req.question, text, list(step.sources), quote_text,
-                                 key, check, result.logprobs, result.stop, route_margin(routed),
-                                 quote.score if quote is not None else 0.0,
-                                 manual_encoder=manual_sentences_encoder(rt, req.trees))
-        model = rt.learned("answer_check")
-        unfitted = unfitted_reader(model, rt.settings, req.reader)
-        if unfitted is not None:
-            warnings.append(unfitted)
-            model = None
-        verdict = judge(model, signals, req.question, text, check, key, quote_text)
+    checked = review(req, text, result, step.sources, quote, ranked or [], ended)
+    if checked.warning is not None:
+        warnings.append(checked.warning)
     if cut:
         text = f"{text} (cut at {result.generated_tokens} tokens)"
     return Answer(text=text, mode=mode.name, traits=mode.traits(),
@@ -239,8 +197,8 @@ def finish(rt: Runtime, req: Request, shown: Route | None, step: Step, citations
                   route=shown, warning=" ".join(warnings) or None, evidence=evidence,
                   cut=cut, cut_at=result.generated_tokens if cut else None, degenerate=reason,
                   stop=result.stop if result is not None else None, repetition_cut=trimmed,
-                  quote=quote, not_covered=quote is None, check=check, verdict=verdict,
-                  form=form, key_line=key,
+                  quote=quote, not_covered=quote is None, check=checked.check,
+                  verdict=checked.verdict, form=form, key_line=checked.key_line,
                   logprobs=result.logprobs if result is not None else None,
                   sources=tuple(step.sources))
 
@@ -251,24 +209,19 @@ def generation_workers(rt: Runtime):
     return lambda model: worker_for(rt.cache, model, rt.settings.max_asks_in_flight)
 
 
-def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) -> Iterator:
-    """Route, plan, stream, finish, log. Its first step ends after routing (``ask_stream``
-    takes it, so that routing's errors are raised before any event); TTFT and total time run
-    from the start of routing (from its end in a mode that ``shows_route`` not)."""
-    mode, opts, metrics = req.mode, req.opts, Metrics()
+def _answer(req: Request, metrics: Metrics, t0: float, log: bool,
+            asker: str | None = None) -> Iterator:
+    """Plan, stream, finish, log a routed request, as events. TTFT and total time run from the
+    start of routing (from its end in a mode that ``shows_route`` not)."""
+    rt, mode, opts = req.rt, req.mode, req.opts
     with PeakMemory(rt.backbone.device) as peak:
-        t0 = time.perf_counter()
-        routed = route(rt, req, metrics)
-        yield None  # routed: the request is answerable
-        shown = routed.route if mode.shows_route else None
         if not mode.shows_route:  # the plain baseline reads no route: its clock starts now
             metrics.route_ms = 0.0
             t0 = time.perf_counter()
-        ranked, quote = quote_for(rt, req, routed, metrics) if mode.quote_first else ([], None)
-        step = mode.plan(ModeInputs(rt, req.question, opts, req.doc_ids, req.routing, req.trees,
-                                    routed.route, routed.query_vector, req.reader), ranked, quote)
+        ranked, quote = quote_for(req, metrics) if mode.quote_first else ([], None)
+        step = mode.plan(req, ranked, quote)
         citations = [citation(req.routing, i) for i in step.cited]
-        yield RouteReady(shown, citations, mode.traits(), quote,
+        yield RouteReady(req.route if mode.shows_route else None, citations, mode.traits(), quote,
                          not_covered=mode.quote_first and quote is None)
         result, reader_error = None, None
         if step.plan is not None:
@@ -293,10 +246,9 @@ def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) ->
             metrics.ttft_ms = metrics.route_ms + metrics.quote_ms
         metrics.total_ms = (time.perf_counter() - t0) * 1e3
         if not mode.quote_first:
-            ranked, quote = quote_for(rt, req, routed, metrics)
-    metrics.peak_mem_mb = max(0.0, peak.mb)
-    answer = finish(rt, req, shown, step, citations, text, result, quote, metrics, ranked,
-                    routed.route)
+            ranked, quote = quote_for(req, metrics)
+    metrics.peak_mem_mb = max(metrics.peak_mem_mb, peak.mb, 0.0)
+    answer = finish(req, step, citations, text, result, quote, metrics, ranked)
     answer.passages = find_passages(rt, req.trees, ranked, quote, opts.quote_threshold)
     answer.short_answer = short_answer(req.question, answer.passages,
                                        rt.learned("short_answer"), rt.encoder)
@@ -304,7 +256,7 @@ def _pipeline(rt: Runtime, req: Request, log: bool, asker: str | None = None) ->
         answer.reader, answer.reader_error = rt.reader_label, reader_error
     if log and reader_error is None:  # a failed served reader's empty answer is no answer
         answer.query_id = rt.library.log_query(
-            req.question, mode.name, answer.text,
+            req.question.text, mode.name, answer.text,
             doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None, settings=asdict(opts),
             route=answer.as_json()["route"], metrics=asdict(metrics), asker=asker,
             keep_routes=rt.settings.query_log_routes,
@@ -319,11 +271,15 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
     """Answer ``question`` about one document (id) or the whole library (None / "all"), as
     events: ``RouteReady`` when routing ends, ``TokenChunk``s as the answer is generated,
     ``AnswerReady`` at the end (engine.answer.events). The chunks join to the answer's text (a
-    cut answer's text then gets " (cut at N tokens)"). Problems with the request raise AskError
-    (or MemoriesPending) here, before any event."""
-    events = _pipeline(rt, check(rt, doc, question, opts), log, asker)
-    next(events)  # routing: its errors are the request's
-    return events
+    cut answer's text then gets " (cut at N tokens)"). Problems with the request, routing's
+    included, raise AskError (or MemoriesPending) here, before any event. The peak memory is
+    the larger of routing's and the answer's (``engine.answer.measure``)."""
+    req, metrics = check(rt, doc, question, opts), Metrics()
+    with PeakMemory(rt.backbone.device) as peak:
+        t0 = time.perf_counter()
+        req = route(req, metrics)
+    metrics.peak_mem_mb = peak.mb
+    return _answer(req, metrics, t0, log, asker)
 
 
 def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | None = None,

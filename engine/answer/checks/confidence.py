@@ -40,6 +40,7 @@ import numpy as np
 from engine.answer.checks import terms
 from engine.answer.checks.check import Check, UNCHECKED_KINDS
 from engine.answer.passages.units import split_sentences
+from engine.answer.question import Question
 from engine.answer.checks.key_line import KINDS, KeyLine, wanted
 from engine.answer.logistic import Logistic
 from engine.settings import DEFAULT_BACKBONE
@@ -98,7 +99,7 @@ def similarity(encoder, answer: str, sources: list[str],
     return float(best.mean()), float(best.min())
 
 
-def answer_signals(encoder, question: str, answer: str, sources: list[str], quote: str | None,
+def answer_signals(encoder, question: Question | str, answer: str, sources: list[str], quote: str | None,
                    key: KeyLine | None, check: Check | None, logprobs: list[float] | None,
                    stop: str | None, margin: float, quote_score: float,
                    manual_encoder=None) -> dict[str, float]:

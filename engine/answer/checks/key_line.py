@@ -29,7 +29,8 @@ import re
 from dataclasses import asdict, dataclass
 
 from engine.answer.checks import terms
-from engine.answer.passages.answer_type import HOWTO, OPTION, SYNTAX, question_type
+from engine.answer.passages.answer_type import HOWTO, OPTION, SYNTAX
+from engine.answer.question import Question, as_question
 from engine.answer.checks.check import QUANTITY
 from engine.answer.passages.units import introduces, is_code_line
 
@@ -71,16 +72,17 @@ class KeyLine:
         return asdict(self)
 
 
-def wanted(question: str) -> str | None:
+def wanted(question: Question | str) -> str | None:
     """What kind of line ``question`` asks for: ``OPTION``, ``COMMAND`` (how-to), ``SYNTAX``,
     ``VALUE``, ``FILE``; None when it asks for none (a definition, an explanation)."""
-    if _FILE_Q.search(question or ""):
+    q = as_question(question or "")
+    if _FILE_Q.search(q.text):
         return FILE
-    if QUANTITY.search(question or "") or _DEFAULT_Q.search(question or ""):
+    if QUANTITY.search(q.text) or _DEFAULT_Q.search(q.text):
         return VALUE
-    if _COMMAND_Q.search(question or "") and question_type(question) != OPTION:
+    if _COMMAND_Q.search(q.text) and q.kind != OPTION:
         return COMMAND
-    return {HOWTO: COMMAND, OPTION: OPTION, SYNTAX: SYNTAX}.get(question_type(question))
+    return {HOWTO: COMMAND, OPTION: OPTION, SYNTAX: SYNTAX}.get(q.kind)
 
 
 def _line_terms(line: str, kind: str) -> list[str]:
@@ -103,13 +105,14 @@ def _lines(text: str, kind: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def choose(question: str, ranked: list, shown: list, quote=None, answer: str = "",
+def choose(question: Question | str, ranked: list, shown: list, quote=None, answer: str = "",
            page_of=None) -> KeyLine | None:
     """The key line (module docstring) from ``ranked`` (every unit of the routed sections,
     ``sentences.Sentence``), ``shown`` (the units the reader was given) and the quote (its
     units are found in ``ranked`` by text); None when the question wants no line or no line
     qualifies. ``page_of(sentence)``: a unit's page (``grounding.sentence_pager``)."""
-    kind = wanted(question)
+    q = as_question(question or "")
+    kind = wanted(q)
     if kind is None or not ranked:
         return None
     by_place = {(s.doc_id, s.node_id, s.index): s for s in ranked}
@@ -125,7 +128,7 @@ def choose(question: str, ranked: list, shown: list, quote=None, answer: str = "
     for s in ranked:
         key = (s.doc_id, s.node_id)
         best_in[key] = max(best_in.get(key, s.score), s.score)
-    asked = {w[:5] for w in re.findall(r"[a-z]{4,}", (question or "").lower())} - _GENERIC
+    asked = {w[:5] for w in re.findall(r"[a-z]{4,}", q.text.lower())} - _GENERIC
     said = terms.normalize(answer or "")
     best, best_score = None, float("-inf")
     for place in sorted(places, key=lambda p: (p[0] or 0, p[1], p[2])):

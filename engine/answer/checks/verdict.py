@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from engine.answer.checks import terms
 from engine.answer.checks.check import Check, UNCHECKED_KINDS
 from engine.answer.checks.confidence import reader_of
+from engine.answer.question import Question
 from engine.answer.checks.key_line import COMMAND, FILE, OPTION, SYNTAX, VALUE, KeyLine, wanted
 
 _ASKED = {OPTION: "an option", COMMAND: "a command", SYNTAX: "a command or its syntax",
@@ -52,7 +53,7 @@ def _missing_from(answer: str, text: str | None) -> list[terms.Term]:
             if t.kind not in UNCHECKED_KINDS and not terms.contains(norm, t.key)]
 
 
-def reason(weakest: str, question: str, answer: str, check: Check | None,
+def reason(weakest: str, question: Question | str, answer: str, check: Check | None,
            key: KeyLine | None, quote: str | None) -> str:
     """One line saying why an answer is doubted, from its weakest signal."""
     if weakest in ("unsupported", "supported_share", "denies", "number_conflict") and \
@@ -98,7 +99,7 @@ def unfitted_reader(model, settings, reader) -> str | None:
             "shown without the check's confidence: only the check's rules can fold it.")
 
 
-def judge(model, signals: dict[str, float], question: str, answer: str, check: Check | None,
+def judge(model, signals: dict[str, float], question: Question | str, answer: str, check: Check | None,
           key: KeyLine | None, quote: str | None) -> Verdict:
     """The verdict on one answer under ``model`` (``confidence.Confidence``; None: no score)."""
     if model is None:

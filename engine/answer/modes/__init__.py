@@ -3,7 +3,7 @@ are (``engine.training.stages``). ``Mode`` (``modes.base``) says what a class de
 pipeline that runs one is ``engine.ask``. A mode defined elsewhere joins with ``register``."""
 from __future__ import annotations
 
-from engine.answer.modes.base import Mode, ModeInputs, ModeTraits, Step
+from engine.answer.modes.base import Mode, ModeTraits, Step
 from engine.answer.modes.flat import FlatMode
 from engine.answer.modes.full import FullMode
 from engine.answer.modes.memory import MemoryMode
@@ -23,4 +23,4 @@ def register(mode: type[Mode]) -> type[Mode]:
     return mode
 
 
-__all__ = ["MODES", "Mode", "ModeInputs", "ModeTraits", "NOT_COVERED", "Step", "TEXT_PACKINGS", "register"]
+__all__ = ["MODES", "Mode", "ModeTraits", "NOT_COVERED", "Step", "TEXT_PACKINGS", "register"]

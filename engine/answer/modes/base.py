@@ -4,13 +4,13 @@ The pipeline that runs a mode is ``engine.ask``; the table of modes is ``engine.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import ClassVar, Mapping
+from typing import ClassVar
 
-import torch
 
 from engine.answer.generation.decoding import GenerationResult, Plan
 from engine.answer.passages.quote import Quote
 from engine.answer.passages.sentences import Sentence
+from engine.answer.request import Request
 
 
 @dataclass(frozen=True)
@@ -27,21 +27,6 @@ class ModeTraits:
 
     def as_json(self) -> dict:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class ModeInputs:
-    """What a mode's plan reads: the request and its route (plain, not written to)."""
-
-    rt: object  # engine.runtime.Runtime
-    question: str
-    opts: object  # engine.answer.options.AskOptions
-    doc_ids: tuple[int, ...]
-    routing: object  # engine.routing.router.RoutingTree of the documents
-    trees: Mapping[int, object]  # doc_id -> engine.document.tree.Tree, in the request's order
-    route: object  # engine.routing.router.Route (full mode's: routed for its quote only)
-    query_vector: torch.Tensor | None  # H2MT's query vector (None: memory channel not scored)
-    reader: object | None  # the model that reads text when the mode ``needs_reader``
 
 
 @dataclass(frozen=True)
@@ -88,7 +73,7 @@ class Mode:
         return ModeTraits(cls.name, cls.generates, cls.has_evidence, cls.offers_text_mode,
                           cls.needs_memories, cls.quote_is_answer)
 
-    def plan(self, inputs: ModeInputs, ranked: list[Sentence], quote: Quote | None) -> Step:
+    def plan(self, inputs: Request, ranked: list[Sentence], quote: Quote | None) -> Step:
         """The prompt and cited ids (``ranked``, ``quote``: found already when ``quote_first``,
         else empty and None)."""
         raise NotImplementedError

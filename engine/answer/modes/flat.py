@@ -4,7 +4,8 @@ writer, memory search by the same scaled dot-product over all segment memories, 
 from __future__ import annotations
 
 from engine.memory.flat import flat_index, search
-from engine.answer.modes.base import Mode, ModeInputs, Step
+from engine.answer.modes.base import Mode, Step
+from engine.answer.request import Request
 from engine.answer.generation.prompts import slots_plan
 from engine.answer.modes.memory import capped_slots
 
@@ -19,11 +20,11 @@ class FlatMode(Mode):
     fast_path = True
     offers_text_mode = True
 
-    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
+    def plan(self, inputs: Request, ranked, quote) -> Step:
         rt, doc_id = inputs.rt, inputs.doc_ids[0]
         index = flat_index(rt, doc_id, inputs.trees[doc_id], inputs.opts.flat_segment_tokens)
-        seg, _ = search(index, inputs.query_vector, rt.parts.router,
+        seg, _ = search(index, inputs.question.vector, rt.parts.router,
                         max(1, len(capped_slots(inputs))))
-        return Step(slots_plan(rt.backbone, rt.parts, inputs.question, index.memories[seg], None,
+        return Step(slots_plan(rt.backbone, rt.parts, inputs.question.text, index.memories[seg], None,
                                inputs.opts.gate), [],
                     sources=tuple(index.texts[i] for i in seg))  # the segments' text

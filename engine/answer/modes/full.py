@@ -2,7 +2,8 @@
 baseline); it reads no route (it routes for its quote only)."""
 from __future__ import annotations
 
-from engine.answer.modes.base import Mode, ModeInputs, Step
+from engine.answer.modes.base import Mode, Step
+from engine.answer.request import Request
 from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
 
 
@@ -15,8 +16,8 @@ class FullMode(Mode):
     trims_loops = True
     offers_text_mode = True
 
-    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
-        model, question = inputs.reader, inputs.question
+    def plan(self, inputs: Request, ranked, quote) -> Step:
+        model, question = inputs.reader, inputs.question.text
         room = model.context_window() - inputs.opts.max_new_tokens - 200 - len(model.encode(question))
         texts, used = [], 0
         for tree in inputs.trees.values():

@@ -3,7 +3,8 @@ It reads no text, so its answer is checked against the routed sections' text."""
 from __future__ import annotations
 
 from engine.answer.passages.sections import routed_text
-from engine.answer.modes.base import Mode, ModeInputs, Step
+from engine.answer.modes.base import Mode, Step
+from engine.answer.request import Request
 from engine.answer.generation.prompts import path_indices, slots_plan, text_plan
 from engine.answer.generation.reader import InProcessReader
 
@@ -17,8 +18,8 @@ class MemoryMode(Mode):
     has_evidence = True
     offers_text_mode = True
 
-    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
-        rt, question = inputs.rt, inputs.question
+    def plan(self, inputs: Request, ranked, quote) -> Step:
+        rt, question = inputs.rt, inputs.question.text
         ids = sorted(capped_slots(inputs))  # document order
         if not ids:
             return Step(text_plan(InProcessReader(rt.backbone), question, ""), [])
@@ -38,14 +39,14 @@ class MemoryMode(Mode):
 PROMPT_ROOM = 256
 
 
-def capped_slots(inputs: ModeInputs) -> list[int]:
+def capped_slots(inputs: Request) -> list[int]:
     """The selected nodes that get a slot (H2MT 3.4: one memory slot per selected node): all
     of them, or, past ``H2MT_MAX_MEMORY_SLOTS`` or what the context window holds besides the
     question and the answer, the best-scored ones. The walk keeps every level's winners, so a
     wide route would otherwise prefill one slot per node of the library."""
     route, rt = inputs.route, inputs.rt
     room = (InProcessReader(rt.backbone).context_window() - inputs.opts.max_new_tokens
-            - PROMPT_ROOM - len(rt.backbone.encode(inputs.question)))
+            - PROMPT_ROOM - len(rt.backbone.encode(inputs.question.text)))
     cap = max(1, min(rt.settings.max_memory_slots, room))
     selected = list(route.selected)
     if len(selected) <= cap:

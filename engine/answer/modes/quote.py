@@ -1,7 +1,8 @@
 """``quote``: the manual's best passage alone (``engine.answer.passages.quote``), no generation."""
 from __future__ import annotations
 
-from engine.answer.modes.base import Mode, ModeInputs, Step
+from engine.answer.modes.base import Mode, Step
+from engine.answer.request import Request
 
 NOT_COVERED = "The manual does not seem to cover this: no passage of the routed sections matches it."
 
@@ -14,7 +15,7 @@ class QuoteMode(Mode):
     generates = False
     quote_is_answer = True
 
-    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
+    def plan(self, inputs: Request, ranked, quote) -> Step:
         return Step(None, [quote.rid] if quote is not None else [])
 
     def text_without_generation(self, quote):

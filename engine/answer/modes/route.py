@@ -1,7 +1,8 @@
 """``route``: routing only, no generation."""
 from __future__ import annotations
 
-from engine.answer.modes.base import Mode, ModeInputs, Step
+from engine.answer.modes.base import Mode, Step
+from engine.answer.request import Request
 
 
 class RouteMode(Mode):
@@ -10,5 +11,5 @@ class RouteMode(Mode):
     label = "Sections only"
     generates = False
 
-    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
+    def plan(self, inputs: Request, ranked, quote) -> Step:
         return Step(None, sorted(inputs.route.selected))

@@ -8,7 +8,8 @@ from __future__ import annotations
 from engine.answer.passages import sentences as sentence_evidence
 from engine.answer.passages.sections import pack_context
 from engine.answer.passages.grounding import quote_bar, sentence_pager
-from engine.answer.modes.base import Mode, ModeInputs, Step
+from engine.answer.modes.base import Mode, Step
+from engine.answer.request import Request
 from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
 
 TEXT_PACKINGS = ("sentences", "sections")
@@ -25,20 +26,20 @@ class TextMode(Mode):
     trims_loops = True
     has_evidence = True
 
-    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
+    def plan(self, inputs: Request, ranked, quote) -> Step:
         opts, model = inputs.opts, inputs.reader
         system = TEXT_PROMPTS[opts.text_prompt]
         if opts.text_packing == "sections":
             context, cited = pack_context(inputs.routing, inputs.trees, inputs.route, model.encode,
                                           opts.text_budget, opts.text_sections)
-            return Step(text_plan(model, inputs.question, context, system), cited,
+            return Step(text_plan(model, inputs.question.text, context, system), cited,
                         sources=(context,))
         kept = sentence_evidence.select(ranked, lambda t: len(model.encode(t)),
                                         opts.sentence_budget,
                                         quote_bar(inputs.rt, opts.quote_threshold))
         context = sentence_evidence.context_text(kept, sentence_pager(inputs.rt))
         cited = list(dict.fromkeys(s.rid for s in kept))
-        return Step(text_plan(model, inputs.question, context, system), cited,
+        return Step(text_plan(model, inputs.question.text, context, system), cited,
                     None if kept else NO_PASSAGE, sources=(context,))
 
     def keeps_evidence(self, reason):

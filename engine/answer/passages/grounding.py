@@ -10,6 +10,7 @@ from engine.answer.passages.sections import entry_lead, heading_path, routed_sec
 from engine.answer.passages.evidence import EvidenceLine, Section, evidence_lines
 from engine.answer.passages.pages import locate_page, pages_lookup
 from engine.answer.passages import ranking
+from engine.answer.question import Question, as_question
 from engine.answer.passages.passage_index import index_for
 from engine.answer.passages.unit_vectors import SENTENCES, quote_kind, stored_encoder
 from engine.document.matter import asks_for_matter
@@ -51,7 +52,7 @@ def quote_bar(rt, threshold: float | None) -> float:
     return ranker.threshold if ranker is not None else sentence_evidence.THRESHOLD
 
 
-def ranked_sentences(rt, routing, trees: dict, question: str, route,
+def ranked_sentences(rt, routing, trees: dict, question: Question | str, route,
                      query_dense=None) -> list[sentence_evidence.Sentence]:
     """The candidate passages scored against the question, best first: with the passage ranker
     (engine.answer.passages.ranking) the routed sections' units and the flat passage BM25's best over
@@ -60,12 +61,14 @@ def ranked_sentences(rt, routing, trees: dict, question: str, route,
     Front and back matter only when the question asks for it (engine.document.matter)."""
     if route is None:
         return []
+    q = as_question(question)
+    query_dense = q.dense if query_dense is None else query_dense
     found = [sentence_evidence.SectionText(
         rid=s.rid, doc_id=s.doc_id, node_id=s.node_id,
         heading=heading_path(s.tree, s.node_id) or routing.title[s.rid], body=s.node.text,
         page_start=s.node.page_start, page_end=s.node.page_end, lead=entry_lead(s.tree, s.node))
         for s in routed_sections(routing, trees, sorted(route.selected),
-                                 asks_for_matter(question))]
+                                 asks_for_matter(q.text))]
     routed = sentence_evidence.candidates(found)
     ranker = rt.learned("passage_ranker")
     # the manual's texts are read from the library's stored vectors (engine.answer.passages.unit_vectors)
@@ -73,11 +76,11 @@ def ranked_sentences(rt, routing, trees: dict, question: str, route,
     encoder = (stored_encoder(rt, docs, quote_kind(ranker is not None))
                if rt.encoder is not None else None)
     if ranker is None or encoder is None:
-        return sentence_evidence.score(encoder, question, routed, query_vec=query_dense)
+        return sentence_evidence.score(encoder, q, routed, query_vec=query_dense)
     indexes = {d: index_for(rt.cache, d, rt.library.get_document(d).sha256, tree)
                for d, tree in trees.items()}
     rid = {o: i for i, o in enumerate(routing.origin)}
-    ranked, _ = ranking.rank(ranker, encoder, question, routed, indexes,
+    ranked, _ = ranking.rank(ranker, encoder, q, routed, indexes,
                              lambda d, n: rid[(d, n)], {d: t.pages for d, t in trees.items()},
                              query_dense)
     return ranked
@@ -96,12 +99,12 @@ def sentence_pager(rt):
     return page_of
 
 
-def find_quote(rt, routing, trees: dict, question: str, route, query_dense,
+def find_quote(rt, routing, trees: dict, question: Question | str, route, query_dense,
                threshold: float | None) -> tuple[list[sentence_evidence.Sentence],
                                                  quoting.Quote | None]:
     """(ranked sentences, the quote or None below the bar: ``quote_bar``)."""
     ranked = ranked_sentences(rt, routing, trees, question, route, query_dense)
-    quote = quoting.choose(question, ranked, quote_bar(rt, threshold), sentence_pager(rt))
+    quote = quoting.choose(as_question(question).text, ranked, quote_bar(rt, threshold), sentence_pager(rt))
     if quote is not None and quote.doc_id in trees:
         tree = trees[quote.doc_id]
         quote.page_label = tree.page_label(quote.page)

@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.answer.logistic import Logistic
-from engine.answer.passages.answer_type import DEFINITION, HOWTO, OPTION, SYNTAX, fits, question_type
+from engine.answer.passages.answer_type import DEFINITION, HOWTO, OPTION, SYNTAX, fits
+from engine.answer.question import Question, as_question
 from engine.answer.passages.sections import CONTEXT_EXCLUDED_KINDS
 from engine.answer.passages.passage_index import FLAT_TOP, PassageIndex
 from engine.answer.passages.sentences import ENCODED, Sentence, heading_match
@@ -75,13 +76,14 @@ def identifiers(text: str) -> set[str]:
     return {w for w in out if len(w) > 1}
 
 
-def pool(routed: list[Sentence], indexes: dict, question: str,
+def pool(routed: list[Sentence], indexes: dict, question: Question | str,
          rid_of) -> tuple[list[Candidate], dict]:
     """The candidates (module docstring) and the question's flat BM25 per document
     ({doc_id: scores over its passages}). ``indexes``: {doc_id: PassageIndex};
     ``rid_of(doc_id, node_id)``: the routed id of a node."""
-    tokens = lexical.tokenize(question)
-    with_matter = asks_for_matter(question)
+    q = as_question(question)
+    tokens = list(q.tokens)
+    with_matter = asks_for_matter(q.text)
     out = [Candidate(s, True, False) for s in routed]
     at = {(s.doc_id, s.node_id, s.index): c for s, c in zip(routed, out)}
     texts = {s.text for s in routed}
@@ -117,13 +119,14 @@ def pool(routed: list[Sentence], indexes: dict, question: str,
     return out, flat_scores
 
 
-def features(question: str, cands: list[Candidate], chosen: list[int], cos: np.ndarray,
+def features(question: Question | str, cands: list[Candidate], chosen: list[int], cos: np.ndarray,
              head_cos: np.ndarray, pool_bm: np.ndarray, indexes: dict, flat_scores: dict,
              section_scores: dict, pages: dict) -> np.ndarray:
     """One row of ``FEATURES`` per chosen candidate (module docstring)."""
-    qtype, qtok = question_type(question), set(lexical.tokenize(question))
-    qid = identifiers(question)
-    default_q = bool(_DEFAULT_Q.search(question))
+    q = as_question(question)
+    qtype, qtok = q.kind, set(q.tokens)
+    qid = identifiers(q.text)
+    default_q = bool(_DEFAULT_Q.search(q.text))
     best_pool = float(pool_bm.max()) if len(pool_bm) else 0.0
     pool_rank = np.empty(len(pool_bm), dtype=np.int64)
     pool_rank[np.argsort(-pool_bm, kind="stable")] = np.arange(len(pool_bm))
@@ -166,17 +169,18 @@ def features(question: str, cands: list[Candidate], chosen: list[int], cos: np.n
     return np.asarray(rows, dtype=np.float32).reshape(len(chosen), len(FEATURES))
 
 
-def encode_and_describe(encoder, question: str, cands: list[Candidate], indexes: dict,
+def encode_and_describe(encoder, question: Question | str, cands: list[Candidate], indexes: dict,
                         flat_scores: dict, pages: dict, query_vec=None,
                         encoded: int = ENCODED) -> tuple[list[int], np.ndarray]:
     """(the candidates scored: the ``encoded`` best by pool BM25 and every flat one, their
     feature rows); shared by the ranker at ask time and the training data builder."""
     if not cands:
         return [], np.zeros((0, len(FEATURES)), np.float32)
+    q = as_question(question)
     sents = [c.sentence for c in cands]
     idx = lexical.LexicalIndex([lexical.evidence_tokens([s.path], s.text, title_boost=1)
                                 for s in sents])
-    pool_bm = idx.scores(lexical.tokenize(question))
+    pool_bm = idx.scores(list(q.tokens))
     order = np.argsort(-pool_bm, kind="stable")
     chosen = list(dict.fromkeys([int(i) for i in order[:encoded]]
                                 + [i for i, c in enumerate(cands) if c.flat]))
@@ -184,15 +188,15 @@ def encode_and_describe(encoder, question: str, cands: list[Candidate], indexes:
              for i in chosen]
     heads = sorted({sents[i].path for i in chosen})
     vecs = encoder.encode(texts + heads)
-    qv = query_vec if query_vec is not None else encoder.encode_query(question)
+    qv = query_vec if query_vec is not None else encoder.encode_query(q.text)
     cos = vecs[:len(texts)] @ qv
     hv = dict(zip(heads, vecs[len(texts):] @ qv))
     head_cos = np.asarray([hv[sents[i].path] if sents[i].path else 0.0 for i in chosen])
-    tokens = lexical.tokenize(question)
+    tokens = list(q.tokens)
     section_scores = {}
     for d, index in indexes.items():
         section_scores.update({(d, n): v for n, v in index.section_scores(tokens).items()})
-    return chosen, features(question, cands, chosen, cos, head_cos, pool_bm, indexes,
+    return chosen, features(q, cands, chosen, cos, head_cos, pool_bm, indexes,
                             flat_scores, section_scores, pages)
 
 
@@ -206,14 +210,15 @@ class PassageRanker(Logistic):
         return cls.load_checked(path, FEATURES)
 
 
-def rank(ranker: PassageRanker, encoder, question: str, routed: list[Sentence], indexes: dict,
+def rank(ranker: PassageRanker, encoder, question: Question | str, routed: list[Sentence], indexes: dict,
          rid_of, pages: dict, query_vec=None) -> tuple[list[Sentence], dict[int, Candidate]]:
     """Every candidate, ``score`` = the ranker's probability (0 for those not scored), best
     first; and the candidates by ``id`` of their sentence (their channels)."""
-    cands, flat_scores = pool(routed, indexes, question, rid_of)
+    q = as_question(question)
+    cands, flat_scores = pool(routed, indexes, q, rid_of)
     if not cands:
         return [], {}
-    chosen, rows = encode_and_describe(encoder, question, cands, indexes, flat_scores, pages,
+    chosen, rows = encode_and_describe(encoder, q, cands, indexes, flat_scores, pages,
                                        query_vec)
     probs = ranker.probabilities(rows)
     for c in cands:

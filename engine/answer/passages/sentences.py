@@ -33,7 +33,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.answer.passages.answer_type import fits, question_type
+from engine.answer.passages.answer_type import fits
+from engine.answer.question import Question, as_question
 from engine.answer.passages.sections import block
 from engine.answer.passages.units import split_units
 from engine.routing import lexical
@@ -153,7 +154,7 @@ def windows(sents: list[Sentence], words: int = WINDOW_WORDS,
     return out
 
 
-def score(encoder, question: str, sents: list[Sentence],
+def score(encoder, question: Question | str, sents: list[Sentence],
           lexical_weight: float = LEXICAL_WEIGHT, encoded: int = ENCODED,
           query_vec: np.ndarray | None = None, heading_weight: float = HEADING_WEIGHT,
           type_weight: float = TYPE_WEIGHT, window_words: int = WINDOW_WORDS) -> list[Sentence]:
@@ -165,10 +166,11 @@ def score(encoder, question: str, sents: list[Sentence],
     question's vector when the caller has it (routing encoded it already)."""
     if not sents:
         return []
+    q = as_question(question)
     texts = windows(sents, window_words)
     index = lexical.LexicalIndex([lexical.evidence_tokens([s.path], t, title_boost=1)
                                   for s, t in zip(sents, texts)])
-    bm = index.scores(lexical.tokenize(question))
+    bm = index.scores(list(q.tokens))
     best_bm = float(bm.max()) if len(bm) else 0.0
     lex = bm / best_bm if best_bm > 0 else np.zeros(len(sents), dtype=np.float32)
     cos = np.zeros(len(sents), dtype=np.float32)
@@ -177,9 +179,9 @@ def score(encoder, question: str, sents: list[Sentence],
         chosen = np.argsort(-lex, kind="stable")[:encoded if best_bm > 0 else len(sents)]
         vec = encoder.encode([f"{sents[i].path}: {texts[i]}" if sents[i].path
                               else texts[i] for i in chosen])
-        qv = query_vec if query_vec is not None else encoder.encode_query(question)
+        qv = query_vec if query_vec is not None else encoder.encode_query(q.text)
         cos[chosen] = vec @ qv
-    qtype, qtok = question_type(question), set(lexical.tokenize(question))
+    qtype, qtok = q.kind, set(q.tokens)
     heads = {h: heading_match(qtok, h) for h in {s.path for s in sents}}
     for s, c, x in zip(sents, cos, lex):
         s.cosine, s.lexical = round(float(c), 4), round(float(x), 4)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.answer.logistic import Logistic
-from engine.answer.passages.answer_type import question_type
+from engine.answer.question import Question, as_question
 from engine.answer.passages.quote import Quote
 from engine.answer.passages.units import is_code_line, is_command_line, signature_lines
 from engine.routing import lexical
@@ -132,18 +132,20 @@ FEATURES = ("quote", "passage", "first_line", "place", "code_line", "term_in_que
             *(f"asks_{t}" for t in ("syntax", "option", "howto", "definition", "none")))
 
 
-def features(question: str, cands: list[Term], passages: list[Quote], encoder) -> np.ndarray:
+def features(question: Question | str, cands: list[Term], passages: list[Quote],
+             encoder) -> np.ndarray:
     """One row of ``FEATURES`` per candidate; ``encoder`` (the sentence encoder,
     ``engine.routing.dense``) gives the cosine of the question to the term's line and to the
     term read as words."""
-    asked = set(lexical.tokenize(question))
-    qtype = (question_type(question) or "none").lower()
+    q = as_question(question)
+    asked, qtype = set(q.tokens), (q.kind or "none").lower()
     line_cos, term_cos = np.zeros(len(cands)), np.zeros(len(cands))
     if cands:
         lines = list(dict.fromkeys(c.line for c in cands))
         words = list(dict.fromkeys(as_words(c.term) for c in cands))
         vecs = encoder.encode(lines + words)
-        sims = dict(zip(lines + words, (vecs @ encoder.encode_query(question)).tolist()))
+        qv = q.dense if q.dense is not None else encoder.encode_query(q.text)
+        sims = dict(zip(lines + words, (vecs @ qv).tolist()))
         line_cos = np.array([sims[c.line] for c in cands])
         term_cos = np.array([sims[as_words(c.term)] for c in cands])
     rows = []
@@ -154,7 +156,7 @@ def features(question: str, cands: list[Term], passages: list[Quote], encoder) -
             "quote": float(c.passage == 0), "passage": float(c.passage),
             "first_line": float(c.line_index == 0), "place": min(c.place, 10) / 10,
             "code_line": float(is_code_line(c.line)),
-            "term_in_question": float(c.term.lower() in question.lower()),
+            "term_in_question": float(c.term.lower() in q.text.lower()),
             "term_words_asked": len(words & asked) / max(1, len(words)),
             "line_words_asked": len(line_words & asked) / max(1, len(asked)),
             "passages_holding": sum(c.term in p.text for p in passages) / max(1, len(passages)),
@@ -182,15 +184,16 @@ class TermScorer(Logistic):
         return cls.load_checked(path, FEATURES)
 
 
-def short_answer(question: str, passages: list[Quote], scorer: TermScorer | None,
+def short_answer(question: Question | str, passages: list[Quote], scorer: TermScorer | None,
                  encoder) -> ShortAnswer | None:
     """The best term of the passages when the scorer is confident of it, else None."""
-    if scorer is None or not passages or WHY.match(question or ""):
+    q = as_question(question)
+    if scorer is None or not passages or WHY.match(q.text):
         return None
     cands = terms(passages)
     if not cands:
         return None
-    p = scorer.probabilities(features(question, cands, passages, encoder))
+    p = scorer.probabilities(features(q, cands, passages, encoder))
     best = int(np.argmax(p))
     if p[best] < scorer.threshold:
         return None

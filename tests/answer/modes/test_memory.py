@@ -33,7 +33,7 @@ def test_memory_mode_waits_for_the_memories(tiny_backbone, tmp_path):
 def test_the_answer_is_checked_against_the_routed_sections_text(tiny_rt, monkeypatch):
     """Memory mode reads vectors, not text: its check reads the selected nodes' text and their
     descendants'."""
-    import engine.ask
+    import engine.answer.checks.review
     from engine.answer.checks.check import check_answer
 
     seen = {}
@@ -42,7 +42,7 @@ def test_the_answer_is_checked_against_the_routed_sections_text(tiny_rt, monkeyp
         seen["sources"] = sources
         return check_answer(answer, sources, *args, **kwargs)
 
-    monkeypatch.setattr(engine.ask, "check_answer", spy)
+    monkeypatch.setattr(engine.answer.checks.review, "check_answer", spy)
     rt, doc = tiny_rt
     a = ask(rt, doc, "Which supply do large widgets need?",
             AskOptions(mode="memory", k=2, max_new_tokens=2), log=False)

@@ -6,7 +6,8 @@ import pytest
 
 from engine.answer.generation.reader import InProcessReader
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
-from engine.answer.modes import MODES, Mode, ModeInputs, Step, register
+from engine.answer.modes import MODES, Mode, Step, register
+from engine.answer.request import Request
 from engine.answer.generation.prompts import text_plan
 from engine.ask import AskError, AskOptions, ask_stream
 
@@ -18,10 +19,10 @@ class TitlesMode(Mode):
     help = "answers from the routed sections' titles"
     trims_loops = True
 
-    def plan(self, inputs: ModeInputs, ranked, quote) -> Step:
+    def plan(self, inputs: Request, ranked, quote) -> Step:
         ids = sorted(inputs.route.selected)
         titles = "\n".join(inputs.routing.title[i] for i in ids)
-        return Step(text_plan(InProcessReader(inputs.rt.backbone), inputs.question, titles), ids,
+        return Step(text_plan(InProcessReader(inputs.rt.backbone), inputs.question.text, titles), ids,
                     "a toy mode: titles only")
 
 

@@ -34,7 +34,7 @@ def test_sections_packing_reads_whole_sections(tiny_rt):
 
 
 def test_the_answer_is_checked_against_the_context_the_reader_read(tiny_rt, monkeypatch):
-    import engine.ask
+    import engine.answer.checks.review
     from engine.answer.checks.check import check_answer
 
     seen = {}
@@ -43,7 +43,7 @@ def test_the_answer_is_checked_against_the_context_the_reader_read(tiny_rt, monk
         seen.update(sources=sources, question=question, quote=quote)
         return check_answer(answer, sources, question, quote, cut)
 
-    monkeypatch.setattr(engine.ask, "check_answer", spy)
+    monkeypatch.setattr(engine.answer.checks.review, "check_answer", spy)
     rt, doc = tiny_rt
     a = ask(rt, doc, "Which supply do large widgets need?",
             AskOptions(mode="text", k=2, max_new_tokens=3), log=False)

@@ -1,0 +1,45 @@
+"""The question as every stage reads it, read once per ask: its text, its words (the lexical
+channel's tokens), the kind of passage it asks for, its options, and the vectors routing encodes
+it as (H2MT 3.3). Routing, the passages, the modes and the check all take this one object."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from engine.answer.passages.answer_type import question_type
+from engine.routing import lexical
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from engine.answer.options import AskOptions
+
+
+@dataclass(frozen=True)
+class Question:
+    """A read question. ``dense`` (the sentence encoder's vector) and ``vector`` (H2MT's query
+    vector) are set once routing has encoded it (``encoded``); None where a channel is off."""
+
+    text: str
+    tokens: tuple[str, ...]
+    kind: str | None  # engine.answer.passages.answer_type: HOWTO, OPTION, SYNTAX, DEFINITION
+    opts: AskOptions | None = None
+    dense: np.ndarray | None = None
+    vector: torch.Tensor | None = None
+
+    @classmethod
+    def read(cls, text: str, opts: AskOptions | None = None) -> Question:
+        return cls(text, tuple(lexical.tokenize(text)), question_type(text), opts)
+
+    @property
+    def words(self) -> frozenset[str]:
+        return frozenset(self.tokens)
+
+    def encoded(self, dense, vector) -> Question:
+        return replace(self, dense=dense, vector=vector)
+
+
+def as_question(question: Question | str) -> Question:
+    """A caller's question as read: one that holds only the text (a bench, a test) is read here."""
+    return question if isinstance(question, Question) else Question.read(question)
