@@ -1,7 +1,7 @@
 """Package layout (the rest is in pyproject.toml): the packages are found automatically, and the
 checkout's assets/ folder (trained parts, fusion weights, their cards) goes into the wheel as
-``engine/assets``, where ``engine.settings`` looks when there is no checkout around it; the
-app's example manual (``app/example_manual/``) goes in beside the app's modules."""
+``engine/assets``, where ``engine.settings.folders`` looks when there is no checkout around it;
+the app's example manual (``app/example_manual/``) goes in beside the app's modules."""
 from setuptools import find_packages, setup
 
 setup(

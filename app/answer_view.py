@@ -16,11 +16,12 @@ from app.figures import figure_summary, route_figure
 from engine.document.tree import page_name, pages_name
 from app.icicle import manual_figure
 from app.folds import route_folds
+from app.memory_lines import pending_unavailable
 from app.pages import Line, page_view
 from app.quote_view import quote_markdown
 from app.route_tables import (agreement_rows, agreement_summary, route_rows, router_agreement,
                               single_channel, single_channel_reason)
-from app.state import AppState, empty_figure, md_text, pending_unavailable, section_title
+from app.state import AppState, empty_figure, md_text, section_title
 from app.view_state import ViewState
 from engine.answer.modes import MODES, ModeTraits
 from engine.ask import AskOptions

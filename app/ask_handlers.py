@@ -26,9 +26,11 @@ from app.answer_fold import answer_markdown
 from app.ask_components import AskTab
 from app.ask_history import history_rows
 from app.ask_request import AskRequest
+from app.memory_lines import agreeing_notice
 from app.pages import Line
 from app.route_tables import AGREEMENT_COLUMNS, ROUTE_COLUMNS
-from app.state import AppState, MemoriesPending, agreeing_notice, md_text, node_view
+from app.state import AppState, md_text, node_view
+from app.user_errors import MemoriesPending
 from app.view_state import ViewState
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.document.tree import page_name

@@ -37,9 +37,11 @@ from app.ask_handlers import (CITED_COLUMNS, EVIDENCE_COLUMNS, PASSAGE_COLUMNS,
 from app.ask_history import HISTORY_COLUMNS, HISTORY_ROWS, history_rows, history_select
 from app.ask_components import AskInputs, AskTab
 from app.ask_request import APP_MAX_NEW_TOKENS, AskRequest
+from app.binding import bind
+from app.memory_lines import doc_memory_line
 from app.reader_view import reader_line, reader_markdown
 from app.route_tables import AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS
-from app.state import AppState, bind, doc_choices, doc_memory_line
+from app.state import AppState, doc_choices
 from app.view_state import ViewState
 from engine.answer.modes import MODES
 from engine.memory.aggregate import POLICIES

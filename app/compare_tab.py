@@ -9,8 +9,10 @@ import gradio as gr
 
 from app.answer_view import figures, metrics_md
 from app.ask_request import AskRequest
-from app.state import (AppState, MemoriesPending, agreeing_notice, bind, doc_choices,
-                       empty_figure)
+from app.binding import bind
+from app.memory_lines import agreeing_notice
+from app.state import AppState, doc_choices, empty_figure
+from app.user_errors import MemoriesPending
 from engine.answer.modes import MODES
 
 

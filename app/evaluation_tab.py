@@ -22,9 +22,10 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from app.answer_view import figure_of, route_from_log
-from app.state import (ALL, AppState, bind, doc_choices, empty_figure, md_text, user_error,
-                       user_errors)
+from app.binding import bind
 from app.examples import EXAMPLE_FILE
+from app.state import ALL, AppState, doc_choices, empty_figure, md_text
+from app.user_errors import user_error, user_errors
 from engine.answer.evaluation import COLUMNS, parse_questions, rates, risk_coverage
 from engine.ask import AskOptions, evaluate
 from engine.ingest import file_sha256

@@ -27,10 +27,12 @@ from pathlib import Path
 
 import gradio as gr
 
+from app.binding import bind
 from app.library_tab import pickers
 from app.memory_writer import MemoryWriter
-from app.state import AppState, bind, internal_error
+from app.state import AppState
 from app.uploads import UploadRejected, check_upload
+from app.user_errors import internal_error
 from engine.document.tree import DocumentError
 from engine.ingest import file_sha256, ingest_file
 from engine.runtime import Runtime

@@ -14,8 +14,10 @@ from typing import Literal
 
 import gradio as gr
 
+from app.binding import bind
 from app.hover import pages_label
-from app.state import ALL, AppState, bind, md_text, user_error
+from app.state import ALL, AppState, md_text
+from app.user_errors import user_error
 from app.view_state import ViewState
 from storage.feedback import Feedback, QueryNotFound
 

@@ -13,12 +13,12 @@ below it. A pruned node whose branch held one of the best nodes by own evidence 
 retrieval would have kept) is ringed in red (``strong_pruned``). A manual of 800+ nodes
 therefore draws only the nodes the router actually scored. A run of a printed table of contents
 or index (app/folds.py) that the router scored and pruned is drawn as ONE grey square saying
-what it holds ("Contents (pp. 1–8, 46 parts)" in its hover). Hover text: one string per node.
+what it holds ("Contents (pp. 1–8, 46 parts)" in its hover). Which nodes are drawn, collapsed
+or folded is ``app.visible_tree``'s. Hover text: one string per node.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Iterable
 
 import plotly.graph_objects as go
@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 from app.hover import branch_reason, esc, node_hover, score_label
 from app.layout import tidy_layout
 from app.tree_labels import Rows
+from app.visible_tree import visible_tree
 from engine.routing.fused import ROUTER_WORDS
 
 COLORSCALE = "Viridis"
@@ -50,83 +51,6 @@ QUOTE_FILL = "#f59e0b"  # the star on the quote's section
 
 def _symbols(nodes, ids: list[int]) -> list[str]:
     return [INDUCED_SYMBOL if getattr(nodes[i], "induced", False) else "circle" for i in ids]
-
-
-# -- the visible part of a route -----------------------------------------------------------------
-
-@dataclass
-class VisibleTree:
-    """The nodes drawn: scored nodes plus one collapsed marker per unexpanded scored node.
-
-    Collapsed markers get negative ids ``-(parent + 1)``; ``collapsed[marker] = (parent, count)``.
-    """
-
-    children: dict[int, list[int]] = field(default_factory=dict)
-    collapsed: dict[int, tuple[int, int]] = field(default_factory=dict)
-    visible: list[int] = field(default_factory=list)  # real node ids drawn, document order
-    # Folded runs of contents / index nodes (app/folds.py): marker -> (parent, count, label)
-    folded: dict[int, tuple[int, int, str]] = field(default_factory=dict)
-
-
-def marker_id(parent: int) -> int:
-    return -(parent + 1)
-
-
-def fold_marker_id(first: int, n_nodes: int) -> int:
-    """A folded run's marker, below every collapsed marker's id."""
-    return -(n_nodes + 1 + first + 1)
-
-
-def visible_tree(route, folds=()) -> VisibleTree:
-    """Which nodes of ``route`` are drawn and how unvisited subtrees are collapsed.
-
-    ``folds`` (app.folds.Fold, in the route's ids): a run of contents or index nodes drawn
-    as siblings, every one of them pruned, is drawn as ONE marker standing for the run (and the
-    unvisited nodes below it); a run with a selected node is drawn as it is."""
-    nodes = route.nodes
-    kids: dict[int, list[int]] = {}
-    for n in nodes:
-        if n.parent is not None:
-            kids.setdefault(n.parent, []).append(n.id)
-    for ch in kids.values():
-        ch.sort()  # ids follow document order within a parent
-    # subtree sizes, deepest first (no recursion)
-    size = [1] * len(nodes)
-    for n in sorted(nodes, key=lambda n: -n.depth):
-        if n.parent is not None:
-            size[n.parent] += size[n.id]
-    vt = VisibleTree()
-    for n in nodes:
-        if n.status == "unvisited":
-            continue
-        vt.visible.append(n.id)
-        ch = kids.get(n.id, [])
-        if not ch:
-            continue
-        shown = [c for c in ch if nodes[c].status != "unvisited"]
-        hidden = sum(size[c] for c in ch if nodes[c].status == "unvisited")
-        if hidden:
-            m = marker_id(n.id)
-            vt.collapsed[m] = (n.id, hidden)
-            shown.append(m)
-        vt.children[n.id] = shown
-    for f in folds:
-        members = set(f.members)
-        shown = vt.children.get(f.parent, [])
-        if (not members <= set(shown)
-                or any(nodes[i].status != "pruned" for i in f.members)
-                or any(c >= 0 for i in f.members for c in vt.children.get(i, []))):
-            continue  # not drawn, or drawn with something to show: left as it is
-        m = fold_marker_id(f.first, len(nodes))
-        at = shown.index(f.first)
-        vt.children[f.parent] = [*[c for c in shown[:at] if c not in members], m,
-                                 *[c for c in shown[at:] if c not in members]]
-        for i in f.members:
-            vt.children.pop(i, None)
-            vt.collapsed.pop(marker_id(i), None)
-        vt.visible = [i for i in vt.visible if i not in members]
-        vt.folded[m] = (f.parent, len(f.ids), f.title)
-    return vt
 
 
 # -- pruned branches that held a strong hit -------------------------------------------------------

@@ -21,11 +21,13 @@ from pathlib import Path
 import gradio as gr
 
 from app import feedback
+from app.binding import bind
 from app.hover import pages_label
 from app.folds import FOLD_MARK, contents_folds, fold_text
-from app.state import (ALL, AppState, bind, doc_arg, doc_choices, doc_memory_line,
-                       internal_error, memories_line, node_view, user_error)
+from app.memory_lines import doc_memory_line, memories_line
+from app.state import ALL, AppState, doc_arg, doc_choices, node_view
 from app.uploads import ALLOWED_EXTS, UploadRejected, check_upload
+from app.user_errors import internal_error, user_error
 from engine.document.tree import DocumentError
 from engine.ingest import ingest_file
 from storage.errors import DocumentNotFound, StorageError

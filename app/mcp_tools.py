@@ -19,8 +19,10 @@ from typing import Literal, get_args
 
 import gradio as gr
 
+from app.binding import bind
 from app.feedback import rate_answer
-from app.state import AppState, bind, doc_arg, user_error, user_errors
+from app.state import AppState, doc_arg
+from app.user_errors import user_error, user_errors
 from engine.ask import AskOptions
 from storage.errors import DocumentNotFound
 

@@ -30,5 +30,5 @@ def reader_markdown(rt) -> str:
 
 
 def reader_line(s) -> str:
-    """The reader line of app state ``s`` (a handler: ``app.state.bind``)."""
+    """The reader line of app state ``s`` (a handler: ``app.binding.bind``)."""
     return reader_markdown(s.rt)

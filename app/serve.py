@@ -5,7 +5,7 @@ checkout and of a Hugging Face Space calls the same ``serve``).
     manual-explorer --add-user NAME [--auth-file FILE]   (asks for the password)
 
 Defaults come from the environment: ``GRADIO_SERVER_NAME`` and ``GRADIO_SERVER_PORT`` (a Space
-sets them), and every ``H2MT_`` setting (``engine/settings.py``); the options override them.
+sets them), and every ``H2MT_`` setting (``engine.settings``); the options override them.
 ``--share`` (off by default) asks Gradio for a public link through its relay.
 
 Sign-in (app/accounts.py): ``H2MT_AUTH`` / ``H2MT_AUTH_FILE`` turn on Gradio's own login for the

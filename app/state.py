@@ -1,20 +1,17 @@
-"""The app's state object and the helpers every tab shares.
+"""The app's state object (``AppState``) and the helpers every tab shares over it.
 
 ``AppState`` holds what one built app works over: the runtime, the effective settings, the
 background memory writer and the caches of trees, source files and finished memories. The tab
 modules (library_tab, ask_tab, compare_tab) define their handlers at module level as
 ``handler(s: AppState, *inputs)`` (the Ask tab's as ``handler(s, tab, request)``, returning
-updates keyed by the tab's components); ``bind`` turns one into the Gradio handler of its inputs.
+updates keyed by the tab's components); ``app.binding.bind`` turns one into the Gradio handler
+of its inputs. The engine's errors as the page shows them are in ``app.user_errors``, the lines
+about memories not written yet in ``app.memory_lines``.
 """
 from __future__ import annotations
 
-import contextlib
-import functools
 import html
-import inspect
-import logging
 import re
-import secrets
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -22,95 +19,20 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from app.accounts import Accounts
+from app.binding import gpu
 from app.hover import pages_label
 from app.memory_writer import MemoryWriter
+from app.user_errors import user_error, user_errors
 from engine.answer.options import parse_doc_id
 from engine.ask import AskError, AskOptions, ask, ask_stream
-from engine.ask import MemoriesPending as MemoriesNotWritten
 from engine.runtime import Runtime
 from engine.settings import Settings
-from storage.errors import DocumentNotFound, MissingMemories, StaleMemories, StorageError
-
-log = logging.getLogger(__name__)
+from storage.errors import DocumentNotFound
 
 SOURCE_CACHE = 4  # source files (PDF bytes) kept in memory for the page view
 TREE_CACHE = 16  # documents' node views kept in memory (least recently used out)
 ALL = "all"
 READY = "ready"
-
-
-def gpu(fn):
-    """``spaces.GPU`` on a Hugging Face ZeroGPU Space; a no-op anywhere else."""
-    try:
-        import spaces  # noqa: PLC0415
-    except ImportError:
-        return fn
-    return spaces.GPU(fn)
-
-
-def bind(s: AppState, fn: Callable, *bound, request: type | None = None,
-         on_gpu: bool = False) -> Callable:
-    """``fn(s, *bound, *inputs)`` as a Gradio handler of ``*inputs`` (``bound``: the tab's
-    components, for handlers that return updates keyed by component; ``on_gpu``: wrapped by
-    ``gpu``). ``request``: a dataclass whose fields are the inputs (app/ask_request.py): the
-    handler's parameters are its fields and ``fn`` receives one instance of it.
-
-    Written by hand because ``functools.partial`` does not fit: Gradio reads a handler's type
-    hints (``gr.SelectData``) and defaults (``gr.Progress``, a parameter a client may leave out)
-    from the function itself, which a partial hides, and it streams only from a generator
-    function. The handler keeps ``fn``'s name, signature (less ``s`` and ``bound``, or
-    ``request``'s), annotations and generator-ness. ``s`` is closed over, never passed as an
-    argument, so a ZeroGPU worker receives only the request's plain inputs.
-    """
-    skip = 1 + len(bound)
-    wants_user = "user" in inspect.signature(fn).parameters  # keyword-only: the signed-in name
-    if request is None:
-        sig = inspect.signature(fn)
-        sig = sig.replace(parameters=[p for p in list(sig.parameters.values())[skip:]
-                                      if p.name != "user"])
-
-        def inputs(*args, **kwargs):
-            return args, kwargs
-    else:
-        sig = inspect.signature(request).replace(return_annotation=inspect.Signature.empty)
-
-        def inputs(*args, **kwargs):
-            return (request(*args, **kwargs),), {}
-    if wants_user:  # Gradio fills a positional gr.Request parameter (after the inputs): its
-        # username is the signed-in name
-        params = list(sig.parameters.values())
-        at = next((i for i, p in enumerate(params) if p.kind not in (
-            p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)), len(params))
-        sig = sig.replace(parameters=[*params[:at], inspect.Parameter(
-            "gr_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-            annotation=gr.Request), *params[at:]])
-        plain_inputs = inputs
-
-        def inputs(*args, **kwargs):
-            req = kwargs.pop("gr_request", None)
-            # at its place, or (a client that left an input with a default out) right after
-            # the inputs it sent: Gradio inserts it at its index of a shorter list
-            i = next((i for i in range(len(args) - 1, -1, -1)
-                      if isinstance(args[i], gr.Request)), None)
-            if i is not None:
-                args, req = args[:i] + args[i + 1:], args[i]
-            args, kwargs = plain_inputs(*args, **kwargs)
-            return args, {**kwargs, "user": getattr(req, "username", None)}
-    if inspect.isgeneratorfunction(fn):
-        def handler(*args, **kwargs):
-            args, kwargs = inputs(*args, **kwargs)
-            yield from fn(s, *bound, *args, **kwargs)
-    else:
-        def handler(*args, **kwargs):
-            args, kwargs = inputs(*args, **kwargs)
-            return fn(s, *bound, *args, **kwargs)
-    functools.update_wrapper(handler, fn)
-    handler.__signature__ = sig
-    handler.__annotations__ = {k: v for k, v in fn.__annotations__.items()
-                               if k in sig.parameters or k == "return"}
-    if wants_user:
-        handler.__annotations__["gr_request"] = gr.Request
-    return gpu(handler) if on_gpu else handler
 
 
 # -- small helpers -------------------------------------------------------------------------------
@@ -142,44 +64,6 @@ def doc_arg(doc) -> int | str:
         return parse_doc_id(doc)
     except AskError as e:
         raise gr.Error(str(e)) from None
-
-
-class MemoriesPending(Exception):
-    """The request needs memories that are still being written (the engine's one-line message)."""
-
-
-def user_error(message: str) -> gr.Error:
-    """A request's problem as one line for the page; not a traceback in the server's log."""
-    return gr.Error(message, print_exception=False)
-
-
-@contextlib.contextmanager
-def user_errors():
-    """The engine's errors about a request as the page shows them: MemoriesPending (a
-    notice, not an error) when it needs memories still being written, else gr.Error."""
-    try:
-        yield
-    except AskError as e:
-        if isinstance(e, MemoriesNotWritten):
-            raise MemoriesPending(str(e)) from None
-        raise user_error(str(e)) from None
-    except (StaleMemories, MissingMemories):
-        raise user_error("This manual's memories were written by another model or "
-                         "aggregation policy: upload the file again to rewrite them.") from None
-    except StorageError as e:  # e.g. the manual deleted meanwhile (through another replica)
-        raise user_error(str(e)) from None
-    except Exception:  # a bug or a failing model: this request fails, the app stays up
-        raise user_error(internal_error("Answering")) from None
-
-
-def internal_error(what: str) -> str:
-    """One line for the page about an unexpected failure (a bug, a failing model, a database
-    that broke off): a reference to the traceback in the server's log, never the exception's
-    text (it may hold SQL, paths or a URL)."""
-    ref = secrets.token_hex(4)
-    log.exception("%s failed [ref %s]", what.lower(), ref)
-    return (f"{what} failed (internal error, ref {ref} in the server's log). The app is still "
-            "running: try again, or report the ref to whoever runs it.")
 
 
 # -- the state -----------------------------------------------------------------------------------
@@ -301,106 +185,6 @@ WAIT_REASONS = {
     "failed": " (failed: upload the file again)",
 }
 NOT_QUEUED = " (not queued)"
-HOW_TO_WRITE = ("to write them, upload the file again or run `python -m engine worker` on this "
-                "library")
-
-
-# -- memories still being written ------------------------------------------------------------------
-
-def pending_list(labels: dict[int, str]) -> str:
-    """"#3: 40/120, #4: 0/80 (queued)" of the documents whose memories are not ready."""
-    return ", ".join(f"#{i}: {lab.removeprefix('memories ')}"
-                     for i, lab in labels.items() if lab != READY)
-
-
-def picked_docs(s: AppState, doc) -> list:
-    """The listed documents of a picked manual (or every manual: ``ALL``); none for a value
-    that names no stored manual."""
-    try:
-        return (s.rt.library.list_documents() if doc == ALL
-                else [s.rt.library.get_document(int(doc))])
-    except (DocumentNotFound, TypeError, ValueError):
-        return []
-
-
-def doc_labels(s: AppState, doc) -> dict[int, str]:
-    """The memory labels of a picked manual (or of every manual: ``ALL``)."""
-    return {d.id: s.memory_label(d) for d in picked_docs(s, doc)}
-
-
-def memories_line(labels: dict[int, str], waiting: str) -> str:
-    """One or two sentences on the memories not ready among ``labels``: those being written,
-    and those nobody writes (indexed text-only) with how to write them; ``waiting``: what
-    works meanwhile and what waits (a sentence). Empty when every one is ready."""
-    written = {i: lab for i, lab in labels.items() if lab != READY and NOT_QUEUED not in lab}
-    idle = {i: lab.replace(NOT_QUEUED, "") for i, lab in labels.items() if NOT_QUEUED in lab}
-    out = []
-    if written:
-        out.append(f"Memories are being written ({pending_list(written)}).")
-    if idle:
-        out.append(f"Memories are not written and not queued ({pending_list(idle)}): "
-                   f"{HOW_TO_WRITE}.")
-    return " ".join([*out, waiting]) if out else ""
-
-
-def doc_memory_line(s: AppState, doc, labels: dict[int, str] | None = None) -> str:
-    """The Ask tab's line about the chosen manual's memories (empty when they are ready)."""
-    if doc in (None, ""):
-        return ""
-    if labels is None:
-        labels = doc_labels(s, doc)
-    elif doc != ALL:
-        try:
-            labels = {int(doc): labels.get(int(doc), READY)}
-        except (TypeError, ValueError):
-            return ""
-    return memories_line(labels, "Text and route modes work now; memory mode and the memory "
-                                 "router wait for them.")
-
-
-def doc_counts(s: AppState, doc) -> tuple[int, int, bool]:
-    """(written, nodes, being written?) of the memories not ready of a picked manual (or of
-    every manual), as the library shows them; being written is False when none is queued."""
-    done = total = 0
-    queued = False
-    for d in picked_docs(s, doc):
-        try:
-            counts = s.memory_counts(d)
-        except DocumentNotFound:
-            continue
-        if counts is not None:
-            done, total = done + counts[0], total + counts[1]
-            queued = queued or counts[2] in WAIT_REASONS
-    return done, total, queued
-
-
-# The engine's words on memories still being written (engine.documents.pending_line), whose
-# count the page replaces with the library's (``agreeing_notice``).
-ENGINE_PENDING = re.compile(r"memories are being written \(\d+/\d+ nodes\)")
-
-
-def agreeing_notice(s: AppState, doc, text: str) -> str:
-    """An engine notice as the page shows it: its count of memories written replaced by the one
-    the library shows (``doc_counts``), "not written" where nobody writes them, and its first
-    letter a capital."""
-    if ENGINE_PENDING.search(text):
-        done, total, queued = doc_counts(s, doc)
-        words = (f"memories are being written ({done}/{total} nodes)" if queued
-                 else f"memories are not written ({done}/{total} nodes; {HOW_TO_WRITE})")
-        text = ENGINE_PENDING.sub(words, text)
-    return text[:1].upper() + text[1:]
-
-
-def pending_unavailable(s: AppState, doc) -> str:
-    """Why the memory router's selection is missing, for the disagreement view."""
-    done, total, queued = doc_counts(s, doc)
-    if done < total:
-        return (f"memory router not available yet (memories being written {done}/{total})"
-                if queued else f"memory router not available (memories not written: "
-                               f"{HOW_TO_WRITE})")
-    return "memory router not available for this route"
-
-
 # -- documents and nodes -------------------------------------------------------------------------
 
 def doc_choices(s: AppState, with_all: bool) -> list[tuple[str, str]]:

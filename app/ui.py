@@ -4,18 +4,21 @@ This module is the layout: the page, its tabs and the events that span tabs. Eac
 module with its components, its handlers (module level, over the app's state object) and its
 events: app/library_tab.py, app/ask_tab.py (its request, handlers, history and view state in
 app/ask_*.py and app/view_state.py), app/compare_tab.py; the state and the helpers they share
-are in app/state.py, an answer's views in app/answer_view.py, the background memory writer in
-app/memory_writer.py, the example manual and its questions in app/examples.py, the routing tree
-in app/figures.py (its layout in app/layout.py, its hover text in app/hover.py), the icicle in
-app/icicle.py and the page view in app/pages.py. Every handler
+are in app/state.py (a handler bound to its inputs by app/binding.py, the engine's errors shown
+by app/user_errors.py, the lines on memories not written yet in app/memory_lines.py), an
+answer's views in app/answer_view.py, the background memory writer in app/memory_writer.py, the
+example manual and its questions in app/examples.py, the routing tree in app/figures.py (the
+nodes it draws in app/visible_tree.py, its layout in app/layout.py, its hover text in
+app/hover.py), the icicle in app/icicle.py and the page view in app/pages.py. Every handler
 calls the engine (ingest, ask) or the library and turns the result into component values; the
 engine never imports anything from here.
 
 Model use: indexing, the background memory writer and answers of every mode share the one
 backbone and run side by side. The ArcAligner's slot context is thread-local and its attachment
-reference-counted (engine/aligner.py), so an answer that arms memory slots cannot leak them into
-a concurrent forward of the writer or of another answer. Queues: indexing has its own queue (one
-file at a time), answers theirs (a few at a time), so a long ingest never holds questions back.
+reference-counted (engine/memory/aligner.py), so an answer that arms memory slots cannot leak
+them into a concurrent forward of the writer or of another answer. Queues: indexing has its own
+queue (one file at a time), answers theirs (a few at a time), so a long ingest never holds
+questions back.
 
 Memories: at start, documents whose memories are incomplete under the runtime's fingerprint are
 queued again on the background writer, so an interrupted write resumes where it stopped. A
@@ -36,9 +39,10 @@ from app.accounts import Accounts
 from app import examples as example_questions
 from app.answer_view import route_from_log
 from app.ask_history import HISTORY_ROWS
+from app.binding import bind
 from app.library_tab import LIBRARY_COLUMNS, node_api, poll, refresh
 from app.memory_writer import MemoryWriter, memory_writer
-from app.state import AppState, bind, md_text
+from app.state import AppState, md_text
 from engine.runtime import Runtime
 
 # the names other modules and the tests import from here

@@ -386,7 +386,8 @@ def test_default_folders(tmp_path):
     user's data folder; the cache follows the persistent storage."""
     checkout = tmp_path / "checkout"
     (checkout / "engine").mkdir(parents=True)
-    (checkout / "engine" / "settings.py").write_text("")
+    (checkout / "engine" / "settings").mkdir()
+    (checkout / "engine" / "settings" / "__init__.py").write_text("")
     (checkout / "pyproject.toml").write_text("")
     site = tmp_path / "site-packages"  # an installed package: no pyproject.toml beside it
     site.mkdir()

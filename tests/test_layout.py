@@ -139,3 +139,34 @@ def test_the_check_finds_a_circle(tmp_path):
         for dep in imported_modules(f, {"a", "b"}):
             graph.add_edge(f.stem, dep)
     assert list(nx.simple_cycles(graph))
+
+
+# A module of the engine, the app or storage holds one concept, and this many lines at most; one
+# that outgrows it is split by concept (a package of modules), never squeezed.
+MAX_LINES = 400
+
+
+def long_modules(roots: list[Path], limit: int = MAX_LINES) -> dict[str, int]:
+    """path -> line count of every module under ``roots`` longer than ``limit`` lines."""
+    found = {}
+    for root in roots:
+        for f in sorted(root.rglob("*.py")):
+            n = len(f.read_text(encoding="utf-8").splitlines())
+            if n > limit:
+                found[str(f.relative_to(root.parent))] = n
+    return found
+
+
+def test_no_module_over_400_lines():
+    roots = [ENGINE, REPO / "app", STORAGE]
+    assert sum(1 for r in roots for _ in r.rglob("*.py")) > 50  # the walk found the packages
+    long = long_modules(roots)
+    assert not long, f"modules over {MAX_LINES} lines (split them by concept): {long}"
+
+
+def test_the_length_check_finds_a_long_module(tmp_path):
+    pkg = tmp_path / "app"
+    pkg.mkdir()
+    (pkg / "short.py").write_text("x = 1\n" * MAX_LINES)
+    (pkg / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    assert long_modules([pkg]) == {"app/long.py": MAX_LINES + 1}

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import json
 
-from app.figures import figure_summary, marker_id, route_figure, visible_tree
+from app.figures import figure_summary, route_figure
 from app.icicle import manual_figure
 from app.route_tables import route_rows
 from app.layout import tidy_layout
+from app.visible_tree import marker_id, visible_tree
 from engine.answer.response import Answer, Metrics
 from engine.routing.router import Route
 from tests.support.routes import PARENTS, STATUS, make_route

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from app.figures import figure_summary, fold_marker_id, marker_id, route_figure, visible_tree
+from app.figures import figure_summary, route_figure
 from app.folds import FOLD_MARK, MAX_GAP, contents_folds, fold_text, route_folds
 from app.library_tab import outline_rows
+from app.visible_tree import fold_marker_id, marker_id, visible_tree
 from engine.document.tree import ROOT, TreeAssembler
 from tests.support.routes import make_route
 

