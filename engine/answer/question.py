@@ -4,16 +4,12 @@ it as (H2MT 3.3). Routing, the passages, the modes and the check all take this o
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
 
 from engine.answer.passages.answer_type import question_type
 from engine.routing import lexical
-
-if TYPE_CHECKING:
-    import numpy as np
-    import torch
-
-    from engine.answer.options import AskOptions
 
 
 @dataclass(frozen=True)
@@ -24,12 +20,12 @@ class Question:
     text: str
     tokens: tuple[str, ...]
     kind: str | None  # engine.answer.passages.answer_type: HOWTO, OPTION, SYNTAX, DEFINITION
-    opts: AskOptions | None = None
+    opts: object | None = None  # engine.answer.options.AskOptions (it imports the passages)
     dense: np.ndarray | None = None
     vector: torch.Tensor | None = None
 
     @classmethod
-    def read(cls, text: str, opts: AskOptions | None = None) -> Question:
+    def read(cls, text: str, opts=None) -> Question:
         return cls(text, tuple(lexical.tokenize(text)), question_type(text), opts)
 
     @property

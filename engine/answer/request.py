@@ -4,18 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from engine.answer.question import Question
-
-if TYPE_CHECKING:
-    from engine.answer.modes.base import Mode
 
 
 @dataclass(frozen=True)
 class Request:
     rt: object  # engine.runtime.Runtime
-    mode: Mode
+    mode: object  # engine.answer.modes.base.Mode (which reads this request)
     question: Question
     doc_ids: tuple[int, ...]
     trees: Mapping[int, object]  # doc_id -> engine.document.tree.Tree, in the request's order
