@@ -41,6 +41,7 @@ from sklearn.metrics import roc_auc_score
 
 from bench.calibration_questions import informative
 from engine.answer.checks.confidence import LOGPROB_DEFAULT, SIGNALS, Confidence, reader_of
+from engine.answer.passages.scorer_version import passage_scorer
 from engine.settings import Settings
 
 MAX_RIGHT_FOLDED = 0.25  # the bound on right answers folded, on the dev probe
@@ -341,7 +342,8 @@ def main(argv: list[str] | None = None) -> None:
     dev = [r for p in args.dev for r in read_any(p)]
     # the choice is the dev probe; without its rows, the fitted rows (said in the file)
     conf = replace(conf, threshold=threshold_on(conf, dev or rows))
-    write_model(conf, args.out, {"fitted_on": sorted({r["manual"] for r in rows}),
+    write_model(conf, args.out, {"passages": passage_scorer(),
+                                 "fitted_on": sorted({r["manual"] for r in rows}),
                                  "rows": len(rows), "C": c, "by_manual": folds,
                                  "threshold_on": "dev probe" if dev else "fitted rows"})
     print(f"model -> {args.out} (threshold {conf.threshold:.3f})")

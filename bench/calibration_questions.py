@@ -8,7 +8,8 @@ the manuals' own tables (choices of ours, where the issue only says "template qu
 option tables"):
 
 - ``option``: an option table row (one or more option lines, then the sentence that describes
-  them): "Which option should I use to <description>?"; key fact: any of the row's options.
+  them; read as one entry unit where the splitter joins them): "Which option should I use to
+  <description>?"; key fact: any of the row's options.
 - ``variable``: a configuration-variable entry ("3.1. name / Type: / Default: / description"):
   "Which configuration variable <description>?"; key fact: the variable's name.
 - ``default``: the same entry: "What is the default value of the <name> variable?"; key fact:
@@ -38,8 +39,9 @@ MANUALS = (("nano", "usr/share/doc/nano/nano.html", "nano"),
 _OPTION_LINE = re.compile(r"^\s*(--?[A-Za-z][\w-]*)")
 _ENTRY = re.compile(r"\n\d+\.\d+\.[ \xa0](\w+)\n\nType:[ \xa0]([^\n]+)\nDefault:[ \xa0]([^\n]*)\n\n"
                     r"(.+?)(?:\n\n|$)", re.S)
-_FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.S)
-_VERB_START = re.compile(r"^(?!The |This |If |When |In |For |A |An |Note |See |Use this )[A-Z][a-z]+"
+_FIRST_SENTENCE = re.compile(r"^(.+?(?<!\bi\.e)(?<!\be\.g)[.!?])(?:\s|$)", re.S)
+_VERB_START = re.compile(r"^(?!The |This |If |When |In |For |A |An |Note |See |Use this |By |Only "
+                         r"|Also |Useful |Default |Currently |It |Each |Since |Like )[A-Z][a-z]+"
                          r"(?:s)?\b")
 
 
@@ -61,10 +63,26 @@ def _clause(description: str) -> str | None:
 def option_questions(tree, manual: str) -> list[dict]:
     """``option`` questions from the option tables of a built tree (module docstring)."""
     out = []
+
+    def ask(names: list[str], description: str) -> None:
+        clause = _clause(description)
+        if clause:
+            alts = "|".join(re.escape(n) for n in dict.fromkeys(names))
+            out.append({"manual": manual, "kind": "option",
+                        "question": f"Which option should I use to {clause}?",
+                        "regex": rf"(?<![\w-])(?:{alts})(?![\w-])", "fact": names[0]})
+
     for node in tree.preorder():
         units = split_units(node.text, node.title or "")
         i = 0
         while i < len(units):
+            if units[i].kind == "entry":  # the option lines with their description's first sentence
+                *head, description = units[i].text.split("\n")
+                names = [_OPTION_LINE.match(ln).group(1) for ln in head if _OPTION_LINE.match(ln)]
+                if names:
+                    ask(names, description)
+                i += 1
+                continue
             names = []
             while i < len(units) and units[i].kind != "sentence" and \
                     _OPTION_LINE.match(units[i].text):
@@ -72,13 +90,7 @@ def option_questions(tree, manual: str) -> list[dict]:
                           if _OPTION_LINE.match(ln)]
                 i += 1
             if names and i < len(units) and units[i].kind == "sentence":
-                clause = _clause(units[i].text)
-                if clause:
-                    alts = "|".join(re.escape(n) for n in dict.fromkeys(names))
-                    out.append({"manual": manual, "kind": "option",
-                                "question": f"Which option should I use to {clause}?",
-                                "regex": rf"(?<![\w-])(?:{alts})(?![\w-])",
-                                "fact": names[0]})
+                ask(names, units[i].text)
             i += 1 if not names else 0
     return out
 

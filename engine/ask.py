@@ -187,7 +187,9 @@ def finish(req: Request, step: Step, citations: list[Citation], text: str,
             metrics.evidence_ms = (time.perf_counter() - te) * 1e3
     ended = trimmed or (form is not None and form.trimmed)  # it now ends where it was cut
     cut = result is not None and result.cut and not ended
+    tc = time.perf_counter()
     checked = review(req, text, result, step.sources, quote, ranked or [], ended)
+    metrics.check_ms = (time.perf_counter() - tc) * 1e3
     if checked.warning is not None:
         warnings.append(checked.warning)
     if cut:
@@ -201,6 +203,19 @@ def finish(req: Request, step: Step, citations: list[Citation], text: str,
                   verdict=checked.verdict, form=form, key_line=checked.key_line,
                   logprobs=result.logprobs if result is not None else None,
                   sources=tuple(step.sources))
+
+
+def stage_times(metrics: Metrics, result: GenerationResult, submitted: float,
+                ended: float) -> None:
+    """The generation's stages into ``metrics`` (ms): the wait for a place in the worker, the
+    prefill, the decoding (``submitted`` and ``ended``: perf_counter around the generation)."""
+    first, began = result.first_token_at, result.prefill_started_at
+    if began is not None:
+        metrics.queue_ms = max(0.0, began - submitted) * 1e3
+        if first is not None:
+            metrics.prefill_ms = max(0.0, first - began) * 1e3
+    if first is not None:
+        metrics.decode_ms = max(0.0, ended - first) * 1e3
 
 
 def generation_workers(rt: Runtime):
@@ -225,6 +240,7 @@ def _answer(req: Request, metrics: Metrics, t0: float, log: bool,
                          not_covered=mode.quote_first and quote is None)
         result, reader_error = None, None
         if step.plan is not None:
+            submitted = time.perf_counter()
             streamed, parts = step.plan.streamed(Decoding(
                 max_new_tokens=opts.max_new_tokens, max_time=rt.settings.request_timeout_s,
                 repetition_penalty=opts.repetition_penalty,
@@ -237,6 +253,7 @@ def _answer(req: Request, metrics: Metrics, t0: float, log: bool,
                 reader_error, text = str(e), ""
             else:
                 result, text = streamed.result, "".join(parts)
+                stage_times(metrics, result, submitted, time.perf_counter())
                 metrics.prefill_tokens = result.prefill_tokens
                 metrics.generated_tokens = result.generated_tokens
                 if result.first_token_at is not None:

@@ -48,6 +48,13 @@ class Metrics:
     peak_mem_mb: float = 0.0
     evidence_ms: float = 0.0  # finding the evidence lines after generation
     quote_ms: float = 0.0  # scoring the routed sections' sentences and choosing the quote
+    # the answer's stages after the plan: waiting for a place in the generation worker, the
+    # prompt's forward pass, the generated tokens, and the check stage (key line to verdict);
+    # None where not known (nothing generated; a served reader: no queue or prefill)
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    check_ms: float = 0.0
 
 
 @dataclass

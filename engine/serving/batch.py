@@ -35,6 +35,7 @@ class Row:
     first_token_at: float | None = None
     loops: torch.Tensor | None = None
     tokens: list[int] = field(default_factory=list)
+    prefill_started_at: float | None = None  # time.perf_counter()
 
     def choose(self, logits: torch.Tensor) -> int:
         """The greedy token from this sequence's next-token logits [V] (float32) after its
@@ -70,7 +71,8 @@ class Row:
     def outcome(self, stop: str) -> GenerationOutcome:
         return GenerationOutcome(tokens=list(self.tokens),
                                  prefill_tokens=self.ticket.request.prompt_length,
-                                 first_token_at=self.first_token_at, stop=stop, loops=self.loops)
+                                 first_token_at=self.first_token_at, stop=stop, loops=self.loops,
+                                 prefill_started_at=self.prefill_started_at)
 
 
 def _left_pad(t: torch.Tensor, n: int) -> torch.Tensor:

@@ -58,6 +58,7 @@ class GenerationOutcome:
     first_token_at: float | None  # time.perf_counter() when the first token's logits existed
     stop: str  # STOPS
     loops: torch.Tensor | None = None  # [n_slots, n_gated_layers] when the gate ran
+    prefill_started_at: float | None = None  # time.perf_counter() when its prefill began
 
 
 class Ticket:
@@ -114,6 +115,9 @@ class GenerationResult:
     # log-probability of each generated token as chosen (greedy, engine.answer.measure's
     # TokenLogProbs); None: not known (a served reader returns none)
     logprobs: list[float] | None = None
+    # time.perf_counter() when its prefill began (before it: the wait for a place in the
+    # worker); None: not known (a served reader)
+    prefill_started_at: float | None = None
 
     @property
     def cut(self) -> bool:

@@ -244,7 +244,8 @@ class GenerationWorker:
         device = self.model.device
         if req.streamer is not None:  # ``generate`` first hands the streamer the prompt's ids
             req.streamer.put(torch.zeros((1, 0), dtype=torch.long))
-        row = Row(ticket, cached=req.prompt_length, started=time.monotonic())
+        row = Row(ticket, cached=req.prompt_length, started=time.monotonic(),
+                  prefill_started_at=time.perf_counter())
         cache = DynamicCache(config=self.model.config)
         if req.inputs_embeds is not None:
             prompt = dict(inputs_embeds=req.inputs_embeds.unsqueeze(0).to(device, self.model.dtype))

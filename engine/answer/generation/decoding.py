@@ -10,6 +10,7 @@ ask when its stream is closed (the client went away)."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -100,7 +101,7 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
             streamer.guard = stop if guard else None
     if max_time is not None:  # a wall-clock cap (seconds): generation stops, keeping its text
         kwargs["max_time"] = max_time
-    loops = None
+    loops, prefill_started_at = None, time.perf_counter()
     if aligner is not None and slot_mask is not None and slot_mask.any():
         with aligner.attached(backbone.model), aligner.slots(slot_mask.unsqueeze(0).to(backbone.device)):
             out = backbone.model.generate(**kwargs)
@@ -109,12 +110,13 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
         out = backbone.model.generate(**kwargs)
     new = out[0].tolist()  # with inputs_embeds only, generate returns just the new tokens
     return _result(backbone, new, stop, max_new_tokens, embeds.shape[1], first.at, loops,
-                   logprobs.values)
+                   logprobs.values, prefill_started_at)
 
 
 def _result(backbone: Backbone, new: list[int], stop: RepeatStop, max_new_tokens: int,
             prefill_tokens: int, first_token_at: float | None,
-            loops: torch.Tensor | None, logprobs: list[float]) -> GenerationResult:
+            loops: torch.Tensor | None, logprobs: list[float],
+            prefill_started_at: float | None = None) -> GenerationResult:
     """The result of a generation that gave the token ids ``new``, and why it ended."""
     text = backbone.tokenizer.decode(new[: len(new) - stop.trim], **DECODE).strip()
     if stop.fired:
@@ -127,7 +129,7 @@ def _result(backbone: Backbone, new: list[int], stop: RepeatStop, max_new_tokens
         why = "time"
     return GenerationResult(text=text, prefill_tokens=prefill_tokens, generated_tokens=len(new),
                             first_token_at=first_token_at, loops=loops, stop=why,
-                            logprobs=logprobs[:len(new)])
+                            logprobs=logprobs[:len(new)], prefill_started_at=prefill_started_at)
 
 
 def worker_request(plan: Plan, decoding: Decoding,
@@ -157,7 +159,7 @@ def worker_result(plan: Plan, decoding: Decoding, outcome: GenerationOutcome,
     log-probabilities)."""
     return _result(plan.model, outcome.tokens, stop, decoding.max_new_tokens,
                    outcome.prefill_tokens, outcome.first_token_at, outcome.loops,
-                   request.logits_processor[-1].values)
+                   request.logits_processor[-1].values, outcome.prefill_started_at)
 
 
 def run_plan(plan: Plan, decoding: Decoding, streamer=None) -> GenerationResult:
