@@ -64,3 +64,22 @@ def test_an_unregistered_mode_is_refused(tiny_rt):
     rt, doc = tiny_rt
     with pytest.raises(AskError, match="unknown mode 'titles'"):
         ask_stream(rt, doc, "hello?", AskOptions(mode="titles"))
+
+
+def test_each_mode_declares_the_ask_options_it_reads():
+    """Every Ask option is read by some mode (routing's and decoding's by all that route or
+    generate), and a mode's own options are the ones its module reads (``opts.<name>``)."""
+    import inspect
+    import re
+    from dataclasses import fields
+
+    from engine.answer.modes.base import DECODING_OPTIONS, ROUTING_OPTIONS
+    from engine.answer.options import AskOptions
+
+    declared = {name for mode in MODES.values() for name in mode.reads()}
+    assert declared | {"mode"} == {f.name for f in fields(AskOptions)}
+    for mode in MODES.values():
+        read = set(re.findall(r"opts\.([a-z_]+)", inspect.getsource(inspect.getmodule(mode))))
+        assert set(mode.options) == read - set(ROUTING_OPTIONS) - set(DECODING_OPTIONS), mode.name
+        assert set(mode.reads()) >= set(ROUTING_OPTIONS)
+        assert set(DECODING_OPTIONS) <= set(mode.reads()) or not mode.generates
