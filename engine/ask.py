@@ -227,14 +227,17 @@ def generation_workers(rt: Runtime):
 def _answer(req: Request, metrics: Metrics, t0: float, log: bool,
             asker: str | None = None) -> Iterator:
     """Plan, stream, finish, log a routed request, as events. TTFT and total time run from the
-    start of routing (from its end in a mode that ``shows_route`` not)."""
+    start of routing (from its end in a mode that ``shows_route`` not). The CPU stages hold a
+    place of ``rt.cpu_slots`` (never across an event), the generation none."""
     rt, mode, opts = req.rt, req.mode, req.opts
     with PeakMemory(rt.backbone.device) as peak:
         if not mode.shows_route:  # the plain baseline reads no route: its clock starts now
             metrics.route_ms = 0.0
             t0 = time.perf_counter()
-        ranked, quote = quote_for(req, metrics) if mode.quote_first else ([], None)
-        step = mode.plan(req, ranked, quote)
+        with rt.cpu_slots.held() as waited:
+            metrics.cpu_wait_ms += waited * 1e3
+            ranked, quote = quote_for(req, metrics) if mode.quote_first else ([], None)
+            step = mode.plan(req, ranked, quote)
         citations = [citation(req.routing, i) for i in step.cited]
         yield RouteReady(req.route if mode.shows_route else None, citations, mode.traits(), quote,
                          not_covered=mode.quote_first and quote is None)
@@ -263,12 +266,16 @@ def _answer(req: Request, metrics: Metrics, t0: float, log: bool,
             metrics.ttft_ms = metrics.route_ms + metrics.quote_ms
         metrics.total_ms = (time.perf_counter() - t0) * 1e3
         if not mode.quote_first:
-            ranked, quote = quote_for(req, metrics)
+            with rt.cpu_slots.held() as waited:
+                metrics.cpu_wait_ms += waited * 1e3
+                ranked, quote = quote_for(req, metrics)
     metrics.peak_mem_mb = max(metrics.peak_mem_mb, peak.mb, 0.0)
-    answer = finish(req, step, citations, text, result, quote, metrics, ranked)
-    answer.passages = find_passages(rt, req.trees, ranked, quote, opts.quote_threshold)
-    answer.short_answer = short_answer(req.question, answer.passages,
-                                       rt.learned("short_answer"), rt.encoder)
+    with rt.cpu_slots.held() as waited:  # no event is yielded while a place is held
+        metrics.cpu_wait_ms += waited * 1e3
+        answer = finish(req, step, citations, text, result, quote, metrics, ranked)
+        answer.passages = find_passages(rt, req.trees, ranked, quote, opts.quote_threshold)
+        answer.short_answer = short_answer(req.question, answer.passages,
+                                           rt.learned("short_answer"), rt.encoder)
     if req.reader is not None:
         answer.reader, answer.reader_error = rt.reader_label, reader_error
     if log and reader_error is None:  # a failed served reader's empty answer is no answer
@@ -294,7 +301,9 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
     req, metrics = check(rt, doc, question, opts), Metrics()
     with PeakMemory(rt.backbone.device) as peak:
         t0 = time.perf_counter()
-        req = route(req, metrics)
+        with rt.cpu_slots.held() as waited:
+            metrics.cpu_wait_ms += waited * 1e3
+            req = route(req, metrics)
     metrics.peak_mem_mb = peak.mb
     return _answer(req, metrics, t0, log, asker)
 

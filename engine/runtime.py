@@ -14,6 +14,7 @@ from engine.answer.passages.short_answer import TermScorer
 from engine.memory.backbone import Backbone, load_backbone
 from engine.memory.parts import H2MTParts, load_or_init_parts
 from engine.routing.fusion import FusionWeights
+from engine.serving.cpu_slots import CpuSlots, default_size
 from engine.serving.reader import Reader
 from engine.serving.remote_decoding import ServedReader
 from engine.serving.remote_reader import RemoteReader
@@ -39,11 +40,13 @@ class Runtime:
     cache: dict = field(default_factory=dict, init=False)
 
     fusion: FusionWeights = field(init=False)
+    cpu_slots: CpuSlots = field(init=False)  # the asks' CPU stages, a bounded fair pool
     _encoder: object = field(default=None, init=False, repr=False)
     _reader: Reader | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.fingerprint = self.parts.fingerprint(self.backbone.name)
+        self.cpu_slots = CpuSlots(self.settings.cpu_slots or default_size())
         path = self.settings.fusion_path
         self.fusion = FusionWeights.from_json(path) if path is not None else FusionWeights()
 

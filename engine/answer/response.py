@@ -55,6 +55,7 @@ class Metrics:
     prefill_ms: float | None = None
     decode_ms: float | None = None
     check_ms: float = 0.0
+    cpu_wait_ms: float = 0.0  # waiting for a place among the CPU stages (engine.serving.cpu_slots)
 
 
 @dataclass

@@ -140,6 +140,9 @@ class Settings:
     # generation worker decodes together, engine.serving.worker). Past it an ask waits in the
     # app's queue, which shows its position; nothing is dropped or times out for waiting.
     max_asks_in_flight: int = 8
+    # The asks' CPU stages (routing, passages, the check) that run at once, the others waiting
+    # their turn in order (engine.serving.cpu_slots); 0: one per core but one, left to decoding.
+    cpu_slots: int = 0
     # The app's example manual (app/examples.py): indexed in the background on the first start
     # when the library lacks it, with example questions on the Ask tab. H2MT_EXAMPLES=0 turns
     # both off (the engine itself never reads this).
@@ -247,11 +250,15 @@ class Settings:
 
     def __post_init__(self) -> None:
         types = typing.get_type_hints(type(self))
-        for f in fields(self):  # every number is positive but the candidate stage's threshold
-            if types[f.name] in (int, float) and f.name != "candidates_min_nodes":
+        zero_allowed = ("candidates_min_nodes", "cpu_slots")  # 0: always; 0: by the cores
+        for f in fields(self):  # every number is positive but those two
+            if types[f.name] in (int, float) and f.name not in zero_allowed:
                 if not getattr(self, f.name) > 0:
                     raise SettingsError(f"H2MT_{f.name.upper()} must be positive, not "
                                         f"{getattr(self, f.name)!r}")
+        if self.cpu_slots < 0:
+            raise SettingsError(f"H2MT_CPU_SLOTS must be 0 (one per core but one) or more, not "
+                                f"{self.cpu_slots!r}")
         if self.candidates_min_nodes < 0:
             raise SettingsError("H2MT_CANDIDATES_MIN_NODES must be 0 (always) or more, not "
                                 f"{self.candidates_min_nodes!r}")
