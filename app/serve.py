@@ -8,8 +8,8 @@ Defaults come from the environment: ``GRADIO_SERVER_NAME`` and ``GRADIO_SERVER_P
 sets them), and every ``H2MT_`` setting (``engine.settings``); the options override them.
 ``--share`` (off by default) asks Gradio for a public link through its relay.
 
-Sign-in (app/accounts.py): ``H2MT_AUTH`` / ``H2MT_AUTH_FILE`` turn on Gradio's own login for the
-page and every API call; without them the app serves only 127.0.0.1 unless ``H2MT_OPEN=1``.
+Sign-in (app/shared/accounts.py): ``H2MT_AUTH`` / ``H2MT_AUTH_FILE`` turn on Gradio's own login for
+the page and every API call; without them the app serves only 127.0.0.1 unless ``H2MT_OPEN=1``.
 
 Everything is served locally: Gradio's own assets (its default theme uses bundled fonts) and the
 plotly.js bundled with Gradio's plot component; nothing loads from a CDN.
@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # glibc's M_ARENA_MAX (malloc.h). The server answers in a pool of worker threads; glibc gives
 # threads their own heap arenas (up to 8 per core), and each keeps freed memory. Two arenas
 # held the app about 200 MB lower over a 200-ask soak (docs/results.md, "Soak, third run"); the
-# creep that remained was Gradio's per-session component copies (app/sessions.py).
+# creep that remained was Gradio's per-session component copies (app/server/sessions.py).
 M_ARENA_MAX = -8
 MALLOC_ARENAS = 2
 
@@ -85,11 +85,11 @@ def limit_malloc_arenas(environ=os.environ) -> bool:
 def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path | None = None,
           db_url: str | None = None, share: bool = False) -> None:
     """Load the runtime (backbone, trained parts, library) and serve the app until stopped."""
-    from app.accounts import Accounts, check_listen
-    from app.mcp_auth import mcp_sign_in
-    from app.page_cache import prune_rendered_pages
-    from app.memory_writer import stop_memory_writer
-    from app.sessions import SESSION_CAPACITY, start_pruning
+    from app.server.mcp_auth import mcp_sign_in
+    from app.server.page_cache import prune_rendered_pages
+    from app.server.sessions import SESSION_CAPACITY, start_pruning
+    from app.shared.accounts import Accounts, check_listen
+    from app.shared.memory_writer import stop_memory_writer
     from app.ui import build_app, launch_app
     from engine.runtime import Runtime
     from engine.settings import Settings
@@ -109,7 +109,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     rt = Runtime.load(settings)
     # H2MT_EXAMPLES=0: no example manual
     demo = build_app(rt, examples=settings.examples, accounts=accounts)
-    # per-session copies Gradio never drops (app/sessions.py), and its rendered pages on disk
+    # per-session copies Gradio never drops (app/server/sessions.py), and its rendered pages on disk
     start_pruning(demo, also=lambda: prune_rendered_pages(demo.GRADIO_CACHE,
                                                           settings.rendered_pages_kept))
     try:
@@ -131,7 +131,7 @@ def add_user(name: str, auth_file: Path | None) -> int:
     (twice) or, when stdin is not a terminal, its first line."""
     import getpass
 
-    from app.accounts import add_user as write_user
+    from app.shared.accounts import add_user as write_user
     from engine.settings import Settings
 
     path = auth_file or Settings.from_env().auth_file

@@ -1,17 +1,21 @@
 """The manual explorer in the browser: library, ask (with the routing tree) and compare.
 
 This module is the layout: the page, its tabs and the events that span tabs. Each tab is one
-module with its components, its handlers (module level, over the app's state object) and its
-events: app/library_tab.py, app/ask_tab.py (its request, handlers, history and view state in
-app/ask_*.py and app/view_state.py), app/compare_tab.py; the state and the helpers they share
-are in app/state.py (a handler bound to its inputs by app/binding.py, the engine's errors shown
-by app/user_errors.py, the lines on memories not written yet in app/memory_lines.py), an
-answer's views in app/answer_view.py, the background memory writer in app/memory_writer.py, the
-example manual and its questions in app/examples.py, the routing tree in app/figures.py (the
-nodes it draws in app/visible_tree.py, its layout in app/layout.py, its hover text in
-app/hover.py), the icicle in app/icicle.py and the page view in app/pages.py. Every handler
-calls the engine (ingest, ask) or the library and turns the result into component values; the
-engine never imports anything from here.
+package whose tab module holds its components, its handlers (module level, over the app's state
+object) and its events: app/library/library_tab.py, app/ask/ask_tab.py (its components, handlers
+and history beside it in app/ask/), app/compare/compare_tab.py, app/evaluation/evaluation_tab.py.
+What they share is in app/shared/ (the state and its helpers in app/shared/state.py, a handler
+bound to its inputs by app/shared/binding.py, the engine's errors shown by
+app/shared/user_errors.py, the lines on memories not written yet in app/shared/memory_lines.py,
+one parsed ask in app/shared/ask_request.py, the background memory writer in
+app/shared/memory_writer.py, the example manual and its questions in app/shared/examples.py) and
+in app/views/ (an answer's views in app/views/answer_view.py and its last notes in
+app/views/view_state.py, the routing tree in app/views/figures.py (the nodes it draws in
+app/views/visible_tree.py, its layout in app/views/layout.py, its hover text in
+app/views/hover.py), the icicle in app/views/icicle.py and the page view in app/views/pages.py).
+The documented API's MCP tools are in app/server/mcp_tools.py. Every handler calls the engine
+(ingest, ask) or the library and turns the result into component values; the engine never
+imports anything from here.
 
 Model use: indexing, the background memory writer and answers of every mode share the one
 backbone and run side by side. The ArcAligner's slot context is thread-local and its attachment
@@ -24,25 +28,29 @@ Memories: at start, documents whose memories are incomplete under the runtime's 
 queued again on the background writer, so an interrupted write resumes where it stopped. A
 gr.Timer polls the library's progress every few seconds (one COUNT per document being written).
 
-Page view (app/pages.py): selecting a cited node or an evidence line renders that section's PDF
-page(s) from the file stored with the document, the evidence sentences highlighted (a sentence
-over a page break on both pages); Markdown, HTML and text manuals show the section's text with
-the sentences marked. Documents stored before files were kept show their text until the file is
-uploaded again. Titles and text from manuals are shown as text, never as markup.
+Page view (app/views/pages.py): selecting a cited node or an evidence line renders that section's
+PDF page(s) from the file stored with the document, the evidence sentences highlighted (a sentence
+over a page break on both pages); Markdown, HTML and text manuals show the section's text with the
+sentences marked. Documents stored before files were kept show their text until the file is uploaded
+again. Titles and text from manuals are shown as text, never as markup.
 """
 from __future__ import annotations
 
 import gradio as gr
 
-from app import ask_tab, compare_tab, evaluation_tab, library_tab, mcp_tools
-from app.accounts import Accounts
-from app import examples as example_questions
-from app.answer_view import route_from_log
-from app.ask_history import HISTORY_ROWS
-from app.binding import bind
-from app.library_tab import LIBRARY_COLUMNS, node_api, poll, refresh
-from app.memory_writer import MemoryWriter, memory_writer
-from app.state import AppState, md_text
+from app.ask import ask_tab
+from app.ask.ask_history import HISTORY_ROWS
+from app.compare import compare_tab
+from app.evaluation import evaluation_tab
+from app.library import library_tab
+from app.library.library_tab import LIBRARY_COLUMNS, node_api, poll, refresh
+from app.server import mcp_tools
+from app.shared import examples as example_questions
+from app.shared.accounts import Accounts
+from app.shared.binding import bind
+from app.shared.memory_writer import MemoryWriter, memory_writer
+from app.shared.state import AppState, md_text
+from app.views.answer_view import route_from_log
 from engine.runtime import Runtime
 
 # the names other modules and the tests import from here
@@ -98,8 +106,8 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
               examples: bool = False, accounts: Accounts | None = None) -> gr.Blocks:
     """The app over ``rt``; limits come from ``rt.settings`` (the keywords override two).
     ``examples``: index the example manual in the background and show its questions
-    (app/examples.py; the served app passes ``rt.settings.examples``). ``accounts``: who may
-    upload and delete and whose history each sees (app/accounts.py; None: no sign-in); the
+    (app/shared/examples.py; the served app passes ``rt.settings.examples``). ``accounts``: who may
+    upload and delete and whose history each sees (app/shared/accounts.py; None: no sign-in); the
     sign-in itself is ``launch(auth=accounts.check)``."""
     writer = memory_writer(rt)
     s = AppState(rt, rt.settings.with_(max_upload_mb=max_file_mb, max_pages=max_pages), writer,

@@ -27,10 +27,10 @@ def main(argv: list[str] | None = None) -> None:
 
     import gradio as gr
 
-    from app import ask_tab
-    from app.ask_handlers import final_updates, route_views
-    from app.memory_writer import MemoryWriter
-    from app.state import AppState
+    from app.ask import ask_tab
+    from app.ask.ask_handlers import final_updates, route_views
+    from app.shared.memory_writer import MemoryWriter
+    from app.shared.state import AppState
     from engine.answer.events import AnswerReady
     from engine.ask import AskOptions, ask_stream
     from engine.runtime import Runtime

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-READY_TEXT = "Try it"  # app/examples.py hint(): the example manual is ready
+READY_TEXT = "Try it"  # app/shared/examples.py hint(): the example manual is ready
 INDEXING_TEXT = "being indexed"
 # The final answer is in: the answer box holds text and the evidence note (emptied by the
 # click, written right after the final answer) says something. (The metrics that say TTFT are

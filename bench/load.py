@@ -310,7 +310,7 @@ def engine_alone(env: dict, doc: int, answers: int, tokens: int) -> list[float]:
     evidence lines, answer check, query log) for the questions the lone client asked, in this
     process on the app's library with the app's settings (``Settings.from_env`` of the app's
     environment), after one warm-up ask; the app stays up but idle meanwhile."""
-    from app.ask_request import AskRequest
+    from app.shared.ask_request import AskRequest
     from engine.ask import ask
     from engine.runtime import Runtime
     from engine.settings import Settings

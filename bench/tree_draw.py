@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from app.figures import figure_summary, route_figure
-from app.icicle import manual_figure
+from app.views.figures import figure_summary, route_figure
+from app.views.icicle import manual_figure
 from engine.memory.backbone import load_tokenizer
 from engine.memory.projections import RouterProjections
 from engine.routing.router import RoutingTree, route

@@ -134,7 +134,7 @@ def serve_explorer(backbone, data: Path, examples: bool = False):
     """(url, runtime) of the explorer launched in-process on a SQLite library in ``data``
     (``examples``: with the example manual indexed in the background, as a visitor gets it)."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from app.memory_writer import stop_memory_writer
+    from app.shared.memory_writer import stop_memory_writer
     from app.ui import build_app, launch_app
     from engine.memory.parts import load_or_init_parts
     from engine.runtime import Runtime

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from app.uploads import UploadRejected, check_upload
+from app.shared.uploads import UploadRejected, check_upload
 from engine.document.builders import build_raw_tree
 from engine.settings import Settings
 from engine.document.tree import TITLE_MAX_CHARS, DocumentError
@@ -206,8 +206,8 @@ def test_odd_but_valid_files_go_in_with_their_text(tmp_path, tiny_rt):
 
 def test_markup_titles_render_as_text_in_every_view():
     """The app's Markdown header and every figure hover show a hostile title as text."""
-    from app.hover import node_hover
     from app.ui import md_text
+    from app.views.hover import node_hover
     from engine.routing.router import RouteNode
 
     assert "<script>" not in md_text(SCRIPT_TITLE) and "&lt;script&gt;" in md_text(SCRIPT_TITLE)

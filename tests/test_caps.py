@@ -43,7 +43,7 @@ def test_sizes_over_the_settings_are_one_line_naming_the_limit(tmp_path):
 
 
 def test_the_api_refuses_a_huge_k_naming_the_limit(tmp_path):
-    from app.ask_request import AskRequest
+    from app.shared.ask_request import AskRequest
 
     req = AskRequest("1", "q?", "memory", 100000, 0, 0, True, False, 32, "fused")
     assert req.problems(Settings(data_dir=tmp_path)) == {

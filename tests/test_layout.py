@@ -1,7 +1,9 @@
 """The engine's import graph: no circles between its modules or its packages, and no imports of
 the UI (``app``) or the benches (``bench``); ``storage`` sits below the engine and never imports
-it. Read from the source with ``ast``, so a lazy import inside a function (or one under
-``TYPE_CHECKING``) counts as much as one at the top of a module."""
+it. The UI's: one package per tab over the packages the tabs share, a tab never importing
+another tab's package, the shared ones never importing a tab. Read from the source with
+``ast``, so a lazy import inside a function (or one under ``TYPE_CHECKING``) counts as much as
+one at the top of a module."""
 from __future__ import annotations
 
 import ast
@@ -68,12 +70,83 @@ def test_no_import_circle_between_engine_modules():
 
 
 def test_no_import_circle_between_app_modules():
-    """The UI's modules too: a tab's handlers import its components (app/ask_components.py),
+    """The UI's modules too: a tab's handlers import its components (app/ask/ask_components.py),
     never the layout module that wires them."""
     graph, _ = package_graph(REPO / "app")
-    assert {"app.ask_tab", "app.ask_handlers", "app.ask_components"} <= set(graph.nodes)
+    assert {"app.ask.ask_tab", "app.ask.ask_handlers", "app.ask.ask_components"} <= set(graph.nodes)
     cycles = list(nx.simple_cycles(graph))
     assert not cycles, f"import circles inside app/: {cycles}"
+
+
+# The UI's packages, bottom up: what the tabs share (app.shared: the state and its helpers;
+# app.views: an answer as the page shows it, over app.shared), one package per tab, what the
+# served app adds around the page (app.server); app.ui (the page) and app.serve (the command)
+# sit on top of them all, at app/'s top level.
+APP_SHARED = ("app.shared", "app.views")
+APP_TABS = ("app.ask", "app.library", "app.compare", "app.evaluation")
+APP_SERVER = "app.server"
+APP_TOP = {"ui", "serve"}
+
+
+def bad_app_imports(graph: nx.DiGraph) -> list[tuple[str, str]]:
+    """(module, imported module) pairs that break the UI's layering: a tab importing another
+    tab's package, a shared package importing a tab, the server or the page, app.shared importing
+    app.views, or any package importing app/'s top-level modules."""
+    def unit(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    bad = []
+    for a, b in graph.edges:
+        ua, ub = unit(a), unit(b)
+        if ua == ub or ub == "app":
+            continue
+        top = ub.split(".")[1] in APP_TOP
+        if ua in APP_TABS and (ub in APP_TABS or ub == APP_SERVER or top):
+            bad.append((a, b))
+        elif ua in APP_SHARED and (ub not in APP_SHARED
+                                   or APP_SHARED.index(ub) > APP_SHARED.index(ua)):
+            bad.append((a, b))
+        elif ua == APP_SERVER and (ub in APP_TABS or top):
+            bad.append((a, b))
+    return bad
+
+
+def test_app_is_one_package_per_tab_over_the_shared_ones():
+    """app/ holds the page and the command at its top level and the rest in its packages; every
+    package has a docstring saying what it holds."""
+    app = REPO / "app"
+    top = {p.stem for p in app.glob("*.py")} - {"__init__"}
+    packages = {f"app.{p.name}" for p in app.iterdir() if (p / "__init__.py").exists()}
+    assert top == APP_TOP, top
+    assert packages == {*APP_SHARED, *APP_TABS, APP_SERVER}, packages
+    for pkg in packages:
+        init = app / pkg.split(".")[1] / "__init__.py"
+        assert ast.get_docstring(ast.parse(init.read_text())), f"{init} says nothing"
+
+
+def test_a_tab_never_imports_another_tabs_package():
+    """A tab's package imports its own modules and the shared packages (app.shared, app.views),
+    never another tab's, the server's or the page; app.shared sits below app.views, and neither
+    imports a tab."""
+    graph, _ = package_graph(REPO / "app")
+    assert {"app.compare.compare_tab", "app.views.answer_view"} <= set(graph.nodes)
+    bad = bad_app_imports(graph)
+    assert not bad, f"imports across the UI's layers: {bad}"
+
+
+def test_the_tab_check_finds_a_tab_importing_another():
+    graph = nx.DiGraph([("app.compare.compare_tab", "app.ask.ask_history"),
+                        ("app.shared.state", "app.views.hover"),
+                        ("app.views.feedback", "app.library.library_tab"),
+                        ("app.ask.ask_tab", "app.ui"),
+                        ("app.ask.ask_tab", "app.ask.ask_handlers"),
+                        ("app.ask.ask_tab", "app.views.answer_view"),
+                        ("app.views.answer_view", "app.shared.state"),
+                        ("app.ui", "app.ask.ask_tab")])
+    assert set(bad_app_imports(graph)) == {("app.compare.compare_tab", "app.ask.ask_history"),
+                                           ("app.shared.state", "app.views.hover"),
+                                           ("app.views.feedback", "app.library.library_tab"),
+                                           ("app.ask.ask_tab", "app.ui")}
 
 
 def test_no_import_circle_between_engine_packages():

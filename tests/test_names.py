@@ -1,6 +1,6 @@
 """Every dotted name of the project's packages that the code or the docs cite
 (``engine.answer.passages.quote``, ``storage.unit_vectors.UnitVectorStore``, also written as a
-path with its attribute, ``app/binding.bind``) resolves: a module, or an attribute of one. A
+path with its attribute, ``app/shared/binding.bind``) resolves: a module, or an attribute of one. A
 module renamed or moved leaves no pointer to nowhere. The changelog is history (the names of
 its day) and is left out."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "storage", "app", "bench")
 NAME = re.compile(r"(?<![\w./-])((?:%s)(?:\.[A-Za-z_]\w*)+)" % "|".join(PACKAGES))
-# ``app/binding.bind``: a module's path with the name of one of its attributes after the dot
+# ``app/shared/binding.bind``: a module's path with the name of one of its attributes after the dot
 PATH_NAME = re.compile(r"(?<![\w./-])((?:%s)(?:/[A-Za-z_]\w*)+)\.([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)"
                        % "|".join(PACKAGES))
 HISTORY = {ROOT / "docs" / "CHANGELOG.md"}
@@ -73,7 +73,7 @@ def dotted_names(text: str) -> list[str]:
 
 def path_names(text: str) -> list[str]:
     """``pkg/mod.attr`` written in ``text``, as the dotted name ``pkg.mod.attr`` (a file name,
-    ``app/example_manual/etoolbox.pdf``, left out)."""
+    ``app/shared/example_manual/etoolbox.pdf``, left out)."""
     out = []
     for m in PATH_NAME.finditer(text):
         path, attrs = m.group(1), m.group(2).rstrip(".")
@@ -141,11 +141,12 @@ def test_the_checks_find_a_stale_name(tmp_path):
     """The checks themselves can fail: a module that no longer exists, an attribute a module
     lacks, and either written as a path, are reported; file names are not names."""
     doc = tmp_path / "x.py"
-    doc.write_text('"""See ``engine.gone.thing`` and ``app.state.no_such_helper``."""\n'
-                   "# app/binding.no_such  and app/example_manual/etoolbox.pdf  and app/gone.f\n"
+    doc.write_text('"""See ``engine.gone.thing`` and ``app.shared.state.no_such_helper``."""\n'
+                   "# app/shared/binding.no_such  and app/shared/example_manual/etoolbox.pdf\n"
+                   "# and app/gone.f\n"
                    "x = engine.begin()  # code: a variable that shares a package's name\n")
     names = dotted_names(prose(doc)) + path_names(prose(doc))
-    assert names == ["engine.gone.thing", "app.state.no_such_helper", "app.binding.no_such",
-                     "app.gone.f"]
+    assert names == ["engine.gone.thing", "app.shared.state.no_such_helper",
+                     "app.shared.binding.no_such", "app.gone.f"]
     assert not any(resolves(n) for n in names)
-    assert resolves("app.binding.bind") and resolves("engine.settings.Settings.from_env")
+    assert resolves("app.shared.binding.bind") and resolves("engine.settings.Settings.from_env")

@@ -74,7 +74,7 @@ def test_a_huge_page_is_rendered_within_the_pixel_cap():
     import pymupdf
     from PIL import Image
 
-    from app.pages import MAX_PAGE_PIXELS, Line, render_pdf
+    from app.views.pages import MAX_PAGE_PIXELS, Line, render_pdf
 
     doc = pymupdf.open()
     page = doc.new_page(width=14400, height=14400)
@@ -88,9 +88,9 @@ def test_a_huge_page_is_rendered_within_the_pixel_cap():
 def test_an_upload_of_too_many_files_is_refused_whole(rt, tmp_path):
     import gradio as gr
 
-    from app.library_tab import upload
-    from app.memory_writer import memory_writer
-    from app.state import AppState
+    from app.library.library_tab import upload
+    from app.shared.memory_writer import memory_writer
+    from app.shared.state import AppState
 
     s = AppState(rt, rt.settings.with_(max_upload_files=2), memory_writer(rt))
     files = []
@@ -108,9 +108,9 @@ def test_caches_are_bounded(rt, tmp_path):
     kept; the query log's routes: the newest questions keep theirs."""
     import os
 
-    from app.memory_writer import memory_writer
-    from app.page_cache import prune_rendered_pages
-    from app.state import TREE_CACHE, AppState
+    from app.server.page_cache import prune_rendered_pages
+    from app.shared.memory_writer import memory_writer
+    from app.shared.state import TREE_CACHE, AppState
     from engine.ingest import ingest_file
 
     md = tmp_path / "one.md"

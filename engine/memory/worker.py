@@ -1,7 +1,7 @@
 """The memory worker: phase two of ingest (``write_document_memories``) as shared work.
 
 Every process that writes memories is a worker of this kind: ``python -m engine worker`` on its
-own (a GPU box), or the app's background thread (app/memory_writer.py). A worker claims one
+own (a GPU box), or the app's background thread (app/shared/memory_writer.py). A worker claims one
 document's job at a time from the library (storage/jobs.py: row locks that skip claimed rows,
 a lease renewed at every write batch), writes the missing memories height by height, each
 height stored only while it still holds the job, and marks the job done. A worker killed or

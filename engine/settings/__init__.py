@@ -143,8 +143,8 @@ class Settings:
     # The asks' CPU stages (routing, passages, the check) that run at once, the others waiting
     # their turn in order (engine.serving.cpu_slots); 0: one per core but one, left to decoding.
     cpu_slots: int = 0
-    # The app's example manual (app/examples.py): indexed in the background on the first start
-    # when the library lacks it, with example questions on the Ask tab. H2MT_EXAMPLES=0 turns
+    # The app's example manual (app/shared/examples.py): indexed in the background on the first
+    # start when the library lacks it, with example questions on the Ask tab. H2MT_EXAMPLES=0 turns
     # both off (the engine itself never reads this).
     examples: bool = True
     # Memory writing as shared work (engine/memory/worker.py, storage/jobs.py): a worker's lease
@@ -156,8 +156,8 @@ class Settings:
     # The app runs a memory worker in a thread (a lone laptop process as before); 0 leaves the
     # writing to ``manual-explorer-engine worker`` processes elsewhere (app replicas).
     app_worker: bool = True
-    # Sign-in (app/accounts.py): "name:password,..." (a quick start; never logged: left out of
-    # repr), and/or a file of names with salted password hashes (``manual-explorer --add-user``
+    # Sign-in (app/shared/accounts.py): "name:password,..." (a quick start; never logged: left out
+    # of repr), and/or a file of names with salted password hashes (``manual-explorer --add-user``
     # writes one). Either turns sign-in on: the page and every API call need a signed-in name.
     auth: str | None = field(default=None, repr=False, compare=False)
     auth_file: Path | None = None
@@ -178,7 +178,7 @@ class Settings:
             return value
         body = ", ".join(f"{f.name}={shown(f.name)!r}" for f in fields(self) if f.repr)
         return f"Settings({body})"
-    # The app serves its documented API as an MCP server too (app/mcp_tools.py: list manuals,
+    # The app serves its documented API as an MCP server too (app/server/mcp_tools.py: list manuals,
     # outline, ask, read a node, rate an answer) at /gradio_api/mcp/; H2MT_MCP=0 turns it off.
     mcp: bool = True
 

@@ -7,7 +7,7 @@ import markdown_it
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.answer_fold import answer_markdown, folded, marked_answer
+from app.ask.answer_fold import answer_markdown, folded, marked_answer
 from engine.answer.checks.check import check_answer
 
 

@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from app.figures import figure_summary
-from app.route_tables import CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.ui import HISTORY_ROWS, LIBRARY_COLUMNS, memory_writer, route_from_log
-from app.visible_tree import visible_tree
+from app.views.figures import figure_summary
+from app.views.route_tables import CHANNEL_COLUMNS, ROUTE_COLUMNS
+from app.views.visible_tree import visible_tree
 from tests.support.memory_writer import hold_memory_writer
 
 pytestmark = pytest.mark.real_model

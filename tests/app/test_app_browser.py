@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import pytest
 
 from app.ui import LIBRARY_COLUMNS, memory_writer, route_from_log
-from app.visible_tree import visible_tree
+from app.views.visible_tree import visible_tree
 from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, YELLOW_JS,  # noqa: F401
                                   ask_and_wait, ask_page, open_ask_tab,
                                   TABLE_JS, browser, cell, settled,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from app.ask_request import AskRequest
-from app.view_state import ViewState
+from app.shared.ask_request import AskRequest
+from app.views.view_state import ViewState
 
 GUIDE = ("# Pump guide\n\n## Priming the pump\n\nOpen the vent plug, fill the casing with water "
          "until it overflows, then refit the plug.\n\n## Changing the impeller\n\nUnplug the "
@@ -16,9 +16,9 @@ GUIDE = ("# Pump guide\n\n## Priming the pump\n\nOpen the vent plug, fill the ca
 @pytest.fixture(scope="module")
 def tab(tiny_backbone, tiny_parts, tmp_path_factory):
     """(state, the Ask tab's components, the id of a stored manual)."""
-    from app import ask_tab
-    from app.memory_writer import memory_writer
-    from app.state import AppState
+    from app.ask import ask_tab
+    from app.shared.memory_writer import memory_writer
+    from app.shared.state import AppState
     from engine.ingest import ingest_file
     from engine.runtime import Runtime
     from engine.settings import Settings
@@ -59,7 +59,7 @@ def test_the_inputs_are_the_requests_fields_in_order(tab):
 
 
 def test_validator_marks_the_one_bad_input(tab):
-    from app.ask_handlers import validate_ask
+    from app.ask.ask_handlers import validate_ask
 
     s, t, doc_id = tab
     marks = validate_ask(s, t, request(doc_id, k=0))
@@ -71,7 +71,7 @@ def test_validator_marks_the_one_bad_input(tab):
 
 
 def test_a_refused_request_clears_nothing(tab):
-    from app.ask_handlers import clear_before_ask
+    from app.ask.ask_handlers import clear_before_ask
 
     s, t, doc_id = tab
     kept = clear_before_ask(s, t, request(doc_id, max_new_tokens=0))
@@ -84,7 +84,7 @@ def test_a_refused_request_clears_nothing(tab):
 
 
 def test_show_view_updates_only_what_the_view_holds(tab):
-    from app.ask_handlers import show_view
+    from app.ask.ask_handlers import show_view
 
     s, t, _ = tab
     assert set(show_view(s, t, ViewState())) == set(t.view_outputs())
@@ -98,14 +98,14 @@ def test_show_view_updates_only_what_the_view_holds(tab):
 
 
 def test_do_ask_streams_updates_keyed_by_the_answer_outputs(tab):
-    from app.ask_handlers import do_ask
+    from app.ask.ask_handlers import do_ask
 
     s, t, doc_id = tab
     steps = list(do_ask(s, t, request(doc_id)))
     outputs = set(t.answer_outputs())
     assert steps and all(set(step) <= outputs for step in steps)
     routed, final = steps[0], steps[-1]
-    # the answer box shown and emptied, the last answer's fold hidden (app/answer_fold.py)
+    # the answer box shown and emptied, the last answer's fold hidden (app/ask/answer_fold.py)
     assert routed[t.answer] == "" and routed[t.answer_box]["visible"] is True
     assert routed[t.answer_fold]["visible"] is False and routed[t.summary]["mode"] == "route"
     assert final[t.answer] == "(routing only: no answer generated)"
@@ -118,8 +118,8 @@ def test_do_ask_streams_updates_keyed_by_the_answer_outputs(tab):
 
 
 def test_history_select_shows_a_logged_question_again(tab):
-    from app.ask_handlers import do_ask
-    from app.ask_history import history_rows, history_select
+    from app.ask.ask_handlers import do_ask
+    from app.ask.ask_history import history_rows, history_select
 
     s, t, doc_id = tab
     list(do_ask(s, t, request(doc_id)))
@@ -135,7 +135,7 @@ def test_history_select_shows_a_logged_question_again(tab):
 def test_a_flagged_answer_is_folded_and_a_clean_one_shown(tab):
     """``answer_updates``: the check's flag hides the answer box and shows the answer folded
     under the check's line, its unsupported term marked; a clean answer is the answer box."""
-    from app.ask_handlers import answer_updates
+    from app.ask.ask_handlers import answer_updates
     from engine.answer.checks.check import check_answer
     from engine.answer.response import Answer, Metrics
 

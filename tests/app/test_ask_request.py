@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from app.ask_request import APP_MAX_NEW_TOKENS, AskRequest
+from app.shared.ask_request import APP_MAX_NEW_TOKENS, AskRequest
 from engine.ask import AskOptions
 from engine.settings import Settings
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from app.evaluation_tab import ROW_COLUMNS
+from app.evaluation.evaluation_tab import ROW_COLUMNS
 from tests.support.browser import (TABLE_JS, browser, cell, no_error_badge,  # noqa: F401
                                   open_folds, shot)
 
@@ -22,7 +22,7 @@ QUESTIONS = [
 
 def test_evaluation_tab_runs_a_question_file_and_opens_a_failed_tree(browser, explorer_server,
                                                                      tmp_path):
-    from app.examples import EXAMPLE_FILE
+    from app.shared.examples import EXAMPLE_FILE
     from engine.ingest import ingest_file
 
     url, rt = explorer_server

@@ -1,4 +1,4 @@
-"""The example manual (app/examples.py): it ships in the package, H2MT_EXAMPLES turns it off,
+"""The example manual (app/shared/examples.py): it ships in the package, H2MT_EXAMPLES turns it off,
 the first page's line says what to do, and a visitor's first answer in a real browser: the app
 started from an empty data folder indexes the example in the background, and a click on an
 example question fills the question box, picks the manual and gives an answer and its quote."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.examples import (EXAMPLE_FILE, QUESTIONS, ExampleManual, ExampleStatus, hint)
+from app.shared.examples import EXAMPLE_FILE, QUESTIONS, ExampleManual, ExampleStatus, hint
 from engine.ingest import file_sha256
 from engine.settings import Settings, SettingsError
 
@@ -20,13 +20,17 @@ EXAMPLE_SHA256 = "d3e48222e5b26d15d5b2ac6362b5c48c82ffc87828dbd618ba79f40d7328a0
 
 def test_example_manual_ships_in_the_package(tmp_path):
     """The PDF is the corpus's etoolbox manual unchanged, and setuptools puts it (and its
-    licence note) into the built package beside the app's modules."""
+    licence note) into the built package beside the module that reads it, and every package of
+    the app (one per tab, the shared ones) with all its modules."""
     assert file_sha256(EXAMPLE_FILE) == EXAMPLE_SHA256
     subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path)],
                    cwd=REPO, check=True, capture_output=True)
-    built = tmp_path / "app" / "example_manual"
+    built = tmp_path / "app" / "shared" / "example_manual"
     assert file_sha256(built / EXAMPLE_FILE.name) == EXAMPLE_SHA256
     assert "LaTeX Project Public License" in (built / "README.md").read_text()
+    modules = {p.relative_to(REPO) for p in (REPO / "app").rglob("*.py")}
+    assert len({m.parent for m in modules}) >= 5  # app/ and its packages
+    assert {p.relative_to(tmp_path) for p in (tmp_path / "app").rglob("*.py")} == modules
 
 
 @pytest.mark.parametrize("raw, value", [("0", False), ("off", False), ("False", False),
@@ -59,7 +63,7 @@ def test_first_page_line_says_what_to_do():
 def test_missing_example_file_fails_in_one_line_and_stores_nothing(explorer_server, tmp_path):
     """A broken install (the PDF missing): the app runs on, the line says why."""
     _, rt = explorer_server
-    from app.memory_writer import memory_writer
+    from app.shared.memory_writer import memory_writer
 
     before = [d.id for d in rt.library.list_documents()]
     ex = ExampleManual(rt, memory_writer(rt), path=tmp_path / "etoolbox-manual.pdf")
@@ -121,9 +125,9 @@ def test_a_click_before_the_example_is_indexed_asks_nothing(explorer_server, tmp
     while the example is not stored; the visitor is told how far indexing is."""
     import gradio as gr
 
-    from app.examples import pick_example
-    from app.memory_writer import memory_writer
-    from app.state import AppState
+    from app.shared.examples import pick_example
+    from app.shared.memory_writer import memory_writer
+    from app.shared.state import AppState
 
     _, rt = explorer_server
     writer = memory_writer(rt)

@@ -1,4 +1,4 @@
-"""Feedback through the app's API (app/feedback.py): a thumbs down on a real answer is stored
+"""Feedback through the app's API (app/views/feedback.py): a thumbs down on a real answer is stored
 with its logged question, quote and check, and the Library tab's list of answers marked wrong
 shows it."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.feedback import WRONG_COLUMNS
+from app.views.feedback import WRONG_COLUMNS
 
 pytestmark = pytest.mark.real_model
 
@@ -17,7 +17,7 @@ QUESTION = "How do I loop over a comma-separated list?"
 def test_thumbs_down_through_the_api_is_stored_and_listed(explorer_server):
     from gradio_client import Client
 
-    from app.examples import EXAMPLE_FILE
+    from app.shared.examples import EXAMPLE_FILE
     from engine.ingest import ingest_file
     from storage.feedback import Feedback
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import json
 
-from app.figures import figure_summary, route_figure
-from app.icicle import manual_figure
-from app.route_tables import route_rows
-from app.layout import tidy_layout
-from app.visible_tree import marker_id, visible_tree
+from app.views.figures import figure_summary, route_figure
+from app.views.icicle import manual_figure
+from app.views.layout import tidy_layout
+from app.views.route_tables import route_rows
+from app.views.visible_tree import marker_id, visible_tree
 from engine.answer.response import Answer, Metrics
 from engine.routing.router import Route
 from tests.support.routes import PARENTS, STATUS, make_route
@@ -184,7 +184,7 @@ def test_missing_channel_and_no_evidence_are_said_so():
 
 
 def test_route_rows_carry_each_channel_branch_score():
-    from app.route_tables import ROUTE_COLUMNS
+    from app.views.route_tables import ROUTE_COLUMNS
 
     rows = route_rows(make_channel_route(PARENTS, STATUS))
     by_id = {r[ROUTE_COLUMNS.index("id")]: r for r in rows}
@@ -194,8 +194,8 @@ def test_route_rows_carry_each_channel_branch_score():
 
 
 def test_router_agreement_counts_and_rows():
-    from app.route_tables import (AGREEMENT_COLUMNS, agreement_rows, agreement_summary,
-                             router_agreement)
+    from app.views.route_tables import (AGREEMENT_COLUMNS, agreement_rows, agreement_summary,
+                                        router_agreement)
 
     # fused selected 1, 2, 4, 6; the memory router would have selected 1, 3, 4, 8
     route = make_channel_route(PARENTS, STATUS, alternatives={"memory": [1, 3, 4, 8]})
@@ -220,7 +220,7 @@ def test_router_agreement_counts_and_rows():
 
 
 def test_router_agreement_without_memories_says_why():
-    from app.route_tables import agreement_rows, agreement_summary, router_agreement
+    from app.views.route_tables import agreement_rows, agreement_summary, router_agreement
 
     route = make_channel_route(PARENTS, STATUS, with_memory=False)  # no memory alternative
     assert router_agreement(route) is None
@@ -254,7 +254,7 @@ def test_figures_of_thousands_of_nodes_are_whole():
 
 
 def test_single_channel_route_has_nothing_to_compare():
-    from app.route_tables import router_agreement, single_channel, single_channel_reason
+    from app.views.route_tables import router_agreement, single_channel, single_channel_reason
 
     # a lexical route that carries only its own channel: its "fused" alternative is lexical
     route = make_channel_route(PARENTS, STATUS, router="lexical", alternatives={"fused": [1, 2]})

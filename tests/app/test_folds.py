@@ -1,5 +1,5 @@
-"""Contents and index pages folded (app/folds.py): one row of the Library tab's outline and one
-marker of the routing tree per run, on real manuals and on hand-made trees and routes. Nothing
+"""Contents and index pages folded (app/views/folds.py): one row of the Library tab's outline and
+one marker of the routing tree per run, on real manuals and on hand-made trees and routes. Nothing
 of the stored tree, its kinds or routing changes: only the views."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from app.figures import figure_summary, route_figure
-from app.folds import FOLD_MARK, MAX_GAP, contents_folds, fold_text, route_folds
-from app.library_tab import outline_rows
-from app.visible_tree import fold_marker_id, marker_id, visible_tree
+from app.library.library_tab import outline_rows
+from app.views.figures import figure_summary, route_figure
+from app.views.folds import FOLD_MARK, MAX_GAP, contents_folds, fold_text, route_folds
+from app.views.visible_tree import fold_marker_id, marker_id, visible_tree
 from engine.document.tree import ROOT, TreeAssembler
 from tests.support.routes import make_route
 
@@ -108,7 +108,7 @@ def test_runs_take_short_gaps_and_stop_at_sections():
 def test_routing_tree_draws_a_pruned_run_as_one_marker():
     """Root 0 -> 1 (selected), 2..5 (a run of four, pruned), 6 (pruned); 2 has two unvisited
     children 7, 8. The run is one marker standing for six nodes; the totals stay whole."""
-    from app.folds import Fold
+    from app.views.folds import Fold
 
     parents = [None, 0, 0, 0, 0, 0, 0, 2, 2]
     status = {0: "root", 1: "selected", 2: "pruned", 3: "pruned", 4: "pruned", 5: "pruned",

@@ -1,7 +1,7 @@
 """The words of the routing figures: escaping, page labels, score names and node hovers."""
 from __future__ import annotations
 
-from app.hover import INDUCED_NOTE, channel_lines, esc, node_hover, pages_label, score_label
+from app.views.hover import INDUCED_NOTE, channel_lines, esc, node_hover, pages_label, score_label
 from engine.routing.router import RouteNode
 
 
@@ -47,8 +47,8 @@ def test_node_hover_says_status_pages_loops_and_induced():
 def test_the_hover_says_why_a_branch_was_followed_or_left():
     from types import SimpleNamespace
 
-    from app.figures import sibling_ranks
-    from app.hover import branch_reason
+    from app.views.figures import sibling_ranks
+    from app.views.hover import branch_reason
 
     chans = {"lexical": {"own": 0.1, "subtree": 0.2}, "dense": {"own": 0.5, "subtree": 0.71}}
     kept = SimpleNamespace(id=1, parent=0, score=0.9, status="selected", channels=chans)

@@ -1,8 +1,8 @@
 """The whole manual as an icicle, on hand-made routes (no model, no database)."""
 from __future__ import annotations
 
-from app.figures import ROOT_FILL, UNVISITED_FILL
-from app.icicle import manual_figure
+from app.views.figures import ROOT_FILL, UNVISITED_FILL
+from app.views.icicle import manual_figure
 from tests.support.routes import PARENTS, STATUS, make_route
 
 

@@ -1,4 +1,4 @@
-"""The app as an MCP server (app/mcp_tools.py): a real MCP client (the ``mcp`` package, over
+"""The app as an MCP server (app/server/mcp_tools.py): a real MCP client (the ``mcp`` package, over
 Gradio's streamable HTTP transport) lists the tools and asks the example manual a question."""
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _json(result) -> object:
 
 @pytest.mark.real_model
 def test_mcp_client_asks_a_real_manual(explorer_server):
-    from app.examples import EXAMPLE_FILE
+    from app.shared.examples import EXAMPLE_FILE
     from engine.ingest import ingest_file
 
     url, rt = explorer_server

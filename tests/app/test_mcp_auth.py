@@ -1,5 +1,5 @@
-"""Sign-in on the MCP endpoint (app/mcp_auth.py): a real Gradio app with its login and its MCP
-server; an MCP request without the app's name and password gets 401, the mcp package's client
+"""Sign-in on the MCP endpoint (app/server/mcp_auth.py): a real Gradio app with its login and its
+MCP server; an MCP request without the app's name and password gets 401, the mcp package's client
 with them lists and calls the tools."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import gradio as gr
 import httpx
 import pytest
 
-from app.mcp_auth import basic_credentials, mcp_sign_in
+from app.server.mcp_auth import basic_credentials, mcp_sign_in
 
 NAME, PASSWORD = "ann", "s3cret:with colon"
 

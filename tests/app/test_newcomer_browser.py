@@ -18,8 +18,8 @@ import re
 
 import pytest
 
-from app.evaluation_tab import EXAMPLE_QUESTIONS, ROW_COLUMNS
-from app.examples import QUESTIONS
+from app.evaluation.evaluation_tab import EXAMPLE_QUESTIONS, ROW_COLUMNS
+from app.shared.examples import QUESTIONS
 from app.ui import LIBRARY_COLUMNS
 from engine.answer.modes import MODES
 from engine.routing.fused import ROUTER_WORDS

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from app.pages import Line, page_view, render_pdf, render_text
+from app.views.pages import Line, page_view, render_pdf, render_text
 
 CAMLIDL = "camlidl-manual_no-outline.pdf"
 # 2.4 "Types and declarators": this sentence starts at the foot of page 5 and ends on page 6.

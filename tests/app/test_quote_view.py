@@ -1,7 +1,8 @@
-"""app.quote_view: the quote block keeps the lines a passage introduces on lines of their own."""
+"""app.views.quote_view: the quote block keeps the lines a passage introduces on lines of their
+own."""
 from markdown_it import MarkdownIt
 
-from app.quote_view import NOT_COVERED, quote_markdown
+from app.views.quote_view import NOT_COVERED, quote_markdown
 from engine.answer.passages.quote import Quote
 
 

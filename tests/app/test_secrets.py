@@ -43,7 +43,7 @@ def test_settings_and_reader_never_show_url_passwords():
 
 
 def test_an_unexpected_error_is_one_line_with_a_reference(caplog):
-    from app.user_errors import user_errors
+    from app.shared.user_errors import user_errors
 
     with pytest.raises(gr.Error) as e, user_errors():
         raise RuntimeError(f"(psycopg.errors.X) SELECT * FROM queries WHERE pw='{PASSWORD}'")

@@ -1,4 +1,4 @@
-"""The bound on Gradio's per-session bookkeeping (app/sessions.py), on a real Gradio server.
+"""The bound on Gradio's per-session bookkeeping (app/server/sessions.py), on a real Gradio server.
 
 A streaming handler that skips an output and then gives it a value (as the Ask tab does while
 an answer streams) leaves a stale component copy in the session each time; the pruning removes
@@ -9,7 +9,7 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from app.sessions import SESSION_CAPACITY, drop_stale_copies, prune_sessions
+from app.server.sessions import SESSION_CAPACITY, drop_stale_copies, prune_sessions
 from tests.support.network import free_port
 
 

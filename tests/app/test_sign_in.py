@@ -8,8 +8,8 @@ import urllib.request
 
 import pytest
 
-from app.accounts import (Accounts, add_user, check_listen, hash_password, read_auth_file,
-                          verify_password)
+from app.shared.accounts import (Accounts, add_user, check_listen, hash_password, read_auth_file,
+                                 verify_password)
 from engine.settings import Settings, SettingsError
 
 GUIDE = ("# Pump guide\n\n## Priming the pump\n\nOpen the vent plug, fill the casing with water "
@@ -69,7 +69,7 @@ def test_serve_refuses_an_open_interface_before_loading(monkeypatch, capsys):
 @pytest.fixture(scope="module")
 def served(tiny_backbone, tiny_parts, tmp_path_factory):
     """(url, runtime, doc id) of the app with sign-in on: alice (admin), bob and carol."""
-    from app.accounts import Accounts
+    from app.shared.accounts import Accounts
     from app.ui import build_app, launch_app
     from engine.ingest import ingest_file
     from engine.runtime import Runtime

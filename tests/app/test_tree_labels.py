@@ -1,5 +1,5 @@
-"""The routing tree's labels never print over each other (app/tree_labels.py)."""
-from app.tree_labels import Rows
+"""The routing tree's labels never print over each other (app/views/tree_labels.py)."""
+from app.views.tree_labels import Rows
 
 
 def test_a_label_that_would_overlap_one_before_is_left_to_the_hover():

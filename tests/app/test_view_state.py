@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from app.pages import Line
-from app.view_state import ViewState
+from app.views.pages import Line
+from app.views.view_state import ViewState
 
 EVIDENCE = [{"text": "Open the vent plug.", "page": 2, "score": 0.8, "doc_id": 1, "node_id": 4},
             {"text": "Fill the casing.", "page": 3, "score": 0.7, "doc_id": 1, "node_id": 5},

@@ -47,8 +47,8 @@ def test_only_pages_without_text_need_ocr(shared_dir, tmp_path):
                    "(tests/test_ask.py); indexing, OCR marks and progress are asserted before it",
                    strict=False)
 def test_a_scanned_manual_is_indexed_quoted_and_highlighted(tiny_backbone, shared_dir, tmp_path):
-    from app.pages import Line, render_pdf
-    from app.quote_view import quote_markdown
+    from app.views.pages import Line, render_pdf
+    from app.views.quote_view import quote_markdown
     from engine.ask import AskOptions, ask
     from engine.ingest import ingest_file
     from tests.support.runtime import make_runtime

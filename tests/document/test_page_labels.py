@@ -58,8 +58,8 @@ def test_library_stores_labels_and_opens_older_databases(shared_dir, tmp_path):
 
 
 def test_quote_on_physical_page_10_says_page_8(tiny_backbone, shared_dir, tmp_path):
-    from app.pages import Line, render_pdf
-    from app.quote_view import quote_markdown
+    from app.views.pages import Line, render_pdf
+    from app.views.quote_view import quote_markdown
     from engine.ask import AskOptions, ask
     from engine.ingest import ingest_file
     from tests.support.runtime import make_runtime

@@ -49,8 +49,8 @@ def test_markdown_and_html_tables_become_rows():
 
 def test_an_option_table_row_is_quoted_with_its_header(tiny_backbone, shared_dir, tmp_path):
     """reportlab-userguide, "Checkbox Usage": the buttonStyle row of the checkbox parameters."""
-    from app.answer_view import quote_lines
-    from app.pages import render_pdf
+    from app.views.answer_view import quote_lines
+    from app.views.pages import render_pdf
     from engine.ask import AskOptions, ask
     from engine.ingest import ingest_file
     from tests.support.runtime import make_runtime

@@ -196,8 +196,8 @@ def test_the_library_says_when_no_worker_takes_a_job(rt, tmp_path):
     UNCLAIMED_S the Library tab says nobody takes it; a retried job says it is retrying."""
     from dataclasses import replace
 
-    from app.memory_writer import UNCLAIMED_S, MemoryWriter
-    from app.state import AppState
+    from app.shared.memory_writer import UNCLAIMED_S, MemoryWriter
+    from app.shared.state import AppState
     from storage.models import MemoryJobRow
 
     doc = _doc(rt, tmp_path)

@@ -1,0 +1,292 @@
+"""The Library tab: upload manuals, see the library (with how far each one's memories are), read
+a manual's outline node by node, delete a manual.
+
+Indexing in two phases (engine/ingest.py): an upload runs phase one only (tree and routing
+evidence, stored in one transaction), so the manual can be asked in text and route modes as soon
+as the upload returns; phase two (the node memories) is queued on the background memory writer
+(app/shared/memory_writer.py). The library shows "memories n/N" while a document waits or is written
+(``poll``, on a timer: one listing and one COUNT per document still being written) and "ready"
+once done.
+
+Bad input: every file is checked (app/shared/uploads.py, the engine's limits from Settings) and then
+built by the engine; whatever is wrong with it comes back as one line in the indexing status, and
+nothing of it is stored.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from app.shared.binding import bind
+from app.shared.memory_lines import doc_memory_line, memories_line
+from app.shared.state import ALL, AppState, doc_arg, doc_choices, node_view, pickers
+from app.shared.uploads import ALLOWED_EXTS, UploadRejected, check_upload
+from app.shared.user_errors import internal_error, user_error
+from app.views import feedback
+from app.views.folds import FOLD_MARK, contents_folds, fold_text
+from app.views.hover import pages_label
+from engine.document.tree import DocumentError
+from engine.ingest import ingest_file
+from storage.errors import DocumentNotFound, StorageError
+
+log = logging.getLogger(__name__)
+
+LIBRARY_COLUMNS = ["id", "title", "file", "pages", "nodes", "depth", "tree source", "memories",
+                   "ingest s", "added (UTC)"]
+OUTLINE_COLUMNS = ["node", "title", "pages", "tokens", "kind"]
+
+
+# -- handlers ------------------------------------------------------------------------------------
+
+def library_line(labels: dict[int, str]) -> str:
+    """The Library tab's line about memories not ready (empty when none)."""
+    return memories_line(labels, "These manuals can be asked now in text and route modes; "
+                                 "memory mode, the flat baseline and the memory router wait "
+                                 "for their memories.")
+
+
+def library_rows(s: AppState, docs=None, labels: dict[int, str] | None = None) -> list[list]:
+    docs = s.rt.library.list_documents() if docs is None else docs
+    labels = {d.id: s.memory_label(d) for d in docs} if labels is None else labels
+    return [[d.id, d.title, d.file_name, d.pages, d.n_nodes, d.depth, d.tree_source,
+             labels[d.id], round((d.tree_ms + d.memory_ms) / 1e3, 1),
+             d.created_at.strftime("%Y-%m-%d %H:%M")]
+            for d in docs]
+
+
+def poll(s: AppState, prev_key, ask_doc_value):
+    """Timer tick: the library rows and memory lines, or nothing when unchanged (one
+    listing and one COUNT per document still being written)."""
+    docs = s.rt.library.list_documents()
+    labels = {d.id: s.memory_label(d) for d in docs}
+    rows = library_rows(s, docs, labels)
+    lib_line, ask_line = library_line(labels), doc_memory_line(s, ask_doc_value, labels)
+    key = repr((rows, lib_line, ask_line))
+    if key == prev_key:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    return rows, lib_line, ask_line, key
+
+
+def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = None):
+    s.require_admin(user, "upload manuals")
+    settings, rt = s.settings, s.rt
+    paths = [Path(f) for f in (files or [])]
+    if len(paths) > settings.max_upload_files:
+        raise user_error(f"{len(paths)} files at once; the limit is {settings.max_upload_files} "
+                         "an upload (H2MT_MAX_UPLOAD_FILES): upload them in smaller groups. "
+                         "Nothing was indexed.")
+    messages, last = [], None
+    n = len(paths)
+    for i, path in enumerate(paths):
+        name = path.name
+        try:
+            check_upload(path, settings)
+        except UploadRejected as e:
+            messages.append(f"✗ {e}")
+            continue
+
+        def report(done: int, total: int, *, stage: str, i=i, name=name) -> None:
+            progress((i + 0.1 + 0.85 * done / max(total, 1)) / n,
+                     desc=f"{of}{name}: {stage} {done}/{total} "
+                          f"{'pages' if stage == 'ocr' else 'nodes'}")
+
+        of = f"file {i + 1} of {n}: " if n > 1 else ""
+        progress(i / n, desc=f"{of}{name}: parsing and building the tree")
+        try:
+            r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s,
+                            memories=False, preflighted=True,  # check_upload ran preflight
+                            unit_vectors=True)
+        except DocumentError as e:
+            msg = str(e)
+            messages.append(f"✗ {msg if msg.startswith(name) else f'{name}: {msg}'}")
+            continue
+        except StorageError as e:
+            messages.append(f"✗ {name}: not stored ({e})")
+            continue
+        except Exception:  # a bug, not the user's file: say so, keep the other files
+            messages.append(f"✗ {name}: {internal_error('Indexing')} Nothing was stored.")
+            continue
+        progress((i + 1) / n, desc=f"{name}: stored")
+        if not r.reused:
+            s.forget(r.doc_id)
+        last = str(r.doc_id)
+        verb = "already in the library" if r.reused else "indexed"
+        line = (f"✓ {name} {verb} as #{r.doc_id}: {r.nodes} nodes ({r.leaves} leaves), "
+                f"depth {r.depth}, {r.pages} pages, tree from {r.source}")
+        if not r.reused:
+            line += f" (tree {r.tree_ms / 1e3:.1f} s, evidence {r.evidence_ms / 1e3:.1f} s)"
+        if r.memories == "pending":
+            s.writer.submit(r.doc_id)
+            line += (". Ask it now in text or route mode; its memories are being written "
+                     "in the background (memory mode and the memory router wait for them).")
+        else:
+            line += ". Memories ready: every mode and router can be used."
+        messages.append(line)
+    msg = "\n".join(messages) or "No file chosen."
+    return (msg, library_rows(s), *pickers(s, last))
+
+
+def refresh(s: AppState, current=None):
+    return (library_rows(s), *pickers(s, current))
+
+
+def outline(s: AppState, doc):
+    if doc in (None, "", ALL):
+        return [], "", ""
+    try:
+        tree = s.tree_of(doc_arg(doc))
+    except DocumentNotFound:
+        raise gr.Error(f"no manual with id {doc}") from None
+    return outline_rows(tree), "Select a row of the outline to read that node.", ""
+
+
+def outline_rows(tree) -> list[list]:
+    """One row per node in document order, each run of contents or index nodes folded into
+    one row that says what it holds (app/views/folds.py; its node column: the run's first node)."""
+    labels = tree.labels()
+    folds = {f.first: f for f in contents_folds(tree)}
+    rows, skip = [], set()
+    for n in tree.preorder():
+        if n.id in skip:
+            continue
+        indent = "\u00a0\u00a0\u00a0" * n.depth
+        fold = folds.get(n.id)
+        if fold is not None:
+            skip.update(fold.ids)
+            rows.append([n.id, indent + FOLD_MARK + fold.title,
+                         pages_label(fold.page_start, fold.page_end, tree), fold.tokens, fold.kind])
+        else:
+            rows.append([n.id, indent + labels[n.id], pages_label(n.page_start, n.page_end, tree),
+                         n.tokens, n.kind + (" (OCR)" if tree.is_ocr(n) else "")])
+    return rows
+
+
+def outline_select(s: AppState, doc, evt: gr.SelectData):
+    row = evt.row_value or []
+    if not row or doc in (None, "", ALL):
+        return "", ""
+    if str(row[1]).lstrip("\u00a0").startswith(FOLD_MARK):  # a folded run: all its text
+        try:
+            tree = s.tree_of(int(doc))
+        except DocumentNotFound:
+            return "That manual is not in the library any more.", ""
+        fold = next((f for f in contents_folds(tree) if f.first == int(row[0])), None)
+        if fold is not None:
+            return (f"**{fold.title}**, folded in the outline: a printed "
+                    f"{'table of contents' if fold.kind == 'toc' else 'index'}, left out of "
+                    f"routing and answers ({len(fold.ids)} nodes from node {fold.first} of "
+                    f"manual #{int(doc)})", fold_text(tree, fold))
+    return node_view(s, int(doc), row[0])
+
+
+def library_select(s: AppState, evt: gr.SelectData):
+    row = evt.row_value or []
+    return str(row[0]) if row else gr.update()
+
+
+def node_api(s: AppState, doc_id: int, node_id: int) -> tuple[str, str]:
+    """A stored node's header (Markdown) and text."""
+    return node_view(s, doc_id, node_id)
+
+
+def delete(s: AppState, doc, *, user: str | None = None):
+    s.require_admin(user, "delete manuals")
+    if doc in (None, "", ALL):
+        raise gr.Error("Choose a manual to delete.")
+    doc = doc_arg(doc)
+    try:
+        s.rt.library.get_document(doc)
+    except DocumentNotFound:
+        raise gr.Error(f"no manual with id {doc}") from None
+    s.writer.cancel(doc)  # a document is never deleted under its memory writer
+    try:
+        s.rt.library.delete_document(doc)
+    except DocumentNotFound:
+        raise gr.Error(f"no manual with id {doc}") from None
+    s.forget(doc)
+    return (f"Deleted manual #{doc} (its logged questions stay, without a manual).",
+            library_rows(s), *pickers(s, None), [], "", "")
+
+
+# -- layout and events ---------------------------------------------------------------------------
+
+@dataclass
+class LibraryTab:
+    """The Library tab's components."""
+    files: gr.File
+    status: gr.Textbox
+    mem_line: gr.Markdown
+    table: gr.Dataframe
+    doc: gr.Dropdown
+    delete_btn: gr.Button
+    outline: gr.Dataframe
+    node_head: gr.Markdown
+    node_text: gr.Textbox
+    tab: gr.Tab
+    wrong: gr.Dataframe  # the chosen manual's answers marked wrong (app/views/feedback.py)
+
+
+def build(s: AppState) -> LibraryTab:
+    """The tab's components, inside the caller's ``gr.Tabs``."""
+    with gr.Tab("Library", id="library") as tab:
+        files = gr.File(file_count="multiple", file_types=list(ALLOWED_EXTS),
+                        label=f"Upload manuals (PDF, Markdown, HTML, text; several at "
+                              f"once; up to {s.settings.max_upload_mb:g} MB and "
+                              f"{s.settings.max_pages} pages each)",
+                        elem_id="upload-files")
+        status = gr.Textbox(label="Indexing", lines=3, interactive=False,
+                            elem_id="index-status")
+        mem_line = gr.Markdown(elem_id="memory-status")
+        table = gr.Dataframe(headers=LIBRARY_COLUMNS, value=library_rows(s),
+                             label="Library (memories: ready, or n/N written so far)",
+                             interactive=False, type="array", elem_id="library-table")
+        with gr.Row():
+            doc = gr.Dropdown(label="Manual", choices=doc_choices(s, False), value=None,
+                              scale=4, elem_id="library-doc", allow_custom_value=True)
+            delete_btn = gr.Button("Delete this manual", variant="stop", scale=1,
+                                   elem_id="delete-button", interactive=False)
+        with gr.Row():
+            with gr.Column(scale=3):
+                outline_table = gr.Dataframe(headers=OUTLINE_COLUMNS, label="Outline "
+                                             "(select a row to read the node)",
+                                             interactive=False, type="array",
+                                             max_height=520, elem_id="outline-table",
+                                             column_widths=["8%", "55%", "14%", "10%", "13%"])
+            with gr.Column(scale=2):
+                node_head = gr.Markdown(elem_id="library-node-head")
+                node_text = gr.Textbox(label="Node text", lines=18, interactive=False,
+                                       elem_id="library-node-text")
+        wrong = feedback.build_wrong_list()
+    return LibraryTab(files, status, mem_line, table, doc, delete_btn, outline_table, node_head,
+                      node_text, tab, wrong)
+
+
+def wire(s: AppState, tab: LibraryTab, pickers_out: list, poll_inputs: list,
+         poll_outputs: list) -> None:
+    """The tab's events. ``pickers_out``: the three manual pickers (library, ask, compare);
+    ``poll_inputs``/``poll_outputs``: those of ``poll``, run once an upload returns."""
+    # one progress bar, on the indexing status (not one per output component)
+    tab.files.upload(bind(s, upload, on_gpu=True), tab.files,
+                     [tab.status, tab.table, *pickers_out], api_name="ingest",
+                     concurrency_limit=1, concurrency_id="indexing",
+                     show_progress_on=[tab.status]).then(
+        bind(s, poll), poll_inputs, poll_outputs, api_visibility="private",
+        show_progress="hidden")
+    tab.doc.change(bind(s, outline), tab.doc, [tab.outline, tab.node_head, tab.node_text],
+                   api_name="outline")
+    tab.outline.select(bind(s, outline_select), tab.doc, [tab.node_head, tab.node_text],
+                       api_visibility="private")
+    tab.table.select(bind(s, library_select), None, tab.doc, api_visibility="private")
+    feedback.wire_wrong_list(s, tab.doc, tab.wrong)
+    tab.tab.select(bind(s, feedback.wrong_rows), tab.doc, tab.wrong, api_visibility="private",
+                   show_progress="hidden")  # verdicts given in the Ask tab meanwhile
+    # Delete is live only while a manual is chosen (an empty library has nothing to delete).
+    tab.doc.change(lambda d: gr.update(interactive=d not in (None, "")), tab.doc,
+                   tab.delete_btn, queue=False, api_visibility="private",
+                   show_progress="hidden")
+    tab.delete_btn.click(bind(s, delete), tab.doc,
+                         [tab.status, tab.table, *pickers_out, tab.outline, tab.node_head,
+                          tab.node_text], api_name="delete_manual")

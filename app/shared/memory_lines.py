@@ -1,0 +1,104 @@
+"""What the page says about memories not written yet: which manuals wait, why, how many."""
+from __future__ import annotations
+
+import re
+
+from app.shared.state import ALL, NOT_QUEUED, READY, WAIT_REASONS, AppState
+from storage.errors import DocumentNotFound
+
+HOW_TO_WRITE = ("to write them, upload the file again or run `python -m engine worker` on this "
+                "library")
+
+
+def pending_list(labels: dict[int, str]) -> str:
+    """"#3: 40/120, #4: 0/80 (queued)" of the documents whose memories are not ready."""
+    return ", ".join(f"#{i}: {lab.removeprefix('memories ')}"
+                     for i, lab in labels.items() if lab != READY)
+
+
+def picked_docs(s: AppState, doc) -> list:
+    """The listed documents of a picked manual (or every manual: ``ALL``); none for a value
+    that names no stored manual."""
+    try:
+        return (s.rt.library.list_documents() if doc == ALL
+                else [s.rt.library.get_document(int(doc))])
+    except (DocumentNotFound, TypeError, ValueError):
+        return []
+
+
+def doc_labels(s: AppState, doc) -> dict[int, str]:
+    """The memory labels of a picked manual (or of every manual: ``ALL``)."""
+    return {d.id: s.memory_label(d) for d in picked_docs(s, doc)}
+
+
+def memories_line(labels: dict[int, str], waiting: str) -> str:
+    """One or two sentences on the memories not ready among ``labels``: those being written,
+    and those nobody writes (indexed text-only) with how to write them; ``waiting``: what
+    works meanwhile and what waits (a sentence). Empty when every one is ready."""
+    written = {i: lab for i, lab in labels.items() if lab != READY and NOT_QUEUED not in lab}
+    idle = {i: lab.replace(NOT_QUEUED, "") for i, lab in labels.items() if NOT_QUEUED in lab}
+    out = []
+    if written:
+        out.append(f"Memories are being written ({pending_list(written)}).")
+    if idle:
+        out.append(f"Memories are not written and not queued ({pending_list(idle)}): "
+                   f"{HOW_TO_WRITE}.")
+    return " ".join([*out, waiting]) if out else ""
+
+
+def doc_memory_line(s: AppState, doc, labels: dict[int, str] | None = None) -> str:
+    """The Ask tab's line about the chosen manual's memories (empty when they are ready)."""
+    if doc in (None, ""):
+        return ""
+    if labels is None:
+        labels = doc_labels(s, doc)
+    elif doc != ALL:
+        try:
+            labels = {int(doc): labels.get(int(doc), READY)}
+        except (TypeError, ValueError):
+            return ""
+    return memories_line(labels, "Text and route modes work now; memory mode and the memory "
+                                 "router wait for them.")
+
+
+def doc_counts(s: AppState, doc) -> tuple[int, int, bool]:
+    """(written, nodes, being written?) of the memories not ready of a picked manual (or of
+    every manual), as the library shows them; being written is False when none is queued."""
+    done = total = 0
+    queued = False
+    for d in picked_docs(s, doc):
+        try:
+            counts = s.memory_counts(d)
+        except DocumentNotFound:
+            continue
+        if counts is not None:
+            done, total = done + counts[0], total + counts[1]
+            queued = queued or counts[2] in WAIT_REASONS
+    return done, total, queued
+
+
+# The engine's words on memories still being written (engine.documents.pending_line), whose
+# count the page replaces with the library's (``agreeing_notice``).
+ENGINE_PENDING = re.compile(r"memories are being written \(\d+/\d+ nodes\)")
+
+
+def agreeing_notice(s: AppState, doc, text: str) -> str:
+    """An engine notice as the page shows it: its count of memories written replaced by the one
+    the library shows (``doc_counts``), "not written" where nobody writes them, and its first
+    letter a capital."""
+    if ENGINE_PENDING.search(text):
+        done, total, queued = doc_counts(s, doc)
+        words = (f"memories are being written ({done}/{total} nodes)" if queued
+                 else f"memories are not written ({done}/{total} nodes; {HOW_TO_WRITE})")
+        text = ENGINE_PENDING.sub(words, text)
+    return text[:1].upper() + text[1:]
+
+
+def pending_unavailable(s: AppState, doc) -> str:
+    """Why the memory router's selection is missing, for the disagreement view."""
+    done, total, queued = doc_counts(s, doc)
+    if done < total:
+        return (f"memory router not available yet (memories being written {done}/{total})"
+                if queued else f"memory router not available (memories not written: "
+                               f"{HOW_TO_WRITE})")
+    return "memory router not available for this route"
