@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -248,10 +249,33 @@ def start_replicas(args, env: dict, data: Path,
     return urls, docs
 
 
+# An answer's stages as the Ask tab's metrics name them (app.views.answer_view.METRIC_LABELS),
+# in the order an ask passes them, and the bench's short names for them.
+STAGES = (("cpu wait", "waiting for a free core"), ("route", "routing"),
+          ("passages", "finding the quote"), ("queue", "waiting for the reader"),
+          ("prefill", "reading the prompt (prefill)"), ("decode", "writing the answer"),
+          ("check", "checking the answer"))
+
+
+def stage_times(metrics_md: str) -> dict[str, float]:
+    """{stage: ms} from an answer's metrics table ("| label | 12 ms |"); a stage the table
+    leaves out (not reached, or no wait) is 0."""
+    rows = dict(re.findall(r"^\|\s*([^|]+?)\s*\|\s*([\d.]+) ms\s*\|$", metrics_md or "", re.M))
+    return {short: float(rows.get(label, 0.0)) for short, label in STAGES}
+
+
+def stage_line(stages: list[dict[str, float]]) -> str:
+    """The median of each stage over the answers, in words."""
+    if not stages:
+        return "no answer's stages"
+    return ", ".join(f"{s} {statistics.median(x[s] for x in stages):.0f} ms" for s, _ in STAGES)
+
+
 def answer_phase(url: str, doc: str, clients: int, answers: int, tokens: int,
-                 report: Report, http: dict) -> float:
+                 report: Report, http: dict, stages: list | None = None) -> float:
     """``clients`` clients at once, each asking ``answers`` text-mode questions one after
-    another; returns the phase's wall time (s)."""
+    another; returns the phase's wall time (s). ``stages``: each answer's stage times are
+    appended to it (``stage_times``)."""
     from gradio_client import Client
 
     start = threading.Barrier(clients + 1)
@@ -261,8 +285,10 @@ def answer_phase(url: str, doc: str, clients: int, answers: int, tokens: int,
         start.wait()
         for r in range(answers):
             q = QUESTIONS[(i + r) % len(QUESTIONS)]
-            timed(report, "answer", client.predict, *ask_args(doc, q, "text", tokens),
-                  api_name="/ask")
+            out = timed(report, "answer", client.predict, *ask_args(doc, q, "text", tokens),
+                        api_name="/ask")
+            if out is not None and stages is not None:
+                stages.append(stage_times(out[1]))  # /ask's second output: the metrics
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
     for t in threads:
@@ -284,8 +310,9 @@ def run_together(args, url: str, doc: str, env: dict) -> None:
         *ask_args(doc, QUESTIONS[0], "text", args.answer_tokens), api_name="/ask")  # warm-up
     phases = []
     for clients in (1, args.together):
-        report = Report()
-        wall = answer_phase(url, doc, clients, args.answers, args.answer_tokens, report, http)
+        report, stages = Report(), []
+        wall = answer_phase(url, doc, clients, args.answers, args.answer_tokens, report, http,
+                            stages)
         t = [o.seconds for o in report.outcomes]
         errors = sum(o.error is not None for o in report.outcomes)
         phases.append((clients, statistics.median(t), len(t) / wall * 60, errors))
@@ -293,6 +320,8 @@ def run_together(args, url: str, doc: str, env: dict) -> None:
               f"{args.answer_tokens} tokens in {wall:.1f} s: median wait "
               f"{statistics.median(t):.2f} s, max {max(t):.2f} s, "
               f"{len(t) / wall * 60:.1f} answers per minute, {errors} errors", flush=True)
+        print(f"together: {clients} client(s), median per stage: {stage_line(stages)}",
+              flush=True)
         for o in [o for o in report.outcomes if o.error][:5]:
             print(f"  error: {o.error}")
     (_, alone, tput1, _), (n, many, tputn, _) = phases

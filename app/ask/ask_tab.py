@@ -52,6 +52,16 @@ from engine.routing.fused import ROUTER_WORDS
 # gate loops, doc, node, id
 ROUTE_WIDTHS = ["7%", "23%", "7%", "5%", "7%", "10%", "7%", "7%", "6%", "7%", "4%", "5%", "5%"]
 # The choices' help lines, shown on hover (app/ui.APP_CSS): each choice under the paper's name.
+def read_by(option: str) -> str:
+    """" (memory and flat modes)": the modes that read an Ask option (``Mode.reads``), for a
+    control's label; "" when every mode reads it."""
+    modes = [name for name, mode in MODES.items() if option in mode.reads()]
+    if len(modes) == len(MODES):
+        return ""
+    names = modes[0] if len(modes) == 1 else f"{', '.join(modes[:-1])} and {modes[-1]}"
+    return f" ({names} mode{'s' if len(modes) > 1 else ''})"
+
+
 MODE_INFO = "; ".join(f"{m} mode: {h}" for m, h in MODE_HELP.items()) + "."
 ROUTER_INFO = "; ".join(paper for _, paper in ROUTER_WORDS.values()) + "."
 # The "text mode instead" button asks through the Ask button's own click (as the example questions
@@ -72,7 +82,8 @@ def build(s: AppState) -> AskTab:
                                   elem_id="ask-question")
             max_new = gr.Number(value=128, precision=0, scale=1, min_width=230,
                                 label="Longest answer (tokens)",
-                                info=f"1 to {APP_MAX_NEW_TOKENS}; a longer answer is cut there.",
+                                info=f"1 to {APP_MAX_NEW_TOKENS}; a longer answer is cut "
+                                     f"there.{read_by('max_new_tokens')}",
                                 elem_id="ask-max-new")
             ask_btn = gr.Button("Ask", variant="primary", scale=1, min_width=100,
                                 elem_id="ask-button")
@@ -104,14 +115,14 @@ def build(s: AppState) -> AskTab:
                                        label="Most sections selected (0 = no limit)",
                                        info="Routing stops once this many are selected.",
                                        elem_id="ask-budget")
-                    gate = gr.Checkbox(value=True, label="Re-read memories (memory mode)",
+                    gate = gr.Checkbox(value=True, label=f"Re-read memories{read_by('gate')}",
                                        info="The model may pass over each memory slot "
                                             "a few extra times (the ArcAligner gate); "
                                             "the tree shows how many.",
                                        elem_id="ask-gate")
                     hier_pos = gr.Checkbox(value=False,
-                                           label="Tell the model where each section sits "
-                                                 "(memory mode)",
+                                           label="Tell the model where each section sits"
+                                                 + read_by("hier_pos"),
                                            info="Adds each section's place in the tree "
                                                 "to its memory (HDT position codes).",
                                            elem_id="ask-hier-pos")

@@ -41,6 +41,11 @@ MODE_CHOICES = [(MODES[name].label, name) for name in MODE_HELP]
 METRIC_LABELS = [("ttft_ms", "time to first token (TTFT)", "ms"), ("total_ms", "total", "ms"),
                  ("route_ms", "routing", "ms"), ("quote_ms", "finding the quote", "ms"),
                  ("evidence_ms", "evidence lines", "ms"),
+                 ("cpu_wait_ms", "waiting for a free core", "ms"),
+                 ("queue_ms", "waiting for the reader", "ms"),
+                 ("prefill_ms", "reading the prompt (prefill)", "ms"),
+                 ("decode_ms", "writing the answer", "ms"),
+                 ("check_ms", "checking the answer", "ms"),
                  ("prefill_tokens", "prefill tokens (the prompt)", ""),
                  ("generated_tokens", "generated tokens", ""),
                  ("peak_mem_mb", "memory added at peak", "")]
@@ -75,7 +80,7 @@ def metric_rows(m: dict) -> list[tuple[str, object]]:
     rows = []
     for key, label, unit in METRIC_LABELS:
         v = m.get(key)
-        if v is None or (key == "evidence_ms" and not v):
+        if v is None or (key in ("evidence_ms", "cpu_wait_ms") and not v):
             continue
         if key == "peak_mem_mb":  # growth over the process's size at the request's start
             rows.append((label, "under 1 MB" if v < 1 else f"{v:.0f} MB"))
