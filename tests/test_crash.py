@@ -1,7 +1,8 @@
 """Crash safety: a process killed in the middle of an ingest leaves a consistent library.
 
 The real thing: ``python -m engine ingest`` on a corpus PDF into a temporary SQLite library,
-``kill -9`` at varied moments, ten times in each phase:
+``kill -9`` at varied moments, ten times in each phase (each run a child of one preloaded parent
+that did the runs' imports once: tests/support/forked_cli.py):
 - phase one (tree + routing evidence, one transaction): all or nothing, never a document
   without its nodes and evidence;
 - phase two (memories, one transaction per tree height): the document stays askable, its
@@ -18,7 +19,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 
 from engine.settings import Settings
+from tests.support.forked_cli import PreloadedCli, preloaded_cli
 from tests.support.phase_two import (CHAINS, chain_manual, memory_inserts,  # noqa: F401
                                     stored_blobs, tiny_model_dir)
 
-ROOT = Path(__file__).resolve().parents[1]
 PDF = "camlidl-manual_no-outline.pdf"
 RUNS_PER_PHASE = 10
 TABLES = ("documents", "nodes", "evidence", "memories")
@@ -44,30 +44,29 @@ def _counts(db: Path) -> dict[str, int]:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
-def _kill_when(argv: list[str], env: dict, stage: str, at: int, *, delay: float = 0.0,
+def _kill_when(cli: PreloadedCli, args: list[str], stage: str, at: int, *, delay: float = 0.0,
                also=lambda: True, timeout: float = 240) -> str:
-    """Start ``argv`` (the CLI), wait until its ``stage`` progress bar shows at least ``at`` nodes
-    done and ``also()`` holds, sleep ``delay`` seconds, kill -9; its stderr."""
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    """Start ``python -m engine *args`` (``cli``'s child), wait until its ``stage`` progress bar
+    shows at least ``at`` nodes done and ``also()`` holds, sleep ``delay`` seconds, kill -9; its
+    stderr."""
+    proc = cli.start(args)
     err = bytearray()
-    reached = threading.Event()
+    reached = False
     pattern = _progress(stage)
-
-    def read():
-        while chunk := os.read(proc.stderr.fileno(), 4096):
-            err.extend(chunk)
-            if any(int(x.group(1)) >= at for x in pattern.finditer(err[-8192:])):
-                reached.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
     try:
         t0 = time.monotonic()
-        while not (reached.is_set() and also()):
-            assert proc.poll() is None, f"the ingest ended before the kill: {err[-2000:]!r}"
-            assert time.monotonic() - t0 < timeout, f"no {stage} progress to {at}: {err[-2000:]!r}"
-            time.sleep(0.005)
+        with open(proc.stderr, "rb") as stderr:
+            while True:
+                if chunk := stderr.read():
+                    err.extend(chunk)
+                    reached = reached or any(int(x.group(1)) >= at
+                                             for x in pattern.finditer(err[-8192:]))
+                if reached and also():
+                    break
+                assert proc.poll() is None, f"the ingest ended before the kill: {err[-2000:]!r}"
+                assert time.monotonic() - t0 < timeout, (
+                    f"no {stage} progress to {at}: {err[-2000:]!r}")
+                time.sleep(0.005)
         time.sleep(delay)
         assert proc.poll() is None, "the ingest finished before the kill: raise the document's size"
         os.kill(proc.pid, signal.SIGKILL)
@@ -76,17 +75,24 @@ def _kill_when(argv: list[str], env: dict, stage: str, at: int, *, delay: float 
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
-    reader.join(timeout=5)
+    err.extend(Path(proc.stderr).read_bytes()[len(err):])
     assert proc.returncode == -signal.SIGKILL, err[-2000:]
     return err.decode(errors="replace")
 
 
-def _ingest_and_kill(pdf: Path, db: Path, stage: str, delay: float, min_done: int = 1) -> str:
+def _ingest_cli(folder: Path):
+    """The runs' preloaded parent (a context manager): the CLI writes memories two nodes at a
+    time, its output unbuffered."""
+    return preloaded_cli(dict(os.environ, H2MT_WRITE_BATCH_NODES="2", PYTHONUNBUFFERED="1"),
+                         folder)
+
+
+def _ingest_and_kill(cli: PreloadedCli, pdf: Path, db: Path, stage: str, delay: float,
+                     min_done: int = 1) -> str:
     """Start the CLI, wait for its first ``stage`` progress line with at least ``min_done``
     nodes done, sleep ``delay`` seconds, kill -9."""
-    env = dict(os.environ, H2MT_WRITE_BATCH_NODES="2", PYTHONUNBUFFERED="1")
-    return _kill_when([sys.executable, "-m", "engine", "ingest", str(pdf), "--db",
-                       f"sqlite:///{db}"], env, stage, min_done, delay=delay)
+    return _kill_when(cli, ["ingest", str(pdf), "--db", f"sqlite:///{db}"], stage, min_done,
+                      delay=delay)
 
 
 def _heights_complete(db: Path) -> bool:
@@ -120,21 +126,30 @@ def test_kill_in_phase_one_leaves_all_or_nothing(shared_dir, tmp_path):
     # and after it.
     delays = [0.0] + [rng.uniform(0.0, 1.5) for _ in range(RUNS_PER_PHASE - 1)]
     outcomes = []
-    for run, delay in enumerate(delays):
-        if db.exists():
-            db.unlink()
-        Library(f"sqlite:///{db}").close()
-        _ingest_and_kill(pdf, db, "evidence", delay, min_done=0)
-        Library(f"sqlite:///{db}").close()  # the startup sweep of a new process
-        c = _counts(db)
-        if c["documents"] == 0:
-            assert c == {t: 0 for t in TABLES}, (run, c)
-            outcomes.append("nothing")
-        else:  # the kill came after the commit: the whole phase is there
-            assert c["documents"] == 1 and c["nodes"] == c["evidence"] > 0, (run, c)
-            outcomes.append("phase one whole")
+    with _ingest_cli(tmp_path / "cli") as cli:
+        for run, delay in enumerate(delays):
+            outcomes.append(_phase_one_run(cli, pdf, db, run, delay))
     assert "nothing" in outcomes
     print(f"\nkill -9 in phase one, {RUNS_PER_PHASE} runs: {outcomes}")
+
+
+def _phase_one_run(cli: PreloadedCli, pdf: Path, db: Path, run: int, delay: float) -> str:
+    """One kill in phase one (``delay`` seconds after the evidence's first progress line) on a
+    new library; what the next process finds: "nothing" or "phase one whole"."""
+    from storage import Library
+
+    if db.exists():
+        db.unlink()
+    Library(f"sqlite:///{db}").close()
+    _ingest_and_kill(cli, pdf, db, "evidence", delay, min_done=0)
+    Library(f"sqlite:///{db}").close()  # the startup sweep of a new process
+    c = _counts(db)
+    if c["documents"] == 0:
+        assert c == {t: 0 for t in TABLES}, (run, c)
+        return "nothing"
+    # the kill came after the commit: the whole phase is there
+    assert c["documents"] == 1 and c["nodes"] == c["evidence"] > 0, (run, c)
+    return "phase one whole"
 
 
 @pytest.mark.real_model
@@ -148,19 +163,20 @@ def test_kill_in_phase_two_resumes(shared_dir, tmp_path, tiny_backbone, tiny_par
     db = tmp_path / "library.sqlite3"
     rng = random.Random(1)
     written = []
-    for run in range(RUNS_PER_PHASE):
-        _ingest_and_kill(pdf, db, "memories", rng.uniform(0.0, 2.0))
-        Library(f"sqlite:///{db}").close()
-        c = _counts(db)
-        assert c["documents"] == 1 and c["nodes"] == c["evidence"] > 0, (run, c)
-        assert c["memories"] < c["nodes"], "the kill came after phase two finished"
-        assert _heights_complete(db), f"run {run}: a partly written tree height was stored"
-        written.append(c["memories"])
-        if run < RUNS_PER_PHASE - 1:  # each run starts phase two afresh; the last one resumes
-            with sqlite3.connect(db) as con:
-                con.execute("DELETE FROM memories")
-                # the killed CLI's job still holds its lease: a fresh start, not a take-over
-                con.execute("DELETE FROM memory_jobs")
+    with _ingest_cli(tmp_path / "cli") as cli:
+        for run in range(RUNS_PER_PHASE):
+            _ingest_and_kill(cli, pdf, db, "memories", rng.uniform(0.0, 2.0))
+            Library(f"sqlite:///{db}").close()
+            c = _counts(db)
+            assert c["documents"] == 1 and c["nodes"] == c["evidence"] > 0, (run, c)
+            assert c["memories"] < c["nodes"], "the kill came after phase two finished"
+            assert _heights_complete(db), f"run {run}: a partly written tree height was stored"
+            written.append(c["memories"])
+            if run < RUNS_PER_PHASE - 1:  # each run starts phase two afresh; the last resumes
+                with sqlite3.connect(db) as con:
+                    con.execute("DELETE FROM memories")
+                    # the killed CLI's job still holds its lease: a fresh start, not a take-over
+                    con.execute("DELETE FROM memory_jobs")
     print(f"\nkill -9 in phase two, {RUNS_PER_PHASE} runs: memories stored {written}")
 
     # The real backbone wrote those memories; a runtime with another model asks in text mode
@@ -256,10 +272,11 @@ def _count_memories(engine, doc_id: int) -> int:
                            {"d": doc_id}).scalar_one()
 
 
-def _kill_after(argv: list[str], env: dict, engine, doc_id: int, committed: int, at: int) -> None:
+def _kill_after(cli: PreloadedCli, args: list[str], engine, doc_id: int, committed: int,
+                at: int) -> None:
     """Start the CLI; once the database holds ``committed`` memories (whole heights) and the
     progress bar has passed ``at`` nodes, kill -9."""
-    _kill_when(argv, env, "memories", at,
+    _kill_when(cli, args, "memories", at,
                also=lambda: _count_memories(engine, doc_id) >= committed)
 
 
@@ -268,8 +285,6 @@ def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_mode
     RUNS_PER_PHASE times: the stored heights are whole and bit-identical to an uninterrupted
     run's, and the resume writes exactly the missing nodes (counted in the database's INSERTs),
     ending bit-identical too."""
-    from sqlalchemy import text
-
     from engine.ingest import ingest_file, write_document_memories
     from engine.runtime import Runtime
     from storage import Library
@@ -292,40 +307,53 @@ def test_kill_between_committed_heights_resumes_the_rest(crash_db_url, tiny_mode
     env = dict(os.environ, PYTHONUNBUFFERED="1", H2MT_BACKBONE=str(tiny_model_dir),
                H2MT_CHECKPOINT=str(tiny_model_dir / "parts.safetensors"),
                H2MT_DENSE_ENCODER="none", H2MT_WRITE_BATCH_NODES="2", H2MT_EXAMPLES="0")
-    argv = [sys.executable, "-m", "engine", "ingest", str(md), "--db", crash_db_url]
+    args = ["ingest", str(md), "--db", crash_db_url]
     rng = random.Random(2)
     stored_heights = []
-    for run in range(RUNS_PER_PHASE):
-        with engine.begin() as con:
-            con.execute(text("DELETE FROM memories WHERE doc_id = :d"), {"d": doc})
-            # the killed CLI's job still holds its lease: a fresh start, not a take-over
-            con.execute(text("DELETE FROM memory_jobs WHERE doc_id = :d"), {"d": doc})
-        # k >= 1 heights committed, then a random point of the rest (counted in nodes written),
-        # leaving two heights unwritten at least so that the kill lands inside phase two
-        k = rng.randint(1, len(heights) - 3)
-        at = rng.randint(cum[k - 1] + 1, cum[-3])
-        _kill_after(argv, env, engine, doc, cum[k - 1], at)
-        Library(crash_db_url).close()  # the startup sweep of a new process
-        stored = stored_blobs(engine, doc)
-        whole = next(h for h in range(len(heights) + 1) if h == len(heights)
-                     or any(i not in stored for i in heights[h]))
-        assert set(stored) == {i for h in heights[:whole] for i in h}, (
-            f"run {run}: stored memories are not whole heights")
-        # k heights at least; all of them when the last two heights were written between the
-        # progress line and the kill (a few milliseconds of work on a tiny model: a loaded
-        # machine's CI run saw it once in ten); the resume then writes nothing
-        assert k <= whole <= len(heights), (run, k, whole)
-        assert all(stored[i] == clean[i] for i in stored), f"run {run}: a stored memory differs"
-        with memory_inserts(engine) as inserted:
-            write_document_memories(doc, rt)  # the resume
-        assert sorted(inserted) == sorted(set(clean) - set(stored)), (
-            f"run {run}: the resume wrote {len(inserted)} rows for "
-            f"{len(clean) - len(stored)} missing")
-        assert stored_blobs(engine, doc) == clean, f"run {run}: the resumed memories differ"
-        stored_heights.append(whole)
+    with preloaded_cli(env, tmp_path / "cli") as cli:
+        for run in range(RUNS_PER_PHASE):
+            stored_heights.append(_heights_run(cli, args, rt, doc, heights, cum, clean, rng, run))
     print(f"\nkill -9 after committed heights ({engine.dialect.name}, {RUNS_PER_PHASE} runs, "
           f"{len(heights)} heights): heights stored at the kill {stored_heights}")
     assert len(set(stored_heights)) >= 2, "every kill landed after the same height"
     inside = sum(w < len(heights) for w in stored_heights)
     assert inside >= RUNS_PER_PHASE // 2, f"only {inside} kills landed inside phase two"
     rt.library.close()
+
+
+def _heights_run(cli: PreloadedCli, args: list[str], rt, doc: int, heights: list[list[int]],
+                 cum: list[int], clean: dict[int, bytes], rng: random.Random, run: int) -> int:
+    """One kill after committed heights, then the resume; how many heights were stored."""
+    from sqlalchemy import text
+
+    from engine.ingest import write_document_memories
+    from storage import Library
+
+    engine = rt.library.engine
+    with engine.begin() as con:
+        con.execute(text("DELETE FROM memories WHERE doc_id = :d"), {"d": doc})
+        # the killed CLI's job still holds its lease: a fresh start, not a take-over
+        con.execute(text("DELETE FROM memory_jobs WHERE doc_id = :d"), {"d": doc})
+    # k >= 1 heights committed, then a random point of the rest (counted in nodes written),
+    # leaving two heights unwritten at least so that the kill lands inside phase two
+    k = rng.randint(1, len(heights) - 3)
+    at = rng.randint(cum[k - 1] + 1, cum[-3])
+    _kill_after(cli, args, engine, doc, cum[k - 1], at)
+    Library(rt.settings.database_url).close()  # the startup sweep of a new process
+    stored = stored_blobs(engine, doc)
+    whole = next(h for h in range(len(heights) + 1) if h == len(heights)
+                 or any(i not in stored for i in heights[h]))
+    assert set(stored) == {i for h in heights[:whole] for i in h}, (
+        f"run {run}: stored memories are not whole heights")
+    # k heights at least; all of them when the last two heights were written between the
+    # progress line and the kill (a few milliseconds of work on a tiny model: a loaded
+    # machine's CI run saw it once in ten); the resume then writes nothing
+    assert k <= whole <= len(heights), (run, k, whole)
+    assert all(stored[i] == clean[i] for i in stored), f"run {run}: a stored memory differs"
+    with memory_inserts(engine) as inserted:
+        write_document_memories(doc, rt)  # the resume
+    assert sorted(inserted) == sorted(set(clean) - set(stored)), (
+        f"run {run}: the resume wrote {len(inserted)} rows for "
+        f"{len(clean) - len(stored)} missing")
+    assert stored_blobs(engine, doc) == clean, f"run {run}: the resumed memories differ"
+    return whole

@@ -1,7 +1,9 @@
 """OCR of scanned pages (engine/document/ocr.py): etoolbox's manual rendered to images only (no
 text layer; made here with pymupdf, its outline kept) is indexed, "How do I patch a command?" is
-quoted with \\patchcmd, and the quote is highlighted on its page. Slow (about 40 pages of OCR):
-run it under ``heavy``."""
+quoted with \\patchcmd, and the quote is highlighted on its page. The scan is the manual's first
+SCAN_PAGES pages (OCR takes about two seconds a page on one core): its contents, the user
+commands and the author commands up to the end of "Patching" (\\patchcmd on p. 13, beside
+\\ifpatchable, \\apptocmd and \\pretocmd), with their outline entries."""
 from __future__ import annotations
 
 import pymupdf
@@ -11,10 +13,12 @@ from engine.document.ocr import needs_ocr, tessdata_dir
 from engine.document.tree import DocumentError
 
 SCAN_DPI = 150
+SCAN_PAGES = 14  # etoolbox's pages 1-14: through the "Patching" section of the author commands
 
 
 def scanned(src_path, out_path, pages=None):
-    """Every page rendered to a pixmap and inserted as an image into a new PDF; outline kept."""
+    """Every page (or those of ``pages``) rendered to a pixmap and inserted as an image into a
+    new PDF; the outline kept (its entries for the pages kept, when they are the first ones)."""
     src = pymupdf.open(src_path)
     out = pymupdf.open()
     for page in src if pages is None else (src[i] for i in pages):
@@ -25,6 +29,8 @@ def scanned(src_path, out_path, pages=None):
         new.insert_image(new.rect, stream=pix.tobytes("png"))
     if pages is None:
         out.set_toc(src.get_toc())
+    elif list(pages) == list(range(len(pages))):  # the first pages: a prefix of the outline
+        out.set_toc([entry for entry in src.get_toc() if 1 <= entry[2] <= len(pages)])
     out.save(out_path)
     return out_path
 
@@ -53,15 +59,16 @@ def test_a_scanned_manual_is_indexed_quoted_and_highlighted(tiny_backbone, share
     from engine.ingest import ingest_file
     from tests.support.runtime import make_runtime
 
-    pdf = scanned(shared_dir / "corpus" / "etoolbox-manual.pdf", tmp_path / "etoolbox-scan.pdf")
+    pdf = scanned(shared_dir / "corpus" / "etoolbox-manual.pdf", tmp_path / "etoolbox-scan.pdf",
+                  pages=range(SCAN_PAGES))
     assert not any(page.get_text().strip() for page in pymupdf.open(pdf))
     rt = make_runtime(tiny_backbone, tmp_path)
     seen = []
     doc = ingest_file(pdf, rt, lambda done, total, stage: seen.append((stage, done, total)),
                       memories=False).doc_id
-    assert ("ocr", 40, 40) in seen  # progress per page
+    assert ("ocr", SCAN_PAGES, SCAN_PAGES) in seen  # progress per page
     tree = rt.library.get_tree(doc)
-    assert tree.source == "outline" and tree.ocr_pages == frozenset(range(1, 41))
+    assert tree.source == "outline" and tree.ocr_pages == frozenset(range(1, SCAN_PAGES + 1))
     ans = ask(rt, doc, "How do I patch a command?", AskOptions(mode="quote", k=2), log=False)
     quote = ans.as_json()["quote"]
     # \patchcmd's entry, its signature first (OCR reads the name "\patchema": the heading,
