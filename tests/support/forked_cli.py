@@ -190,8 +190,8 @@ def _serve() -> None:
 
 def _run_child(req: dict) -> None:
     """``python -m engine *args`` in this (forked) process: it ends as that command does, by
-    the SystemExit (or the exception) that leaves ``engine.__main__``, which ends this
-    interpreter."""
+    the SystemExit (or the exception) that leaves the engine's ``__main__`` module, which ends
+    this interpreter."""
     import runpy
 
     for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
