@@ -328,17 +328,27 @@ def run_together(args, url: str, doc: str, env: dict) -> None:
     print(f"together: median wait with {n} clients / alone = {many / alone:.2f}; throughput "
           f"with {n} / alone = {tputn / tput1:.2f}", flush=True)
     if args.engine_baseline:
-        engine = statistics.median(engine_alone(env, int(doc), args.answers, args.answer_tokens))
+        waits, wall_n, waits_n = engine_alone(env, int(doc), args.answers, args.answer_tokens, n)
+        engine = statistics.median(waits)
         print(f"together: the engine alone (ask() in this process, same library, questions and "
               f"options, after one warm-up) median {engine:.2f} s; one client through the API / "
               f"the engine alone = {alone / engine:.2f}", flush=True)
+        tput_n = len(waits_n) / wall_n * 60
+        print(f"together: the engine alone, {n} asks at once (threads, no HTTP): median wait "
+              f"{statistics.median(waits_n):.2f} s, {tput_n:.1f} answers per minute; "
+              f"{n} clients through the API / the engine alone: wait "
+              f"{many / statistics.median(waits_n):.2f}, answers a minute {tputn / tput_n:.2f}",
+              flush=True)
 
 
-def engine_alone(env: dict, doc: int, answers: int, tokens: int) -> list[float]:
+def engine_alone(env: dict, doc: int, answers: int, tokens: int, together: int
+                 ) -> tuple[list[float], float, list[float]]:
     """Wall seconds of ``engine.ask.ask`` (what ``engine ask`` runs: routing, reading, quote,
     evidence lines, answer check, query log) for the questions the lone client asked, in this
     process on the app's library with the app's settings (``Settings.from_env`` of the app's
-    environment), after one warm-up ask; the app stays up but idle meanwhile."""
+    environment), after one warm-up ask; the app stays up but idle meanwhile. Then the same
+    with ``together`` threads asking at once, as the API clients did: (the lone waits, that
+    phase's wall seconds, its waits)."""
     from app.shared.ask_request import AskRequest
     from engine.ask import ask
     from engine.runtime import Runtime
@@ -358,7 +368,25 @@ def engine_alone(env: dict, doc: int, answers: int, tokens: int) -> list[float]:
         t0 = time.perf_counter()
         ask(rt, doc, q, opts)
         waits.append(time.perf_counter() - t0)
-    return waits
+    waits_n: list[float] = []
+    start = threading.Barrier(together + 1)
+
+    def one(i: int) -> None:
+        start.wait()
+        for r in range(answers):
+            q = QUESTIONS[(i + r) % len(QUESTIONS)]
+            t0 = time.perf_counter()
+            ask(rt, doc, q, options(q))
+            waits_n.append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(together)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return waits, time.perf_counter() - t0, waits_n
 
 
 def main(argv: list[str] | None = None) -> None:

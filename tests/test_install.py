@@ -235,6 +235,7 @@ def manual(tmp_path) -> Path:
 # -- fresh environments --------------------------------------------------------------------------
 
 @pytest.mark.install
+@pytest.mark.xdist_group("installs")  # one worker builds both environments, side by side
 def test_space_requirements_only(installs, tmp_path, fresh_cache, manual):
     """As a Space: requirements.txt alone into a fresh environment, ``python app.py`` in the
     checkout; the page comes up with the backbone and answers a question."""
@@ -261,6 +262,7 @@ def test_space_requirements_only(installs, tmp_path, fresh_cache, manual):
 
 
 @pytest.mark.install
+@pytest.mark.xdist_group("installs")  # one worker builds both environments, side by side
 def test_pip_install_console_scripts(installs, tmp_path, fresh_cache, manual):
     """``pip install .`` into a fresh environment (after torch): ``manual-explorer`` serves the
     page with the backbone and the shipped parts, from outside any checkout;

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
+from engine.serving.growing_cache import growing
 from engine.serving.request import GenerationOutcome, Ticket
 
 
@@ -85,7 +86,7 @@ class DecodeBatch:
 
     def __init__(self, row: Row, cache: DynamicCache) -> None:
         self.rows = [row]
-        self.cache = cache
+        self.cache = growing(cache)  # each step writes in place (engine.serving.growing_cache)
         self.mask = torch.ones(1, row.cached, dtype=torch.long, device=self._device)
 
     @property

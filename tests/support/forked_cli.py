@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -79,8 +80,12 @@ class PreloadedCli:
         self.proc = subprocess.Popen([sys.executable, "-m", __name__], cwd=cwd, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log)
-        ready = self._reply(START_S)
-        assert ready == {"ready": True}, ready
+        try:
+            ready = self._reply(START_S)
+            assert ready == {"ready": True}, ready
+        except BaseException:
+            self.close()
+            raise
 
     def start(self, args: list[str]) -> CliChild:
         assert self._child is None or self._child.returncode is not None, "one run at a time"
@@ -128,7 +133,7 @@ class PreloadedCli:
         child = self._child
         if child is not None and child.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid, 9)
+                os.kill(child.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 child.wait(30)
         with contextlib.suppress(OSError):
@@ -138,6 +143,8 @@ class PreloadedCli:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        with contextlib.suppress(OSError):
+            self.proc.stdout.close()
         self._log.close()
 
 

@@ -3,6 +3,7 @@ while the loop stop may still cut them) and ``stripped`` (the pieces without the
 white space)."""
 from __future__ import annotations
 
+import queue
 from typing import Iterator
 
 from transformers import TextIteratorStreamer
@@ -22,6 +23,7 @@ class GuardedStreamer(TextIteratorStreamer):
         self.hold, self.guard = hold, guard
         self.ids: list[int] = []
         self.shown = ""
+        self._ended = False  # the end was read while joining waiting pieces (``__next__``)
 
     def _show(self, ids: list[int], end: bool = False) -> None:
         text = self.tokenizer.decode(ids, **DECODE)
@@ -41,6 +43,23 @@ class GuardedStreamer(TextIteratorStreamer):
         self.ids.extend(value.tolist())
         if len(self.ids) > self.hold:
             self._show(self.ids[: len(self.ids) - self.hold])
+
+    def __next__(self) -> str:
+        """The next text piece, with every piece already waiting joined to it: a reader slower
+        than the decoding (a busy server streaming to many visitors) takes what is ready in one
+        piece instead of one token at a time. The pieces still join to the same text."""
+        if self._ended:
+            raise StopIteration
+        piece = super().__next__()
+        while True:
+            try:
+                more = self.text_queue.get_nowait()
+            except queue.Empty:
+                return piece
+            if more is self.stop_signal:
+                self._ended = True
+                return piece
+            piece += more
 
     def end(self) -> None:
         trim = self.guard.trim if self.guard is not None else 0

@@ -122,3 +122,25 @@ def test_generation_stops_on_a_loop_with_the_real_backbone(real_backbone):
     assert guarded.stop in ("repeat", "loop") and guarded.generated_tokens < 24
     assert not guarded.cut and degeneracy(guarded.text, guarded.stop) is not None
     assert degeneracy(free.text) is not None
+
+
+def test_a_slow_reader_gets_the_waiting_pieces_in_one_and_a_prompt_one_token_at_a_time(
+        real_tokenizer):
+    ids = real_tokenizer.encode(" Use the patchcmd command to patch a macro in place, then check"
+                                " the result with tracingpatches.")
+    prompt = GuardedStreamer(real_tokenizer, hold=0)
+    prompt.put(torch.zeros((1, 0), dtype=torch.long))
+    pieces = []
+    for i in ids:  # read after every token: one piece a token, as before
+        prompt.put(torch.tensor([i]))
+        pieces.append(next(prompt))
+    prompt.end()
+    assert len(pieces) >= len(ids) - 2 and list(prompt) in ([], [""])
+
+    slow = GuardedStreamer(real_tokenizer, hold=0)
+    slow.put(torch.zeros((1, 0), dtype=torch.long))
+    for i in ids:  # nobody reads until the end
+        slow.put(torch.tensor([i]))
+    slow.end()
+    joined = list(slow)
+    assert joined == ["".join(pieces)] == [real_tokenizer.decode(ids, **DECODE)]
