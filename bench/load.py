@@ -278,11 +278,9 @@ def answer_phase(url: str, doc: str, clients: int, answers: int, tokens: int,
     appended to it (``stage_times``)."""
     from gradio_client import Client
 
-    start = threading.Barrier(clients + 1)
-
-    def one(i: int) -> None:
+    def one(i: int, ready) -> None:
         client = Client(url, verbose=False, httpx_kwargs=http)
-        start.wait()
+        ready()
         for r in range(answers):
             q = QUESTIONS[(i + r) % len(QUESTIONS)]
             out = timed(report, "answer", client.predict, *ask_args(doc, q, "text", tokens),
@@ -290,7 +288,14 @@ def answer_phase(url: str, doc: str, clients: int, answers: int, tokens: int,
             if out is not None and stages is not None:
                 stages.append(stage_times(out[1]))  # /ask's second output: the metrics
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
+    return at_once(clients, one)
+
+
+def at_once(clients: int, one) -> float:
+    """Run ``one(i, ready)`` in ``clients`` threads that start together once each has called
+    ``ready()``; the wall seconds from that start until the last ends."""
+    start = threading.Barrier(clients + 1)
+    threads = [threading.Thread(target=one, args=(i, start.wait)) for i in range(clients)]
     for t in threads:
         t.start()
     start.wait()
@@ -369,24 +374,16 @@ def engine_alone(env: dict, doc: int, answers: int, tokens: int, together: int
         ask(rt, doc, q, opts)
         waits.append(time.perf_counter() - t0)
     waits_n: list[float] = []
-    start = threading.Barrier(together + 1)
 
-    def one(i: int) -> None:
-        start.wait()
+    def one(i: int, ready) -> None:
+        ready()
         for r in range(answers):
             q = QUESTIONS[(i + r) % len(QUESTIONS)]
             t0 = time.perf_counter()
             ask(rt, doc, q, options(q))
             waits_n.append(time.perf_counter() - t0)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(together)]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    return waits, time.perf_counter() - t0, waits_n
+    return waits, at_once(together, one), waits_n
 
 
 def main(argv: list[str] | None = None) -> None:
