@@ -44,6 +44,20 @@ def test_the_source_is_read_in_the_tokenizer_s_ids(real_tokenizer):
     assert index.breaks and all("\n" in real_tokenizer.decode([t]) for t in index.breaks)
 
 
+def test_a_span_neither_starts_nor_ends_inside_a_character(real_tokenizer):
+    """"⟨" is three byte tokens: a span ends after all three, past the cap if it must."""
+    text = "\\do{⟨item⟩} ends"
+    end = real_tokenizer.eos_token_id
+    index = span_index(real_tokenizer, text, frozenset({end}), cap=4)
+    ids = index.source
+    lt = [i for i, t in enumerate(ids) if real_tokenizer.decode(ids[:i + 1]).endswith("⟨")][0]
+    assert real_tokenizer.decode(ids[:lt - 1]).endswith("\ufffd")  # "⟨" in parts
+    assert allowed(index, ids[:lt - 1]) == [ids[lt - 1]]  # the cap passed, no end yet
+    assert allowed(index, ids[:lt + 1]) == [end]  # whole again: the cap holds
+    assert ids[lt] not in index.first and ids[lt - 2] in index.first
+    assert not index.holds(ids[:lt - 1]) and index.holds(ids[:lt + 1])
+
+
 def test_the_worker_decodes_copied_spans_as_generate_does(tiny_backbone):
     bb = tiny_backbone
     source = ("[1] Patching (p. 13):\n\\patchcmd[<prefix>]{<command>}{<search>}{<replace>} "
