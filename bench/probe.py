@@ -2,19 +2,20 @@
 key fact (issue 42).
 
     python -m bench.probe [--manuals LIST] [--modes quote,text] [--limit N] [--out DIR]
-                          [--db URL] [--check-only] [--from-rows ROWS]
+                          [--db URL] [--option NAME=VALUE] [--check-only] [--from-rows ROWS]
 
 Every manual of bench/probe/manuals.json is ingested with the product's own ingest (phase one:
 tree and routing evidence, as ``python -m engine ingest --text-only`` does; bench.qa's
 ``ingest_documents``) into one database (default data/probe/lib.sqlite3, reused across runs),
 then every question of bench/probe/questions.jsonl is asked in each mode with the product's
-default options (``AskOptions(mode=...)``). ``engine.answer.evaluation.judge`` scores each answer: the
-quote holds the key fact (its regex), the quote begins on a gold page, the answer shown holds
-the fact, a wrong answer shown unmarked (no flag, no fold, not "not covered"), a right answer
-flagged or folded. The summary gives these per mode, per manual and per size bucket (under 150
-pages, 150-400, over 400); every row (question, quote, its page, answer, the check, a route
-summary, timings) goes to OUT/rows.jsonl, the tables to OUT/summary.md. A generated answer's
-row also carries ``calibration`` (the answer check's signals, confidence, fold line and key line,
+default options (``AskOptions(mode=...)``; ``--option`` sets one, e.g. copy_names=true).
+``engine.answer.evaluation.judge`` scores each answer: the quote holds the key fact (its
+regex), the quote begins on a gold page, the answer shown holds the fact, a wrong answer shown
+unmarked (no flag, no fold, not "not covered"), a right answer flagged or folded. The summary
+gives these per mode, per manual and per size bucket (under 150 pages, 150-400, over 400);
+every row (question, quote, its page, answer, the check, a route summary, timings, the short
+answer) goes to OUT/rows.jsonl, the tables to OUT/summary.md. A generated answer's row also
+carries ``calibration`` (the answer check's signals, confidence, fold line and key line,
 labelled by the key fact: ``bench.calibration.calibration_fields``), and the run ends with the
 confidence's AUROC and risk-coverage curve (``bench.calibration.report``).
 
@@ -38,12 +39,14 @@ from engine.answer.evaluation import COLUMNS, rates  # noqa: F401 (rates: the te
 MODES = ("quote", "text")
 
 
-def ask_row(rt, doc_id: int, q: ProbeQuestion, m: Manual, mode: str) -> dict:
-    """Ask one question in one mode with the product's defaults; the row with its verdicts
-    (engine.ask.evaluate, the app's Evaluation tab's code too) and the manual's size."""
+def ask_row(rt, doc_id: int, q: ProbeQuestion, m: Manual, mode: str,
+            options: dict | None = None) -> dict:
+    """Ask one question in one mode with the product's defaults (``options`` set on them); the
+    row with its verdicts (engine.ask.evaluate, the app's Evaluation tab's code too) and the
+    manual's size."""
     from engine.ask import evaluate
 
-    ev = evaluate(rt, doc_id, q, mode)
+    ev = evaluate(rt, doc_id, q, mode, options)
     # the answer check's signals, confidence and key line, labelled by the key fact
     # (bench.calibration reads these rows: the fold threshold, the risk-coverage curve)
     calibration = (calibration_fields(ev.answer, lambda t: holds(q, t))
@@ -124,6 +127,25 @@ def round_robin(questions: list[ProbeQuestion]) -> list[ProbeQuestion]:
     return [v[i] for i in range(width) for v in by.values() if i < len(v)]
 
 
+def ask_options(pairs: list[str]) -> dict:
+    """``--option NAME=VALUE`` pairs as Ask options (VALUE as JSON: true, 3, null; else a
+    string); SystemExit for a name AskOptions has not."""
+    from dataclasses import fields
+
+    from engine.answer.options import AskOptions
+
+    names, out = {f.name for f in fields(AskOptions)}, {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if name not in names:
+            raise SystemExit(f"error: no Ask option {name!r}")
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=Path, default=QUESTIONS_FILE)
@@ -133,6 +155,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=Path("out/probe"))
     ap.add_argument("--db", default=None,
                     help=f"database URL (default: sqlite:///{DATA_DIR}/lib.sqlite3, reused)")
+    ap.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                    help="an Ask option set for every question (VALUE read as JSON, else as a "
+                         "string), e.g. copy_names=true; repeatable")
     ap.add_argument("--check-only", action="store_true",
                     help="only check that every key's regex matches its gold pages")
     ap.add_argument("--from-rows", type=Path, default=None,
@@ -153,6 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown or any(m not in MODES for m in modes):
         raise SystemExit(f"error: manuals are {', '.join(manuals)}; modes {', '.join(MODES)}")
     questions = round_robin(pick(questions, chosen, args.limit))
+    options = ask_options(args.option)
     if args.check_only:
         bad = check_questions(questions, manuals)
         print("\n".join(bad) or f"{len(questions)} questions: every key matches its gold pages")
@@ -177,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     with open(args.out / "rows.jsonl", "w") as f:
         for mode in modes:  # all quotes first: the cheap mode's figures come early
             for i, q in enumerate(questions, 1):
-                row = ask_row(rt, doc_ids[q.manual], q, manuals[q.manual], mode)
+                row = ask_row(rt, doc_ids[q.manual], q, manuals[q.manual], mode, options)
                 rows.append(row)
                 f.write(json.dumps(row) + "\n")
                 f.flush()

@@ -247,7 +247,8 @@ def _answer(req: Request, metrics: Metrics, t0: float, log: bool,
             streamed, parts = step.plan.streamed(Decoding(
                 max_new_tokens=opts.max_new_tokens, max_time=rt.settings.request_timeout_s,
                 repetition_penalty=opts.repetition_penalty,
-                no_repeat_ngram=opts.no_repeat_ngram), generation_workers(rt)), []
+                no_repeat_ngram=opts.no_repeat_ngram, copy_from=step.copy_from),
+                generation_workers(rt)), []
             try:
                 for piece in streamed:
                     parts.append(piece)
@@ -319,10 +320,11 @@ def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | No
     return answer
 
 
-def evaluate(rt: Runtime, doc_id: int, q: ProbeQuestion, mode: str) -> Evaluation:
+def evaluate(rt: Runtime, doc_id: int, q: ProbeQuestion, mode: str,
+             options: dict | None = None) -> Evaluation:
     """Ask one question of a question file with the product's defaults (``AskOptions(mode=
-    mode)``, not logged) and judge it: the dev probe's and the Evaluation tab's one code
-    (engine/answer/evaluation.py)."""
+    mode)``, ``options`` set on them; not logged) and judge it: the dev probe's and the
+    Evaluation tab's one code (engine/answer/evaluation.py)."""
     t0 = time.perf_counter()
-    ans = ask(rt, doc_id, q.question, AskOptions(mode=mode), log=False)
+    ans = ask(rt, doc_id, q.question, AskOptions(mode=mode, **(options or {})), log=False)
     return Evaluation(evaluation_row(ans, q, mode, (time.perf_counter() - t0) * 1e3), ans)

@@ -250,7 +250,7 @@ def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> 
     """The row of one question's answer (``engine.ask.evaluate`` asks it): what was answered,
     the verdicts, the route in brief, the timings."""
     a = answer_of(ans)
-    met = ans.metrics
+    met, short = ans.metrics, ans.short_answer
     check = ans.check.as_json() if ans.check is not None else None
     return {"id": q.id, "manual": q.manual, "kind": q.kind, "mode": mode,
             "question": q.question, "key": q.key, "gold_pages": list(q.pages),
@@ -264,7 +264,10 @@ def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> 
                            "quote": met.quote_ms,
                            "ttft": met.ttft_ms if mode != "quote" else None,
                            "evidence": met.evidence_ms},
-            "generated_tokens": met.generated_tokens}
+            "generated_tokens": met.generated_tokens,
+            # the short answer (passages.short_answer; None: none given) and whether it holds
+            "short_answer": short.term if short is not None else None,
+            "short_answer_holds": short is not None and holds(q, short.term)}
 
 
 # -- sums ----------------------------------------------------------------------------------------

@@ -65,6 +65,10 @@ class AskOptions:
     # the least score a quote needs; None: the passage ranker's own bar (its JSON file), or
     # sentences.THRESHOLD for the linear score
     quote_threshold: float | None = None
+    # Text mode (sentence packing): a name question's (answer_type.NAME_TYPES) answer may only
+    # copy a span of the sentences given (engine.answer.generation.copying); docs/results.md,
+    # "Copy-constrained decoding for name questions".
+    copy_names: bool = False
 
     def problems(self, settings=None) -> dict[str, str]:
         """{field: one line} for every bad value, whatever the mode: an option a mode does not
@@ -93,6 +97,8 @@ class AskOptions:
                                   f"{self.temperature!r}")
         if not 1.0 <= self.repetition_penalty <= 2.0:
             out["repetition_penalty"] = "the repetition penalty must lie in [1, 2] (1 = off)"
+        if not isinstance(self.copy_names, bool):
+            out["copy_names"] = f"copy_names must be true or false, not {self.copy_names!r}"
         if not 0 < self.query_fraction <= 1:
             out["query_fraction"] = "query_fraction must lie in (0, 1]"
         if settings is not None:

@@ -68,7 +68,9 @@ class ChatPlan:
     messages: list[dict]
 
     def streamed(self, decoding, workers=None) -> "RemoteStreamed":
-        """Streamed from the server (which batches its own asks: no local worker)."""
+        """Streamed from the server (which batches its own asks: no local worker). A copy
+        constraint (``Decoding.copy_from``) is not applied: the chat API takes no logits
+        processor, so a served reader's answer is decoded freely."""
         return RemoteStreamed(self.reader, self.messages, max_new_tokens=decoding.max_new_tokens,
                               max_time=decoding.max_time, guard=decoding.guard)
 

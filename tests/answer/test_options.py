@@ -36,6 +36,7 @@ BAD = [
                             "topk"),
     (dict(router="oracle"), "unknown router 'oracle'; choose one of fused, memory, lexical, "
                             "dense"),
+    (dict(copy_names="yes"), "copy_names must be true or false, not 'yes'"),
 ]
 
 

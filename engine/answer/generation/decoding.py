@@ -18,6 +18,7 @@ import torch
 from transformers import (LogitsProcessorList, NoRepeatNGramLogitsProcessor,
                           RepetitionPenaltyLogitsProcessor, StoppingCriteriaList)
 
+from engine.answer.generation.copying import copy_processor, span_index
 from engine.answer.generation.streamer import DECODE, GuardedStreamer, stripped
 from engine.answer.measure import FirstToken, TokenLogProbs
 from engine.memory.backbone import Backbone
@@ -45,13 +46,16 @@ class Plan:
 
 @dataclass(frozen=True)
 class Decoding:
-    """How a plan is decoded (greedy): token and time limits, the loop stop, penalties."""
+    """How a plan is decoded (greedy): token and time limits, the loop stop, penalties, and the
+    text the answer must copy a span of (or None)."""
 
     max_new_tokens: int = 128
     max_time: float | None = None  # seconds of generation at most (Settings.request_timeout_s)
     guard: bool = True  # stop on a looping 4-gram (engine.answer.generation.cleanup)
     repetition_penalty: float = 1.0  # 1.0 = off
     no_repeat_ngram: int = 0  # 0 = off
+    # the text the answer must be a span of (``engine.answer.generation.copying``); None: free
+    copy_from: str | None = None
 
 
 def eos_ids(backbone: Backbone) -> frozenset[int]:
@@ -60,15 +64,20 @@ def eos_ids(backbone: Backbone) -> frozenset[int]:
     return frozenset([ids] if isinstance(ids, int) else list(ids or []))
 
 
-def processors(repetition_penalty: float = 1.0, no_repeat_ngram: int = 0) -> LogitsProcessorList:
+def processors(repetition_penalty: float = 1.0, no_repeat_ngram: int = 0,
+               backbone: Backbone | None = None, copy_from: str | None = None
+               ) -> LogitsProcessorList:
     """transformers' own logits processors for the penalties, in ``model.generate``'s order
-    (CTRL's penalty on tokens already generated; a ban on repeating an n-gram); with
+    (CTRL's penalty on tokens already generated; a ban on repeating an n-gram), then, with
+    ``copy_from``, the copy constraint (spans of that text in ``backbone``'s tokens); with
     ``inputs_embeds`` they see the generated tokens only, never the prompt's."""
     out = LogitsProcessorList()
     if repetition_penalty != 1.0:
         out.append(RepetitionPenaltyLogitsProcessor(repetition_penalty))
     if no_repeat_ngram:
         out.append(NoRepeatNGramLogitsProcessor(no_repeat_ngram))
+    if copy_from:
+        out.append(copy_processor(span_index(backbone.tokenizer, copy_from, eos_ids(backbone))))
     return out
 
 
@@ -76,10 +85,11 @@ def processors(repetition_penalty: float = 1.0, no_repeat_ngram: int = 0) -> Log
 def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch.Tensor | None = None,
              aligner=None, max_new_tokens: int = 128,
              max_time: float | None = None, streamer=None, guard: bool = True,
-             repetition_penalty: float = 1.0, no_repeat_ngram: int = 0) -> GenerationResult:
+             repetition_penalty: float = 1.0, no_repeat_ngram: int = 0,
+             copy_from: str | None = None) -> GenerationResult:
     """Greedy generation from concatenated input embeddings [n, d] (text and slots).
 
-    ``repetition_penalty`` and ``no_repeat_ngram``: ``processors``.
+    ``repetition_penalty``, ``no_repeat_ngram`` and ``copy_from``: ``processors``.
 
     ``streamer``: a transformers streamer fed the new tokens as they come (a ``GuardedStreamer``
     is given this call's guard); ``guard``: stop on a loop (``RepeatStop``), cutting it off."""
@@ -91,7 +101,8 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
                   do_sample=False,
                   # the log-probs last: they read the scores the token is chosen from
                   logits_processor=LogitsProcessorList(
-                      [*processors(repetition_penalty, no_repeat_ngram), first, logprobs]),
+                      [*processors(repetition_penalty, no_repeat_ngram, backbone, copy_from),
+                       first, logprobs]),
                   pad_token_id=backbone.tokenizer.pad_token_id)
     if guard:
         kwargs["stopping_criteria"] = StoppingCriteriaList([stop])
@@ -146,8 +157,8 @@ def worker_request(plan: Plan, decoding: Decoding,
         max_time=decoding.max_time, eos_token_ids=eos_ids(plan.model),
         # the log-probs last: they read the scores the token is chosen from
         logits_processor=LogitsProcessorList(
-            [*processors(decoding.repetition_penalty, decoding.no_repeat_ngram),
-             TokenLogProbs()]),
+            [*processors(decoding.repetition_penalty, decoding.no_repeat_ngram, plan.model,
+                         decoding.copy_from), TokenLogProbs()]),
         stopping_criteria=[stop] if decoding.guard else [], streamer=streamer,
         slot_mask=plan.slot_mask if gated else None, aligner=plan.aligner if gated else None)
     return request, stop
@@ -168,7 +179,7 @@ def run_plan(plan: Plan, decoding: Decoding, streamer=None) -> GenerationResult:
                     max_new_tokens=decoding.max_new_tokens, max_time=decoding.max_time,
                     streamer=streamer, guard=decoding.guard,
                     repetition_penalty=decoding.repetition_penalty,
-                    no_repeat_ngram=decoding.no_repeat_ngram)
+                    no_repeat_ngram=decoding.no_repeat_ngram, copy_from=decoding.copy_from)
 
 
 class Streamed:

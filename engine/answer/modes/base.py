@@ -32,13 +32,15 @@ class ModeTraits:
 @dataclass(frozen=True)
 class Step:
     """A mode's plan for one question: the prompt (None: nothing is generated), the routed ids
-    it reads or cites, a warning for the user (or None), and the texts the answer is checked
-    against (``engine.answer.checks.check``: what the model was given to read)."""
+    it reads or cites, a warning for the user (or None), the texts the answer is checked
+    against (``engine.answer.checks.check``: what the model was given to read), and the text
+    the answer must be a span of (``Decoding.copy_from``; None: decoded freely)."""
 
     plan: Plan | None
     cited: list[int]
     warning: str | None = None
     sources: tuple[str, ...] = ()
+    copy_from: str | None = None
 
 
 # The Ask options (engine.answer.options.AskOptions) every mode reads: each routes and finds a

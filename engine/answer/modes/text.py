@@ -2,11 +2,14 @@
 RECOMP-style extractive compression), in document order under their heading paths and pages,
 within a small token budget; with no sentence above the threshold it answers without context.
 ``AskOptions.text_packing = "sections"`` keeps the earlier packing (the selected nodes' whole
-text, best routing score first, within ``text_budget``, ``context.pack_context``)."""
+text, best routing score first, within ``text_budget``, ``context.pack_context``).
+``AskOptions.copy_names``: a name question's answer is a span of the sentences given, their
+headers left out (``engine.answer.generation.copying``)."""
 from __future__ import annotations
 
 from engine.answer.passages import sentences as sentence_evidence
-from engine.answer.passages.sections import pack_context
+from engine.answer.passages.answer_type import NAME_TYPES
+from engine.answer.passages.sections import block_bodies, pack_context
 from engine.answer.passages.grounding import quote_bar, sentence_pager
 from engine.answer.modes.base import Mode, Step
 from engine.answer.request import Request
@@ -19,7 +22,8 @@ NO_PASSAGE = ("No passage of the manual matched the question closely enough: thi
 
 class TextMode(Mode):
     name = "text"
-    options = ("text_budget", "text_packing", "text_prompt", "text_sections", "sentence_budget")
+    options = ("text_budget", "text_packing", "text_prompt", "text_sections", "sentence_budget",
+               "copy_names")
     help = "answers from the selected sections' text, with pages (the default)"
     label = "Answer from the text"
     needs_reader = True
@@ -40,8 +44,12 @@ class TextMode(Mode):
                                         quote_bar(inputs.rt, opts.quote_threshold))
         context = sentence_evidence.context_text(kept, sentence_pager(inputs.rt))
         cited = list(dict.fromkeys(s.rid for s in kept))
+        # a name question's answer copies a span of the manual's lines (the headers left out)
+        copied = (block_bodies(context).strip()
+                  if opts.copy_names and inputs.question.kind in NAME_TYPES else "")
         return Step(text_plan(model, inputs.question.text, context, system), cited,
-                    None if kept else NO_PASSAGE, sources=(context,))
+                    None if kept else NO_PASSAGE, sources=(context,),
+                    copy_from=copied or None)
 
     def keeps_evidence(self, reason):
         # a text answer that began to loop may still be right up to there: it keeps its evidence

@@ -16,6 +16,9 @@ import re
 from engine.answer.passages.units import is_code_line
 
 HOWTO, OPTION, SYNTAX, DEFINITION = "howto", "option", "syntax", "definition"
+# The types whose answer is a name the manual prints: a command or code line, an option, a
+# syntax line (a definition's answer is prose).
+NAME_TYPES = (HOWTO, OPTION, SYNTAX)
 
 _SYNTAX_Q = re.compile(r"\b(syntax|signature|usage|arguments? (does|do|of)"
                        r"|parameters? (does|do|of))\b", re.I)

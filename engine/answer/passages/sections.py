@@ -2,9 +2,10 @@
 routed ones in order (``routed_sections``, ``routed_text``: one walk, ``_routed_nodes``), the
 signature a cut entry's later chunk goes on from (``entry_lead``), and
 numbered blocks of them within a token budget (``pack_blocks``, ``pack_context``), each block in
-the one format the reader sees (``block``)."""
+the one format the reader sees (``block``; ``block_bodies``: a context without its headers)."""
 from __future__ import annotations
 
+import re
 from typing import Iterator, NamedTuple
 
 from engine.answer.passages.units import signature_lines
@@ -87,6 +88,15 @@ def heading_path(tree, node_id: int, levels: int = 3) -> str:
 def block(number: int, heading: str, page: int | None, body: str) -> str:
     """One numbered block of a reader's context: ``[i] heading (p. N):`` and its text below."""
     return f"[{number}] {heading}" + (f" (p. {page})" if page else "") + f":\n{body}"
+
+
+# ``block``'s header line ("[2] Patching (p. 13):") at the head of each block of a context
+BLOCK_HEADER = re.compile(r"^\[\d+\] [^\n]*:$", re.M)
+
+
+def block_bodies(context: str) -> str:
+    """A context of ``block``s less their header lines: the manual's own lines."""
+    return BLOCK_HEADER.sub("", context)
 
 
 def pack_blocks(encode, budget: int, items: list[tuple[object, int]],

@@ -41,3 +41,12 @@ def test_blocks_are_numbered_under_heading_paths_and_pages():
     assert kept == [1, 3]
     assert text == ("[1] 2 Use > 2.1 Power (p. 3):\nLarge widgets need 12 V.\n\n"
                     "[2] 1 Intro (p. 1):\nWidgets are small.")
+
+
+def test_block_bodies_are_the_blocks_less_their_headers():
+    from engine.answer.passages.sections import block, block_bodies
+
+    context = "\n\n".join([block(1, "Patching", 13, "\\patchcmd{<cmd>} patches it:\nsee below."),
+                           block(2, "Lists > Loops", None, "[1] is no header here")])
+    assert block_bodies(context).split("\n") == ["", "\\patchcmd{<cmd>} patches it:",
+                                                 "see below.", "", "", "[1] is no header here"]

@@ -1,0 +1,38 @@
+"""Copy-constrained decoding end to end: the bundled reader asked name questions on the etoolbox
+manual in text mode (through the generation worker, as the product asks), with
+``AskOptions.copy_names`` and without. Each constrained answer is a span of the manual's lines
+its context gave (one line, after detokenisation); the free answer to the same prompt is not
+(so the check can fail); a question that asks for no name is decoded freely either way."""
+from __future__ import annotations
+
+import pytest
+
+from engine.answer.passages.answer_type import NAME_TYPES, question_type
+from engine.answer.passages.sections import block_bodies
+from engine.ask import AskOptions, ask
+from engine.ingest import ingest_file
+from tests.support.runtime import make_runtime
+
+pytestmark = pytest.mark.real_model
+
+NAME_QUESTIONS = ("How do I patch a command?", "How do I loop over a comma-separated list?")
+OTHER = "What is etoolbox?"
+
+
+def test_a_copied_answer_is_a_span_of_the_passages(real_backbone, shared_dir, tmp_path):
+    rt = make_runtime(real_backbone, tmp_path)
+    doc = ingest_file(shared_dir / "corpus" / "etoolbox-manual.pdf", rt, memories=False).doc_id
+
+    def text(q: str, copy: bool):
+        return ask(rt, doc, q, AskOptions(mode="text", copy_names=copy), log=False)
+
+    for q in NAME_QUESTIONS:
+        assert question_type(q) in NAME_TYPES
+        copied, free = text(q, True), text(q, False)
+        assert copied.sources == free.sources  # the same prompt
+        lines = block_bodies(copied.sources[0]).split("\n")
+        assert copied.stop == "eos" and copied.text.strip(), copied.text
+        assert any(copied.text in line for line in lines), copied.text
+        assert not any(free.text in line for line in lines), free.text
+    assert question_type(OTHER) not in NAME_TYPES
+    assert text(OTHER, True).text == text(OTHER, False).text
