@@ -15,8 +15,9 @@ from tests.support.runtime import make_runtime
 
 pytestmark = pytest.mark.real_model
 
-NAME_QUESTIONS = ("How do I patch a command?", "How do I loop over a comma-separated list?")
+NAME_QUESTION = "How do I patch a command?"
 OTHER = "What is etoolbox?"
+TOKENS = 48  # enough for the copied line and for the free answer to leave the manual's words
 
 
 def test_a_copied_answer_is_a_span_of_the_passages(real_backbone, shared_dir, tmp_path):
@@ -24,15 +25,15 @@ def test_a_copied_answer_is_a_span_of_the_passages(real_backbone, shared_dir, tm
     doc = ingest_file(shared_dir / "corpus" / "etoolbox-manual.pdf", rt, memories=False).doc_id
 
     def text(q: str, copy: bool):
-        return ask(rt, doc, q, AskOptions(mode="text", copy_names=copy), log=False)
+        return ask(rt, doc, q, AskOptions(mode="text", copy_names=copy, max_new_tokens=TOKENS),
+                   log=False)
 
-    for q in NAME_QUESTIONS:
-        assert question_type(q) in NAME_TYPES
-        copied, free = text(q, True), text(q, False)
-        assert copied.sources == free.sources  # the same prompt
-        lines = block_bodies(copied.sources[0]).split("\n")
-        assert copied.stop == "eos" and copied.text.strip(), copied.text
-        assert any(copied.text in line for line in lines), copied.text
-        assert not any(free.text in line for line in lines), free.text
+    assert question_type(NAME_QUESTION) in NAME_TYPES
+    copied, free = text(NAME_QUESTION, True), text(NAME_QUESTION, False)
+    assert copied.sources == free.sources  # the same prompt
+    lines = block_bodies(copied.sources[0]).split("\n")
+    assert copied.stop == "eos" and copied.text.strip(), copied.text
+    assert any(copied.text in line for line in lines), copied.text
+    assert not any(free.text in line for line in lines), free.text
     assert question_type(OTHER) not in NAME_TYPES
     assert text(OTHER, True).text == text(OTHER, False).text
