@@ -180,26 +180,48 @@ def _upload_and_ask(url: str, manual: Path) -> tuple[str, str]:
     return status, answer
 
 
+class Installs:
+    """The fresh environments by name, each installed the first time a test asks for it. In one
+    process both start with the first ask (their pip runs overlap); under pytest-xdist each
+    worker builds only the one its test needs, so the two tests on two workers build two
+    environments between them, not four."""
+
+    def __init__(self, base: Path):
+        self.base, self.jobs = base, {}
+        self.together = not os.environ.get("PYTEST_XDIST_WORKER")
+
+    def __getitem__(self, name: str) -> Install:
+        for n in (("space", "pip") if self.together else (name,)):
+            if n not in self.jobs:
+                self.jobs[n] = self._start(n)
+        return self.jobs[name]
+
+    def _start(self, name: str) -> Install:
+        if name == "space":  # requirements.txt alone (torch comes from its pin there)
+            src = _copy_source(self.base / "space")
+            job = Install(self.base / "space-venv", ["-r", "requirements.txt"], cwd=src,
+                          log=self.base / "space-install.log")
+        else:  # torch, then the project from a copy of the source tree
+            src = _copy_source(self.base / "src")
+            job = Install(self.base / "pip-venv", [TORCH], [str(src)], cwd=self.base,
+                          log=self.base / "pip-install.log")
+        job.src = src
+        return job
+
+    def stop(self) -> None:
+        for job in self.jobs.values():
+            job.stop()
+
+
 @pytest.fixture(scope="module")
 def installs(tmp_path_factory):
-    """Both fresh environments, installing side by side from the moment the first is needed:
-    "space" gets requirements.txt alone (torch comes from its pin there), "pip" gets torch then
-    the project from a copy of the source tree."""
-    base = tmp_path_factory.mktemp("installs")
-    space_src = _copy_source(base / "space")
-    pip_src = _copy_source(base / "src")
-    jobs = {
-        "space": Install(base / "space-venv", ["-r", "requirements.txt"], cwd=space_src,
-                         log=base / "space-install.log"),
-        "pip": Install(base / "pip-venv", [TORCH], [str(pip_src)], cwd=base,
-                       log=base / "pip-install.log"),
-    }
-    jobs["space"].src, jobs["pip"].src = space_src, pip_src
+    """The fresh environments (``Installs``): "space" gets requirements.txt alone, "pip" gets
+    torch then the project."""
+    jobs = Installs(tmp_path_factory.mktemp("installs"))
     try:
         yield jobs
     finally:
-        for job in jobs.values():
-            job.stop()
+        jobs.stop()
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +257,6 @@ def manual(tmp_path) -> Path:
 # -- fresh environments --------------------------------------------------------------------------
 
 @pytest.mark.install
-@pytest.mark.xdist_group("installs")  # one worker builds both environments, side by side
 def test_space_requirements_only(installs, tmp_path, fresh_cache, manual):
     """As a Space: requirements.txt alone into a fresh environment, ``python app.py`` in the
     checkout; the page comes up with the backbone and answers a question."""
@@ -262,7 +283,6 @@ def test_space_requirements_only(installs, tmp_path, fresh_cache, manual):
 
 
 @pytest.mark.install
-@pytest.mark.xdist_group("installs")  # one worker builds both environments, side by side
 def test_pip_install_console_scripts(installs, tmp_path, fresh_cache, manual):
     """``pip install .`` into a fresh environment (after torch): ``manual-explorer`` serves the
     page with the backbone and the shipped parts, from outside any checkout;
