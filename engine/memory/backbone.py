@@ -206,7 +206,7 @@ def ensure_gguf_cache(gguf: Path, cache_root: Path) -> Path:
     clean_partial_caches(folder)
     done = folder / "complete.json"
     if done.is_file():
-        name_architecture(folder)  # a cache written before the config named it
+        repair_cache_config(folder)  # a cache written before its config was plain
         return folder
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -226,6 +226,7 @@ def ensure_gguf_cache(gguf: Path, cache_root: Path) -> Path:
     # the folder by it); transformers leaves it out of a GGUF-loaded model's config
     model.config.architectures = [type(model).__name__]
     model.config.save_pretrained(tmp)
+    repair_cache_config(tmp)  # the weights saved are plain floats, not packed GGUF
     if model.generation_config is not None:
         model.generation_config.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
@@ -237,30 +238,38 @@ def ensure_gguf_cache(gguf: Path, cache_root: Path) -> Path:
     return folder
 
 
-def name_architecture(folder: Path) -> bool:
-    """Add ``architectures`` to the config.json of a cache written before it was named there
-    (from the config's ``model_type``: llama -> LlamaForCausalLM), so that an inference server
-    can load the folder too; the weights, and so the memory fingerprints, are unchanged. The
-    file is replaced atomically. True when it was changed."""
+def repair_cache_config(folder: Path) -> bool:
+    """Make a cache's config.json describe the plain model its weights are: name the class
+    (``architectures``, from ``model_type``: llama -> LlamaForCausalLM; an inference server loads
+    the folder by it) and drop the GGUF ``quantization_config`` that transformers copies from the
+    source file. The weights are dequantized floats; with the GGUF marker left in, transformers
+    on CUDA treats them as packed GGUF and casts inside every matmul. Caches written before
+    either fix are upgraded in place, atomically; the weights, and so the memory fingerprints,
+    are unchanged. True when the file was changed."""
     path = Path(folder) / "config.json"
     config = json.loads(path.read_text())
-    if config.get("architectures"):
-        return False
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    changed = []
+    if not config.get("architectures"):
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type"))
-    if arch is None:
+        arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type"))
+        if arch is not None:
+            config["architectures"] = [arch]
+            changed.append(f"named the architecture ({arch})")
+    if (config.get("quantization_config") or {}).get("quant_method") == "gguf":
+        del config["quantization_config"]
+        changed.append("dropped the GGUF quantization marker")
+    if not changed:
         return False
-    config["architectures"] = [arch]
     tmp = path.with_name(f"config.json.partial-{os.getpid()}")
     try:
         tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
-    except OSError as e:  # a read-only cache still loads in process; only a server needs this
+    except OSError as e:  # a read-only cache still loads in process (the marker then stays)
         tmp.unlink(missing_ok=True)
-        log.warning("could not name the architecture in %s: %s", path, e)
+        log.warning("could not repair %s: %s", path, e)
         return False
-    log.info("named the architecture (%s) in %s", arch, path)
+    log.info("%s in %s", " and ".join(changed), path)
     return True
 
 

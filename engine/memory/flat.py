@@ -50,7 +50,7 @@ def search(index: FlatIndex, q: torch.Tensor, proj, n: int) -> tuple[list[int], 
     from engine.memory.projections import normalise, centre
 
     mu = centre(index.memories)
-    scores = proj.score(normalise(q.float(), mu), normalise(index.memories, mu))
+    scores = proj.host_score(normalise(q.float().cpu(), mu), normalise(index.memories, mu))
     weights = torch.softmax(scores, 0)
     top = weights.topk(min(n, len(weights))).indices.sort().values
     return top.tolist(), weights

@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from engine.memory import placement
+
 
 class RouterProjections(nn.Module):
     """W_q, W_k of the routing score (H2MT 3.3)."""
@@ -29,8 +31,25 @@ class RouterProjections(nn.Module):
             self.w_k.weight.copy_(proj)
 
     def score(self, q: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        """s(u|q) for q [d] (already centred+normalised) against m [n, d] -> [n]."""
+        """s(u|q) for q [d] (already centred+normalised) against m [n, d] -> [n], on the
+        parts' device and differentiable (training)."""
         return (self.w_k(m) @ self.w_q(q)) / math.sqrt(self.d_head)
+
+    # Serving: the inputs come from the host (storage, the question's vector), the projection
+    # runs where the weights are, and only the result comes back (``placement``).
+    @torch.no_grad()
+    def keys(self, m: torch.Tensor) -> torch.Tensor:
+        """W_k m for centred, normalised memories [n, d] from anywhere -> [n, d_h] on the host."""
+        return placement.to_host(self.w_k(placement.onto(m, self)))
+
+    @torch.no_grad()
+    def query(self, q: torch.Tensor) -> torch.Tensor:
+        """W_q q for a centred, normalised query [d] from anywhere -> [d_h] on the host."""
+        return placement.to_host(self.w_q(placement.onto(q, self)))
+
+    def host_score(self, q: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        """``score`` for host inputs, computed as ``keys`` and ``query``: [n] on the host."""
+        return self.keys(m) @ self.query(q) / math.sqrt(self.d_head)
 
 
 def centre(memories: torch.Tensor) -> torch.Tensor:

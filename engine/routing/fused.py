@@ -86,7 +86,7 @@ class RouteQuery:
 def memory_scores(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections) -> np.ndarray:
     """s(u|q) for every routed node at once (H2MT 3.3), with the node keys W_k m cached."""
     keys = tree.memory_keys(proj)
-    qk = proj.float().w_q(normalise(q.float().cpu(), tree.centre))
+    qk = proj.query(normalise(q.float().cpu(), tree.centre))
     s = (keys @ qk / math.sqrt(proj.d_head)).numpy().astype(np.float32)
     if tree.origin[0] == (None, -1):  # a library's virtual root has no memory
         s[0] = np.nan
@@ -205,8 +205,7 @@ def channels_on_demand(tree: RoutingTree, query: RouteQuery, proj: RouterProject
         found.append(tree.candidates.search(qd))
     if tree.memories is not None and query.memory is not None and proj is not None:
         keys = tree.memory_keys(proj).numpy()  # a view, no copy
-        with torch.no_grad():
-            qk = proj.float().w_q(normalise(query.memory.float().cpu(), tree.centre)).numpy()
+        qk = proj.query(normalise(query.memory.float().cpu(), tree.centre)).numpy()
         scale = 1.0 / math.sqrt(proj.d_head)
         mu, sd = tree.memory_key_moments(proj).stats(qk, scale)
         virtual = tree.origin[0] == (None, -1)

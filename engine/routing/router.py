@@ -149,12 +149,11 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
     if tree.memories is None:
         raise ValueError("the memory router needs the routed nodes' memories")
     t0 = time.perf_counter()
-    proj = proj.float()
     mu = tree.centre
     qn = normalise(q.float().cpu(), mu)
 
     def score_level(kids: np.ndarray) -> list[float]:  # one matmul a level
-        return proj.score(qn, normalise(tree.memories[torch.from_numpy(kids)], mu)).tolist()
+        return proj.host_score(qn, normalise(tree.memories[torch.from_numpy(kids)], mu)).tolist()
 
     scores, probs, visits, selected, stop = walk(tree, score_level, k=k, max_depth=max_depth,
                                                  budget=budget, temperature=temperature)

@@ -79,8 +79,7 @@ class RoutingTree:
         """W_k of every centred, normalised memory [N, d_h], kept per projection object."""
         key = ("keys", id(proj))
         if key not in self._cache:
-            with torch.no_grad():
-                self._cache[key] = proj.float().w_k(normalise(self.memories, self.centre))
+            self._cache[key] = proj.keys(normalise(self.memories, self.centre))
         return self._cache[key]
 
     @property
