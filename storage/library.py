@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from storage.blobs import decode_array, encode_array
 from storage.connection import first_line, make_engine, safe_url
 from storage.errors import DatabaseUnavailable, DocumentNotFound, DuplicateDocument
+from storage.faults import skipped_cache_write
 from storage.memory_store import (MEMORY_INSERT_BATCH, MemoryStore, check_covers, insert_batched,
                                   insert_memories)
 from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryJobRow,
@@ -221,6 +222,9 @@ class Library(MemoryStore, QueryLog, UnitVectorStore):
                 s.add(CandidateIndexRow(key=key, documents=docs, n_nodes=n_nodes, blob=blob))
         except IntegrityError:  # another process stored the same index first (same key: equal)
             if self.get_candidate_index(key) is None:
+                raise
+        except Exception as e:  # a full disk, a lock: the index is built again next time
+            if not skipped_cache_write(e, "a candidate index", log):
                 raise
 
     def candidate_index_keys(self) -> list[str]:
