@@ -6,6 +6,7 @@ import re
 from app.shared.state import ALL, NOT_QUEUED, READY, WAIT_REASONS, AppState
 from storage.errors import DocumentNotFound
 
+PAUSED = "memories paused: "  # the label of memories given back after a storage fault
 HOW_TO_WRITE = ("to write them, upload the file again or run `python -m engine worker` on this "
                 "library")
 
@@ -35,9 +36,15 @@ def memories_line(labels: dict[int, str], waiting: str) -> str:
     """One or two sentences on the memories not ready among ``labels``: those being written,
     and those nobody writes (indexed text-only) with how to write them; ``waiting``: what
     works meanwhile and what waits (a sentence). Empty when every one is ready."""
-    written = {i: lab for i, lab in labels.items() if lab != READY and NOT_QUEUED not in lab}
+    paused = {i: lab for i, lab in labels.items() if lab.startswith(PAUSED)}
+    written = {i: lab for i, lab in labels.items()
+               if lab != READY and NOT_QUEUED not in lab and i not in paused}
     idle = {i: lab.replace(NOT_QUEUED, "") for i, lab in labels.items() if NOT_QUEUED in lab}
     out = []
+    if paused:  # a storage fault (a full disk, the database gone): they resume once it is fixed
+        out.append("Memories are paused (" + ", ".join(
+            f"#{i}: {lab.removeprefix(PAUSED)}" for i, lab in paused.items())
+            + "); they resume once that is fixed.")
     if written:
         out.append(f"Memories are being written ({pending_list(written)}).")
     if idle:

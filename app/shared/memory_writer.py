@@ -18,6 +18,7 @@ from engine.ingest import memory_worker as runtime_worker
 from engine.memory.worker import WriteFn
 from engine.runtime import Runtime
 from storage import MemoryJobs
+from storage.jobs import PAUSED
 
 IDLE_POLL_S = 0.2  # how often ``wait_idle`` looks at the library's open jobs
 # A job waiting this long while no worker writes anything under the runtime's fingerprint is
@@ -37,6 +38,7 @@ class MemoryWriter:
         self.worker = runtime_worker(rt, write=write)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.causes: dict[int, str] = {}  # doc id -> why its memories are paused ("paused")
 
     def _start(self) -> None:
         with self._lock:
@@ -69,14 +71,23 @@ class MemoryWriter:
         ("retrying", None) (a write failed; tried again after a pause) | ("queued", None)
         (waiting, or held by a worker that stopped beating) | ("unclaimed", None) (waiting
         ``UNCLAIMED_S`` while no worker writes anything under this fingerprint: nobody can
-        take it) | ("failed", None) | ("", None)."""
-        job = self.jobs.get(doc_id, self.rt.fingerprint)
+        take it) | ("paused", None) (given back after a storage fault: a full disk, the
+        database gone; ``causes[doc_id]`` says which) | ("failed", None) | ("", None)."""
+        fault = self.worker.paused.get(doc_id)  # this process's worker met it (perhaps unable
+        job = self.jobs.get(doc_id, self.rt.fingerprint)  # to record it in the library)
         if job is None or job.state == "done":
             return "", None
         if job.state == "failed":
             return "failed", None
+        held_here = job.holder in (None, self.worker.holder)
+        if fault is not None and job.state in ("pending", "running") and held_here:
+            self.causes[doc_id] = fault.cause
+            return "paused", None
         if job.live():
             return "writing", (job.done, job.total)
+        if job.state == "pending" and (job.error or "").startswith(PAUSED):
+            self.causes[doc_id] = job.error[len(PAUSED):]
+            return "paused", None
         if job.backing_off():
             return "retrying", None
         if (time.time() - job.updated_at > UNCLAIMED_S
