@@ -126,16 +126,17 @@ class MemoryJobs:
 
     # -- claiming and holding -------------------------------------------------------------------
     def claim(self, fingerprint: str, holder: str, lease_s: float,
-              doc_id: int | None = None, *, dead_holder: str | None = None) -> MemoryJob | None:
+              doc_id: int | None = None, *, take_over: tuple[str, ...] = ()) -> MemoryJob | None:
         """Take the oldest pending job under ``fingerprint`` (one whose retry backoff is over),
-        or a running one whose lease has run out, or one ``dead_holder`` holds (a process known
-        to be gone: ``holder_gone``); only ``doc_id``'s when given; None when there is none
-        free. Rows other workers are claiming are skipped, never waited for. A job claimed
-        ``MAX_ATTEMPTS`` times is marked failed instead."""
+        or a running one whose lease has run out, or one held by a holder of ``take_over``
+        (the claimer itself, whose earlier give-back could not be written, or a process known
+        to be gone); only ``doc_id``'s when given; None when there is none free. Rows other
+        workers are claiming are skipped, never waited for. A job claimed ``MAX_ATTEMPTS``
+        times is marked failed instead."""
         now = time.time()
         expired = MemoryJobRow.lease_until < now
-        if dead_holder is not None:
-            expired = or_(expired, MemoryJobRow.holder == dead_holder)
+        if take_over:
+            expired = or_(expired, MemoryJobRow.holder.in_(list(take_over)))
         free = and_(MemoryJobRow.fingerprint == fingerprint,
                     or_(and_(MemoryJobRow.state == "pending",
                              or_(MemoryJobRow.lease_until.is_(None),

@@ -176,7 +176,10 @@ class MemoryWorker:
     # -- working --------------------------------------------------------------------------------
     def run_one(self) -> int | None:
         """Claim one free job and write it; its document id, or None when none was free."""
-        job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s)
+        # its own holder too: a job it could not give back (the disk full) is never written
+        # by it now (one job at a time), so it is taken again at once
+        job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s,
+                              take_over=(self.holder,))
         if job is None:
             return None
         self._work(job)
@@ -191,7 +194,7 @@ class MemoryWorker:
         dead = None
         while True:
             job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s, doc_id=doc_id,
-                                  dead_holder=dead)
+                                  take_over=(self.holder,) if dead is None else (self.holder, dead))
             if job is not None:
                 self._work(job, progress, give_back=True)
                 return True
