@@ -78,7 +78,11 @@ class Library(MemoryStore, QueryLog, UnitVectorStore):
 
     def recover(self) -> dict[str, int]:
         """Delete what no complete ingest can have left: documents not marked ready, nodes and
-        memories whose document is gone. Rows deleted per table (logged when any)."""
+        memories whose document is gone. Rows deleted per table (logged when any). Nothing is
+        written when nothing is left over, so that a library opens while another process holds
+        its write lock, or on a full disk (it is read then, and says so when written)."""
+        if not self._leftovers():
+            return {"memories": 0, "evidence": 0, "nodes": 0, "documents": 0}
         with self._writing(), self._sessions() as s, s.begin():
             bad = select(DocumentRow.id).where(DocumentRow.status != "ready")
             docs = select(DocumentRow.id)
@@ -105,6 +109,20 @@ class Library(MemoryStore, QueryLog, UnitVectorStore):
             log.warning("library %s: removed leftovers of interrupted ingests: %s",
                         make_url(self.url).render_as_string(hide_password=True), counts)
         return counts
+
+    def _leftovers(self) -> bool:
+        """Whether ``recover`` has anything to delete (read only)."""
+        bad = select(DocumentRow.id).where(DocumentRow.status != "ready")
+        docs = select(DocumentRow.id)
+        with self._sessions() as s:
+            if s.scalar(select(func.count()).select_from(DocumentRow).where(
+                    DocumentRow.status != "ready")):
+                return True
+            for row in (MemoryRow, EvidenceRow, NodeRow, SourceFileRow, PageRow):
+                orphans = select(row.doc_id).where(row.doc_id.in_(bad) | row.doc_id.not_in(docs))
+                if s.execute(orphans.limit(1)).first() is not None:
+                    return True
+        return False
 
     def close(self) -> None:
         self.engine.dispose()
