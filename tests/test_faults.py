@@ -188,6 +188,7 @@ def test_full_disk_during_phase_two_of_the_cli(small_fs, tiny_model_dir, tmp_pat
         whole = [h for h in heights if h <= stored]
         assert stored == set().union(*whole) and len(whole) < len(heights), (len(stored),)
         state, holder, job_error = _job(db, doc)
+        print(f"\nthe job after the full disk: {state} ({job_error or holder})")
         assert (state, job_error) == ("pending", "paused: the disk is full") or (
             state == "running" and f":{proc.pid}:" in holder), (state, holder, job_error)
 
