@@ -365,3 +365,56 @@ def test_sqlite_lock_held_past_the_timeout(tiny_model_dir, tmp_path, monkeypatch
     assert ingest_file(other, rt, memories=False).doc_id != doc
     assert ask(rt, doc, QUESTION, AskOptions(mode="route")).query_id is not None
     rt.library.close()
+
+
+# -- every handler in the one wrapper; the classifier's names ------------------------------------
+
+def test_every_handler_says_a_storage_fault_in_one_line(tmp_path, caplog):
+    """``bind`` (every tab's and API's handler) wraps like the asks: a real read-only library
+    written to is one line naming it; a bug is one line with a reference to its traceback."""
+    from app.shared.binding import bind
+    from storage import Library
+
+    db = tmp_path / "library.sqlite3"
+    Library(f"sqlite:///{db}").close()
+    lib = Library(f"sqlite:///file:{db}?mode=ro&uri=true")  # opens: nothing to sweep, no write
+
+    def refresh(s):  # a handler that writes (named as the library's listing is)
+        s.log_query("q", "route")
+
+    def outline(s):
+        raise KeyError("a bug")
+
+    with pytest.raises(gr.Error) as e:
+        bind(lib, refresh)()
+    assert e.value.message.startswith("Listing the library failed: the database is read-only. "
+                                      "Nothing was stored; make the library writable, then try "
+                                      "again. (ref "), e.value.message
+    ref = re.search(r"ref (\w+)", e.value.message).group(1)
+    assert any(ref in r.getMessage() and "read-only" in r.getMessage() and not r.exc_info
+               for r in caplog.records)
+    with pytest.raises(gr.Error) as e:
+        bind(lib, outline)()
+    assert e.value.message.startswith("Showing the outline failed (internal error, ref ")
+    assert any(r.exc_info and r.exc_info[0] is KeyError for r in caplog.records)
+    lib.close()
+
+
+def test_the_classifier_names_postgresql_and_file_system_faults():
+    import errno
+
+    from sqlalchemy.exc import IntegrityError, OperationalError
+    psycopg_errors = pytest.importorskip("psycopg.errors")
+    from storage.faults import DISK_FULL, LOCKED, READ_ONLY, UNREACHABLE, classify
+
+    def wrapped(orig):
+        return OperationalError("SELECT 1", {}, orig)
+
+    assert classify(wrapped(psycopg_errors.DiskFull("no space"))).kind == DISK_FULL
+    assert classify(wrapped(psycopg_errors.ReadOnlySqlTransaction("ro"))).kind == READ_ONLY
+    assert classify(wrapped(psycopg_errors.LockNotAvailable("lock"))).kind == LOCKED
+    assert classify(wrapped(psycopg_errors.AdminShutdown("bye"))).kind == UNREACHABLE
+    assert classify(OSError(errno.ENOSPC, "No space left on device")).kind == DISK_FULL
+    assert classify(OSError(errno.EROFS, "Read-only file system")).kind == READ_ONLY
+    assert classify(IntegrityError("INSERT", {}, Exception("UNIQUE"))) is None  # not a fault
+    assert classify(KeyError("a bug")) is None
