@@ -212,11 +212,14 @@ class MemoryJobs:
         its attempts start again (stopping is no failed attempt)."""
         return self._end(job, holder, state="pending", attempts=0)
 
-    def pause(self, job: MemoryJob, holder: str, cause: str) -> bool:
+    def pause(self, job: MemoryJob, holder: str, cause: str, *, counted: bool = False) -> bool:
         """Give the job back after a storage fault (``cause``: "the disk is full"): pending at
-        once, for the next run to resume (its attempts start again: the job is not at fault),
-        its error "paused: <cause>" for the library to show until it is claimed again."""
-        return self._end(job, holder, state="pending", attempts=0, error=f"{PAUSED}{cause}")
+        once, for the next run to resume, its error "paused: <cause>" for the library to show
+        until it is claimed again. Its attempts start again (the job is not at fault: a full
+        disk, a read-only database, a lock), or with ``counted`` count on (a connection lost
+        while it wrote: ``claim`` fails it past MAX_ATTEMPTS, as a ``retry``)."""
+        extra = {} if counted else {"attempts": 0}
+        return self._end(job, holder, state="pending", error=f"{PAUSED}{cause}", **extra)
 
     def retry(self, job: MemoryJob, holder: str, error: str, delay_s: float) -> bool:
         """Give the job back as pending after a transient failure, claimable again in

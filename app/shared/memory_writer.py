@@ -15,7 +15,7 @@ import threading
 import time
 
 from engine.ingest import memory_worker as runtime_worker
-from engine.memory.worker import WriteFn
+from engine.memory.worker import WriteFn, holder_gone
 from engine.runtime import Runtime
 from storage import MemoryJobs
 from storage.jobs import PAUSED
@@ -73,13 +73,14 @@ class MemoryWriter:
         ``UNCLAIMED_S`` while no worker writes anything under this fingerprint: nobody can
         take it) | ("paused", None) (given back after a storage fault: a full disk, the
         database gone; ``causes[doc_id]`` says which) | ("failed", None) | ("", None)."""
-        fault = self.worker.paused.get(doc_id)  # this process's worker met it (perhaps unable
-        job = self.jobs.get(doc_id, self.rt.fingerprint)  # to record it in the library)
+        # a fault this process's worker met (perhaps unable to record it in the library)
+        fault = self.worker.paused.get(doc_id) or (self.worker.fault if self.enabled else None)
+        job = self.jobs.get(doc_id, self.rt.fingerprint)
         if job is None or job.state == "done":
             return "", None
         if job.state == "failed":
             return "failed", None
-        held_here = job.holder in (None, self.worker.holder)
+        held_here = job.holder in (None, self.worker.holder) or holder_gone(job.holder)
         if fault is not None and job.state in ("pending", "running") and held_here:
             self.causes[doc_id] = fault.cause
             return "paused", None

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 
 from engine.memory.writer import write_memories
 from storage import DocumentNotFound, Library, LeaseLost, MemoryJob, MemoryJobs
-from storage.faults import Fault, StorageFault, classify
+from storage.faults import IO_ERROR, UNREACHABLE, Fault, StorageFault, classify
 from storage.jobs import MAX_ATTEMPTS
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,7 @@ class MemoryWorker:
         # documents whose job this worker gave back after a storage fault, with the fault (the
         # library shows "memories paused: <cause>" even when the fault kept it from saying so)
         self.paused: dict[int, Fault] = {}
+        self.fault: Fault | None = None  # a storage fault met by its last claim
         self.faults_in_a_row = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -178,8 +179,13 @@ class MemoryWorker:
         """Claim one free job and write it; its document id, or None when none was free."""
         # its own holder too: a job it could not give back (the disk full) is never written
         # by it now (one job at a time), so it is taken again at once
-        job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s,
-                              take_over=(self.holder,))
+        try:
+            job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s,
+                                  take_over=(self.holder,))
+        except Exception as e:
+            self.fault = classify(e)  # what the library shows of the memories waiting
+            raise
+        self.fault = None
         if job is None:
             return None
         self._work(job)
@@ -248,7 +254,9 @@ class MemoryWorker:
                 self.paused[job.doc_id] = fault
                 self.faults_in_a_row += 1
                 log.warning("memories #%d paused: %s", job.doc_id, fault.cause)
-                self._settle(lambda: self.jobs.pause(job, self.holder, fault.cause))
+                counted = fault.kind in (UNREACHABLE, IO_ERROR)  # perhaps the job's doing
+                self._settle(lambda: self.jobs.pause(job, self.holder, fault.cause,
+                                                     counted=counted))
                 if give_back:
                     raise StorageFault(fault, "Writing the memories") from e
                 return
