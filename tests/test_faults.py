@@ -418,3 +418,43 @@ def test_the_classifier_names_postgresql_and_file_system_faults():
     assert classify(OSError(errno.EROFS, "Read-only file system")).kind == READ_ONLY
     assert classify(IntegrityError("INSERT", {}, Exception("UNIQUE"))) is None  # not a fault
     assert classify(KeyError("a bug")) is None
+
+
+def test_the_ask_tab_shows_the_answer_before_its_log(tiny_model_dir, tmp_path, monkeypatch,
+                                                     caplog):
+    """The Ask tab's handler (do_ask) with the library's write lock held past the timeout by
+    another process: the answer is shown, and nothing fails (no feedback bar: nothing logged
+    to rate); once released, the next answer's last update carries its logged id and history."""
+    from app.ask import ask_tab
+    from app.ask.ask_handlers import do_ask
+    from app.shared.ask_request import AskRequest
+    from app.shared.memory_writer import MemoryWriter
+    from app.shared.state import AppState
+    from engine.ingest import ingest_file
+    from engine.runtime import Runtime
+
+    monkeypatch.setenv("H2MT_DB_LOCK_TIMEOUT_S", "1")
+    db = tmp_path / "library.sqlite3"
+    rt = Runtime.load(_settings(tmp_path, tiny_model_dir, f"sqlite:///{db}"))
+    doc = ingest_file(chain_manual(tmp_path / "chained.md"), rt).doc_id
+    s = AppState(rt, rt.settings, MemoryWriter(rt))
+    with gr.Blocks(), gr.Tabs():
+        t = ask_tab.build(s)
+    req = AskRequest(doc=str(doc), question=QUESTION, mode="route", k=2, max_depth=0, budget=0,
+                     gate=True, hier_pos=False, max_new_tokens=8, router="lexical")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        updates = list(do_ask(s, t, req))
+        assert updates[-1][t.answer] and updates[-1][t.view].query_id is None
+        assert rt.library.unlogged == 1
+    finally:
+        holder.communicate("\n", timeout=60)
+    updates = list(do_ask(s, t, req))
+    shown, logged = updates[-2], updates[-1]
+    assert shown[t.view].query_id is None  # the answer on the page before its log is written
+    assert logged[t.answer] == shown[t.answer]
+    assert logged[t.view].query_id == rt.library.list_queries()[-1].id
+    assert any(QUESTION in str(row) for row in logged[t.history])
+    rt.library.close()
