@@ -215,10 +215,9 @@ def test_full_disk_in_the_apps_memory_writer(small_fs, tiny_model_dir, tmp_path,
     """The app's background writer (app/shared/memory_writer.py) meets a full disk after its
     first stored height: the library says "memories paused: the disk is full", an upload says
     so in one line, and the writer resumes at once once space is freed."""
-    from app.library.library_tab import library_line, library_rows
+    from app.library.library_tab import library_line, library_rows, upload
     from app.shared.memory_writer import MemoryWriter
     from app.shared.state import AppState
-    from app.shared.user_errors import user_errors
     from engine.ingest import ingest_file
     from engine.runtime import Runtime
 
@@ -246,10 +245,10 @@ def test_full_disk_in_the_apps_memory_writer(small_fs, tiny_model_dir, tmp_path,
     rows = library_rows(s)  # the listing still works
     assert rows[0][7] == label
     assert library_line({doc: label}).startswith("Memories are paused (#1: the disk is full")
-    with pytest.raises(gr.Error) as e, user_errors("Uploading"):
-        ingest_file(_other_manual(tmp_path), rt, memories=False)
-    assert e.value.message.startswith("Uploading failed: the disk is full. Nothing half-written "
-                                   "was kept; free some space, then try again. (ref "), e.value
+    status, *_ = upload(s, [str(_other_manual(tmp_path))], progress=lambda *a, **k: None)
+    assert re.fullmatch(r"✗ other\.md: Storing it failed: the disk is full\. Nothing half-written "
+                        r"was kept; free some space, then try again\. \(ref \w+ in the server's "
+                        r"log\)", status), status
     assert [x.id for x in rt.library.list_documents()] == [doc]
 
     filled[0].unlink()
@@ -326,6 +325,9 @@ con.execute("COMMIT")
 
 
 def test_sqlite_lock_held_past_the_timeout(tiny_model_dir, tmp_path, monkeypatch, caplog):
+    from app.library.library_tab import upload
+    from app.shared.memory_writer import MemoryWriter
+    from app.shared.state import AppState
     from app.shared.user_errors import user_errors
     from engine.ask import AskOptions, ask
     from engine.ingest import ingest_file
@@ -348,6 +350,10 @@ def test_sqlite_lock_held_past_the_timeout(tiny_model_dir, tmp_path, monkeypatch
         assert e.value.message.startswith(
             "Uploading failed: the database is locked by another process (waited 1 s). Nothing "
             "was lost; try again once the other process is done. (ref "), e.value
+        status, *_ = upload(AppState(rt, rt.settings, MemoryWriter(rt)), [str(other)],
+                            progress=lambda *a, **k: None)
+        assert status.startswith("✗ other.md: Storing it failed: the database is locked by "
+                                 "another process (waited 1 s)."), status
         cli = subprocess.run([sys.executable, "-m", "engine", "ingest", str(other), "--text-only",
                               "--db", url], cwd=ROOT, capture_output=True, text=True, timeout=300,
                              env=_cli_env(tiny_model_dir, H2MT_DB_LOCK_TIMEOUT_S="1",
