@@ -93,7 +93,9 @@ _ERRNO = {errno.ENOSPC: _disk_full, errno.EDQUOT: _disk_full, errno.EROFS: _read
 
 
 def _chain(e: BaseException):
-    """``e``, the driver's exception under a SQLAlchemy one, and their causes."""
+    """``e``, the driver's exception under a SQLAlchemy one, and their explicit causes (not
+    the exceptions being handled when they were raised: a bug raised while a fault was handled
+    stays a bug)."""
     seen: set[int] = set()
     todo = [e]
     while todo:
@@ -102,7 +104,7 @@ def _chain(e: BaseException):
             continue
         seen.add(id(x))
         yield x
-        todo.extend([getattr(x, "orig", None), x.__cause__, x.__context__])
+        todo.extend([getattr(x, "orig", None), x.__cause__])
 
 
 def classify(e: BaseException) -> Fault | None:

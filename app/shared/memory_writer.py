@@ -11,6 +11,7 @@ and shows their progress but writes nothing itself (replicas beside dedicated wo
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -18,7 +19,10 @@ from engine.ingest import memory_worker as runtime_worker
 from engine.memory.worker import WriteFn, holder_gone
 from engine.runtime import Runtime
 from storage import MemoryJobs
+from storage.faults import classify
 from storage.jobs import PAUSED
+
+log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.2  # how often ``wait_idle`` looks at the library's open jobs
 # A job waiting this long while no worker writes anything under the runtime's fingerprint is
@@ -57,7 +61,14 @@ class MemoryWriter:
     def resume_incomplete(self) -> list[int]:
         """Queue every document whose memories are incomplete under the runtime's fingerprint
         (an upload whose phase two was interrupted by a crash or a restart), and start."""
-        queued = self.worker.enqueue_incomplete()
+        try:
+            queued = self.worker.enqueue_incomplete()
+        except Exception as e:  # noqa: BLE001 - a storage fault: the app starts all the same
+            if (fault := classify(e)) is None:
+                raise
+            log.warning("memories to resume were not queued: %s (an upload queues its own)",
+                        fault.cause)
+            self.worker.fault, queued = fault, []
         self._start()
         return queued
 
