@@ -15,8 +15,12 @@ succeeds once the fault is removed.
 - Another process holding the SQLite write lock past the lock timeout: an ask is answered, an
   upload (in the app's wrapper and through the CLI) fails in one line naming the lock, nothing
   is lost, and both succeed once the lock is released.
-(A served reader dying mid-answer: tests/serving/test_remote_reader.py, a real socket broken
-off mid-stream, and tests/test_ask_served.py.)
+- A served reader's process killed (-9) after the first piece of an answer: the ask ends with
+  one line (quote and route kept, nothing logged); the next says the server cannot be reached;
+  the same runtime answers once a server is back (the reader's own cases of a broken stream:
+  tests/serving/test_remote_reader.py).
+- Every handler (``bind``) in the asks' one wrapper: a read-only library and a bug, one line
+  each; the classifier's names for PostgreSQL's and the file system's faults.
 
 Each waits on events (a progress line, a process's "held" line, a server's start), never on
 sleeps.
@@ -463,4 +467,101 @@ def test_the_ask_tab_shows_the_answer_before_its_log(tiny_model_dir, tmp_path, m
     assert logged[t.answer] == shown[t.answer]
     assert logged[t.view].query_id == rt.library.list_queries()[-1].id
     assert any(QUESTION in str(row) for row in logged[t.history])
+    rt.library.close()
+
+
+# -- a served reader killed in the middle of an answer -------------------------------------------
+
+READER = r"""
+import json, socket, sys, threading
+port, hang = int(sys.argv[1]), sys.argv[2] == "hang"  # hang: after the first piece
+sock = socket.socket()
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", port))
+sock.listen(8)
+print(sock.getsockname()[1], flush=True)
+
+def one(conn):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    if data.startswith(b"POST") and b"chat/completions" in data.split(b"\r\n")[0]:
+        def piece(delta, finish):
+            event = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            data = f"data: {json.dumps(event)}\n\n".encode()
+            return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                     + piece({"content": "The"}, None))
+        print("answering", flush=True)
+        if hang:
+            threading.Event().wait()  # until killed
+        done = b"data: [DONE]\n\n"
+        conn.sendall(piece({"content": " widget"}, None) + piece({}, "stop")
+                     + f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
+        conn.close()
+        return
+    body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                 + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    conn.close()
+
+while True:
+    conn, _ = sock.accept()
+    threading.Thread(target=one, args=(conn,), daemon=True).start()
+"""
+
+
+def test_a_served_reader_killed_mid_answer(tiny_backbone, tmp_path):
+    """The reader's server process is killed (-9) after the first piece of an answer: the ask
+    ends with one line (the quote and route kept, nothing logged), the next ask says the
+    server cannot be reached, and the same runtime answers once a server is back."""
+    import threading
+
+    from engine.ask import AskOptions, ask
+    from engine.ingest import ingest_file
+    from tests.support.runtime import MANUAL
+    from tests.test_ask_served import served_runtime
+
+    def serve(port: int, how: str):
+        proc = subprocess.Popen([sys.executable, "-c", READER, str(port), how],
+                                stdout=subprocess.PIPE, text=True)
+        return proc, int(proc.stdout.readline())  # listening
+
+    server, port = serve(0, "hang")
+    url = f"http://127.0.0.1:{port}/v1"
+    rt = served_runtime(tiny_backbone, tmp_path, url, "m")
+    md = tmp_path / "widgets.md"
+    md.write_text(MANUAL)
+    doc = ingest_file(md, rt).doc_id
+    got = []
+    asking = threading.Thread(target=lambda: got.append(ask(
+        rt, doc, "How do I power a large widget?", AskOptions(mode="text", max_new_tokens=8))))
+    try:
+        asking.start()
+        assert server.stdout.readline().strip() == "answering"  # the first piece is out
+        server.kill()
+        server.wait()
+        asking.join(120)
+        assert not asking.is_alive()
+    finally:
+        if server.poll() is None:
+            server.kill()
+    out = got[0].as_json()
+    assert out["reader_error"].startswith(f"the reader at {url}/chat/completions broke off the "
+                                          "answer after 1 pieces"), out["reader_error"]
+    assert "\n" not in out["reader_error"] and out["quote"] is not None and out["route"]
+    down = ask(rt, doc, "How do I power a large widget?", AskOptions(mode="text",
+                                                                      max_new_tokens=4))
+    assert "cannot be reached" in down.reader_error
+    assert rt.library.list_queries() == []  # no answer, nothing logged
+    server, _ = serve(port, "finish")  # the server back, on the same address
+    try:
+        back = ask(rt, doc, "How do I power a large widget?",
+                   AskOptions(mode="text", max_new_tokens=8))
+    finally:
+        server.kill()
+        server.wait()
+    assert back.reader_error is None and back.text.startswith("The widget"), back.as_json()
+    assert back.query_id is not None
     rt.library.close()
