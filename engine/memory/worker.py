@@ -207,7 +207,7 @@ class MemoryWorker:
             held = self.jobs.get(doc_id, self.fingerprint)
             if held is None or held.state in ("done", "failed"):
                 return False
-            if held.state == "running" and holder_gone(held.holder):
+            if held.state == "running" and held.holder != dead and holder_gone(held.holder):
                 dead = held.holder  # its process is gone: taken over now, not after its lease
                 continue
             if progress is not None:
