@@ -319,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request to a reader
+    if not _debug(args):  # a connection the database dropped: said in our one line, not the
+        logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)  # pool's traceback
     from engine.settings import SettingsError
     from storage import DatabaseUnavailable
 
