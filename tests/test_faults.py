@@ -272,6 +272,10 @@ def _other_manual(tmp_path: Path) -> Path:
 # -- PostgreSQL restarted in the middle of an ask ------------------------------------------------
 
 def test_postgresql_restarted_mid_ask(tiny_model_dir, tmp_path, caplog):
+    from app.library.library_tab import outline, poll, refresh
+    from app.shared.binding import bind
+    from app.shared.memory_writer import MemoryWriter
+    from app.shared.state import AppState
     from app.shared.user_errors import user_errors
     from engine.answer.events import AnswerReady, RouteReady
     from engine.ask import AskOptions, ask, ask_stream
@@ -289,14 +293,24 @@ def test_postgresql_restarted_mid_ask(tiny_model_dir, tmp_path, caplog):
         server.stop()  # the database goes away in the middle of the ask
         [answer] = [ev.answer for ev in events if isinstance(ev, AnswerReady)]
         assert answer.query_id is None and rt.library.unlogged == 1
+        s = AppState(rt, rt.settings, MemoryWriter(rt))
         for what, action in (("Answering", lambda: ask(rt, doc, QUESTION,
                                                        AskOptions(mode="route"))),
-                             ("Listing the library", rt.library.list_documents)):
+                             ("Listing the library", bind(s, refresh)),  # the Library tab's
+                             ("Showing the outline", lambda: bind(s, outline)(str(doc)))):
             with pytest.raises(gr.Error) as e, user_errors(what):
                 action()
             assert e.value.message.startswith(f"{what} failed: the database cannot be reached. "
-                                           "Nothing half-written was kept; try again once it "
-                                           "is back. (ref "), e.value
+                                              "Nothing half-written was kept; try again once it "
+                                              "is back. (ref "), e.value
+        # the Library tab's timer: the line in place of the memory line, the rows as shown
+        _, line, _, _ = bind(s, poll)("", None)
+        assert line.startswith("**Listing the library failed: the database cannot be reached.")
+        cli = subprocess.run([sys.executable, "-m", "engine", "list", "--db", server.url],
+                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [said] = cli.stderr.strip().splitlines()  # a process that cannot open it: one line
+        assert cli.returncode == 2 and said.startswith(
+            f"error: cannot open the database {server.url!r}: connection failed"), said
         server.start()
         after = ask(rt, doc, QUESTION, AskOptions(mode="text", max_new_tokens=4))
         assert after.query_id is not None  # the same runtime: no restart of the app
