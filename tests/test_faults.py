@@ -249,6 +249,9 @@ def test_full_disk_in_the_apps_memory_writer(small_fs, tiny_model_dir, tmp_path,
     rows = library_rows(s)  # the listing still works
     assert rows[0][7] == label
     assert library_line({doc: label}).startswith("Memories are paused (#1: the disk is full")
+    from app.shared.memory_lines import agreeing_notice  # memory mode asked meanwhile
+    assert agreeing_notice(s, str(doc), "memories are being written (3/9 nodes); memory mode "
+                           "needs them").startswith("Memories are paused (the disk is full; ")
     status, *_ = upload(s, [str(_other_manual(tmp_path))], progress=lambda *a, **k: None)
     assert re.fullmatch(r"✗ other\.md: Storing it failed: the disk is full\. Nothing half-written "
                         r"was kept; free some space, then try again\. \(ref \w+ in the server's "

@@ -84,6 +84,19 @@ def doc_counts(s: AppState, doc) -> tuple[int, int, bool]:
     return done, total, queued
 
 
+def paused_cause(s: AppState, doc) -> str | None:
+    """Why the memories of a picked manual (or of any manual) are paused: a storage fault met
+    while writing them ("the disk is full"); None when they are not."""
+    for d in picked_docs(s, doc):
+        try:
+            counts = s.memory_counts(d)
+        except DocumentNotFound:
+            continue
+        if counts is not None and counts[2] == "paused":
+            return s.writer.causes.get(d.id, "a storage fault")
+    return None
+
+
 # The engine's words on memories still being written (engine.documents.pending_line), whose
 # count the page replaces with the library's (``agreeing_notice``).
 ENGINE_PENDING = re.compile(r"memories are being written \(\d+/\d+ nodes\)")
@@ -95,7 +108,9 @@ def agreeing_notice(s: AppState, doc, text: str) -> str:
     letter a capital."""
     if ENGINE_PENDING.search(text):
         done, total, queued = doc_counts(s, doc)
-        words = (f"memories are being written ({done}/{total} nodes)" if queued
+        cause = paused_cause(s, doc)
+        words = (f"memories are paused ({cause}; {done}/{total} nodes written)" if cause
+                 else f"memories are being written ({done}/{total} nodes)" if queued
                  else f"memories are not written ({done}/{total} nodes; {HOW_TO_WRITE})")
         text = ENGINE_PENDING.sub(words, text)
     return text[:1].upper() + text[1:]
