@@ -309,11 +309,6 @@ def test_postgresql_restarted_mid_ask(tiny_model_dir, tmp_path, caplog):
         # the Library tab's timer: the line in place of the memory line, the rows as shown
         _, line, _, _ = bind(s, poll)("", None)
         assert line.startswith("**Listing the library failed: the database cannot be reached.")
-        cli = subprocess.run([sys.executable, "-m", "engine", "list", "--db", server.url],
-                             cwd=ROOT, capture_output=True, text=True, timeout=300)
-        [said] = cli.stderr.strip().splitlines()  # a process that cannot open it: one line
-        assert cli.returncode == 2 and said.startswith(
-            f"error: cannot open the database {server.url!r}: connection failed"), said
         server.start()
         after = ask(rt, doc, QUESTION, AskOptions(mode="text", max_new_tokens=4))
         assert after.query_id is not None  # the same runtime: no restart of the app
