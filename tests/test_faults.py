@@ -27,6 +27,7 @@ sleeps.
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -96,7 +97,7 @@ def fill(folder: Path) -> Path:
                 while True:
                     f.write(b"\0" * size)
             except OSError as e:
-                assert e.errno == 28, e  # ENOSPC
+                assert e.errno == errno.ENOSPC, e
     return filler
 
 
@@ -130,8 +131,9 @@ def _job(db: Path, doc: int) -> tuple:
                            (doc,)).fetchone()
 
 
-def _ask_unlogged(rt, doc: int, mode: str, caplog) -> None:
-    """An ask on a library that cannot be written: answered, its log one warning line."""
+def _ask_unlogged(rt, doc: int, mode: str, caplog) -> str:
+    """An ask on a library that cannot be written: answered, its log one warning line (the
+    line)."""
     from engine.ask import AskOptions, ask
 
     before = rt.library.unlogged
@@ -161,7 +163,8 @@ def test_full_disk_during_phase_two_of_the_cli(small_fs, tiny_model_dir, tmp_pat
     heights = [{n.id for n in level} for level in tree.levels_bottom_up()]
     checkpoint(db)
     args = ["ingest", str(md), "--db", url]
-    with preloaded_cli(_cli_env(tiny_model_dir), tmp_path / "cli") as cli:
+    env = _cli_env(tiny_model_dir, H2MT_DATA_DIR=str(tmp_path / "data"))
+    with preloaded_cli(env, tmp_path / "cli") as cli:
         # phase two: once the first memories are written, the process is stopped, the disk
         # filled to its last byte, and the process let go on
         proc = cli.start(args)
@@ -423,8 +426,6 @@ def test_every_handler_says_a_storage_fault_in_one_line(tmp_path, caplog):
 
 
 def test_the_classifier_names_postgresql_and_file_system_faults():
-    import errno
-
     from sqlalchemy.exc import IntegrityError, OperationalError
     psycopg_errors = pytest.importorskip("psycopg.errors")
     from storage.faults import DISK_FULL, LOCKED, READ_ONLY, UNREACHABLE, classify
