@@ -279,15 +279,18 @@ def _answer(req: Request, metrics: Metrics, t0: float, log: bool,
                                            rt.learned("short_answer"), rt.encoder)
     if req.reader is not None:
         answer.reader, answer.reader_error = rt.reader_label, reader_error
-    if log and reader_error is None:  # a failed served reader's empty answer is no answer
-        answer.query_id = rt.library.log_query(
+    yield AnswerReady(answer)
+    # The log comes after the answer and never holds it up or fails it: a storage fault is one
+    # line in the server log (storage/query_log.py); ``query_id`` stays None then. A failed
+    # served reader's empty answer is no answer: not logged.
+    if log and reader_error is None:
+        answer.query_id = rt.library.log_answer(
             req.question.text, mode.name, answer.text,
             doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None, settings=asdict(opts),
             route=answer.as_json()["route"], metrics=asdict(metrics), asker=asker,
             keep_routes=rt.settings.query_log_routes,
             quote=quote.as_json() if quote is not None else None,
             check=answer.check.as_json() if answer.check is not None else None)
-    yield AnswerReady(answer)
 
 
 def ask_stream(rt: Runtime, doc: int | str | None, question: str,
@@ -295,7 +298,8 @@ def ask_stream(rt: Runtime, doc: int | str | None, question: str,
                asker: str | None = None) -> Iterator:
     """Answer ``question`` about one document (id) or the whole library (None / "all"), as
     events: ``RouteReady`` when routing ends, ``TokenChunk``s as the answer is generated,
-    ``AnswerReady`` at the end (engine.answer.events). The chunks join to the answer's text (a
+    ``AnswerReady`` at the end (engine.answer.events); the question is logged after it, as the
+    stream is read to its end (the answer's ``query_id`` is set then). The chunks join to the answer's text (a
     cut answer's text then gets " (cut at N tokens)"). Problems with the request, routing's
     included, raise AskError (or MemoriesPending) here, before any event. The peak memory is
     the larger of routing's and the answer's (``engine.answer.measure``)."""

@@ -3,12 +3,17 @@ worker``.
 
 ``ingest`` prints one JSON object per document on its own line (stdout) and a progress bar on
 stderr; a file the user got wrong prints a JSON error line and the others still go in.
+
+A storage fault (the disk full, the database read-only, unreachable or locked past the lock
+timeout: storage/faults.py) is one line naming it, on stdout as a file's JSON error or on
+stderr as "error: ...", never a traceback; ``--debug`` (or ``H2MT_DEBUG=1``) adds the traceback.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +23,12 @@ from engine.routing.fused import ROUTER_WORDS
 from engine.settings import Settings
 from engine.document.tree import DocumentError
 
+
+
+def _debug(args: argparse.Namespace | None = None) -> bool:
+    """Tracebacks wanted: ``--debug`` or ``H2MT_DEBUG=1``."""
+    return bool(getattr(args, "debug", False)) or os.environ.get("H2MT_DEBUG", "") not in (
+        "", "0")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -39,11 +50,22 @@ def _expand(paths: list[str]) -> list[Path]:
     return out
 
 
+def _stored(rt, path: Path) -> bool:
+    """The file is in the library (its phase one stored); False when that cannot be read."""
+    from engine.ingest import file_sha256
+
+    try:
+        return rt.library.find_by_sha256(file_sha256(path)) is not None
+    except Exception:  # noqa: BLE001 - the database gone as well: say nothing more
+        return False
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from engine.ingest import ingest_file
     from engine.runtime import Runtime
+    from storage.faults import StorageFault, classify
 
     rt = Runtime.load(_settings(args))
     failures = 0
@@ -69,9 +91,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             failures += 1
             continue
         except Exception as e:  # one file's failure never stops the rest of the batch
-            logging.getLogger(__name__).exception("ingest of %s failed", path)
-            print(json.dumps({"file": str(path), "error": f"could not be read "
-                              f"({type(e).__name__}: {e})"}), flush=True)
+            fault = classify(e)
+            if fault is None or _debug(args):
+                logging.getLogger(__name__).exception("ingest of %s failed", path)
+            if fault is not None:  # the storage's fault, named: not the file's
+                line = str(e) if isinstance(e, StorageFault) else fault.line("Storing it")
+                if _stored(rt, path):
+                    line += (" The manual is stored (askable in text and route modes); the "
+                             "same command writes its missing memories.")
+                print(json.dumps({"file": str(path), "error": line}), flush=True)
+            else:
+                print(json.dumps({"file": str(path), "error": f"could not be read "
+                                  f"({type(e).__name__}: {e})"}), flush=True)
             failures += 1
             continue
         finally:
@@ -208,10 +239,14 @@ class OneLineParser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m engine", description=__doc__.split("\n")[0])
+    parser.add_argument("--debug", action="store_true",
+                        help="tracebacks for storage faults too (also H2MT_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--db", help="SQLAlchemy URL (default: SQLite file in the data folder)")
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="tracebacks for storage faults too (also H2MT_DEBUG=1)")
 
     p = sub.add_parser("ingest", help="build trees and memories of files and store them")
     p.add_argument("paths", nargs="+", help="files or folders (PDF, Markdown, text, HTML, ORD-QA JSON)")
@@ -284,11 +319,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request to a reader
+    if not _debug(args):  # a connection the database dropped: said in our one line, not the
+        logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)  # pool's traceback
     from engine.settings import SettingsError
     from storage import DatabaseUnavailable
+
+    from storage.faults import classify
 
     try:
         return args.func(args)
     except (DatabaseUnavailable, SettingsError) as e:  # a wrong --db or H2MT_*: one line
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # a storage fault: one line naming it (a bug: its traceback)
+        fault = classify(e)
+        if fault is None or _debug(args):
+            raise
+        print(f"error: {fault.line()}", file=sys.stderr)
+        return 1

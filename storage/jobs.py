@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from storage.library import Library
 
 MAX_ATTEMPTS = 5  # claims of one job (take-overs included) before it is marked failed
+PAUSED = "paused: "  # the error of a job given back after a storage fault, before its cause
 STATES = ("pending", "running", "done", "failed")
 
 
@@ -125,17 +126,22 @@ class MemoryJobs:
 
     # -- claiming and holding -------------------------------------------------------------------
     def claim(self, fingerprint: str, holder: str, lease_s: float,
-              doc_id: int | None = None) -> MemoryJob | None:
+              doc_id: int | None = None, *, take_over: tuple[str, ...] = ()) -> MemoryJob | None:
         """Take the oldest pending job under ``fingerprint`` (one whose retry backoff is over),
-        or a running one whose lease has run out; only ``doc_id``'s when given; None when there
-        is none free. Rows other workers are claiming are skipped, never waited for. A job
-        claimed ``MAX_ATTEMPTS`` times is marked failed instead."""
+        or a running one whose lease has run out, or one held by a holder of ``take_over``
+        (the claimer itself, whose earlier give-back could not be written, or a process known
+        to be gone); only ``doc_id``'s when given; None when there is none free. Rows other
+        workers are claiming are skipped, never waited for. A job claimed ``MAX_ATTEMPTS``
+        times is marked failed instead."""
         now = time.time()
+        expired = MemoryJobRow.lease_until < now
+        if take_over:
+            expired = or_(expired, MemoryJobRow.holder.in_(list(take_over)))
         free = and_(MemoryJobRow.fingerprint == fingerprint,
                     or_(and_(MemoryJobRow.state == "pending",
                              or_(MemoryJobRow.lease_until.is_(None),
                                  MemoryJobRow.lease_until <= now)),
-                        and_(MemoryJobRow.state == "running", MemoryJobRow.lease_until < now)))
+                        and_(MemoryJobRow.state == "running", expired)))
         if doc_id is not None:
             free = and_(free, MemoryJobRow.doc_id == doc_id)
         with self._tx() as s:
@@ -205,6 +211,15 @@ class MemoryJobs:
         """Give the job back as pending (a worker stopping): another worker takes it at once;
         its attempts start again (stopping is no failed attempt)."""
         return self._end(job, holder, state="pending", attempts=0)
+
+    def pause(self, job: MemoryJob, holder: str, cause: str, *, counted: bool = False) -> bool:
+        """Give the job back after a storage fault (``cause``: "the disk is full"): pending at
+        once, for the next run to resume, its error "paused: <cause>" for the library to show
+        until it is claimed again. Its attempts start again (the job is not at fault: a full
+        disk, a read-only database, a lock), or with ``counted`` count on (a connection lost
+        while it wrote: ``claim`` fails it past MAX_ATTEMPTS, as a ``retry``)."""
+        extra = {} if counted else {"attempts": 0}
+        return self._end(job, holder, state="pending", error=f"{PAUSED}{cause}", **extra)
 
     def retry(self, job: MemoryJob, holder: str, error: str, delay_s: float) -> bool:
         """Give the job back as pending after a transient failure, claimable again in

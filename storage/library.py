@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 import networkx as nx
 import numpy as np
 from sqlalchemy import delete, func, insert, select, text, update
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (ArgumentError, IntegrityError, InterfaceError, NoSuchModuleError,
                             OperationalError)
 from sqlalchemy.orm import Session, sessionmaker
@@ -29,11 +28,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from storage.blobs import decode_array, encode_array
 from storage.connection import first_line, make_engine, safe_url
 from storage.errors import DatabaseUnavailable, DocumentNotFound, DuplicateDocument
+from storage.faults import skipped_cache_write
 from storage.memory_store import (MEMORY_INSERT_BATCH, MemoryStore, check_covers, insert_batched,
                                   insert_memories)
 from storage.models import (Base, CandidateIndexRow, DocumentRow, EvidenceRow, MemoryJobRow,
                             MemoryRow, NodeRow, PageRow, QueryRow, SourceFileRow)
 from storage.query_log import QueryLog
+from storage.sweep import LeftoverSweep
 from storage.unit_vectors import UnitVectorStore
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence, SourceFile,
                              as_utc)
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 SCHEMA_LOCK_KEY = 0x48324D54  # PostgreSQL advisory lock held while the tables are created
 
 
-class Library(MemoryStore, QueryLog, UnitVectorStore):
+class Library(MemoryStore, QueryLog, UnitVectorStore, LeftoverSweep):
     """All stored documents; construct with any SQLAlchemy URL (tables are created if missing)."""
 
     def __init__(self, url: str, *, echo: bool = False):
@@ -74,36 +75,6 @@ class Library(MemoryStore, QueryLog, UnitVectorStore):
 
     def _writing(self):
         return self._write_lock if self._write_lock is not None else contextlib.nullcontext()
-
-    def recover(self) -> dict[str, int]:
-        """Delete what no complete ingest can have left: documents not marked ready, nodes and
-        memories whose document is gone. Rows deleted per table (logged when any)."""
-        with self._writing(), self._sessions() as s, s.begin():
-            bad = select(DocumentRow.id).where(DocumentRow.status != "ready")
-            docs = select(DocumentRow.id)
-            counts = {
-                "memories": s.execute(delete(MemoryRow).where(
-                    MemoryRow.doc_id.in_(bad) | MemoryRow.doc_id.not_in(docs))).rowcount,
-                "evidence": s.execute(delete(EvidenceRow).where(
-                    EvidenceRow.doc_id.in_(bad) | EvidenceRow.doc_id.not_in(docs))).rowcount,
-                "nodes": s.execute(delete(NodeRow).where(
-                    NodeRow.doc_id.in_(bad) | NodeRow.doc_id.not_in(docs))).rowcount,
-            }
-            sources = s.execute(delete(SourceFileRow).where(
-                SourceFileRow.doc_id.in_(bad) | SourceFileRow.doc_id.not_in(docs))).rowcount
-            if sources:  # reported only when any (the key is newer than the others)
-                counts["source_files"] = sources
-            page_rows = s.execute(delete(PageRow).where(
-                PageRow.doc_id.in_(bad) | PageRow.doc_id.not_in(docs))).rowcount
-            if page_rows:
-                counts["document_pages"] = page_rows
-            s.execute(update(QueryRow).where(QueryRow.doc_id.in_(bad)).values(doc_id=None))
-            counts["documents"] = s.execute(
-                delete(DocumentRow).where(DocumentRow.status != "ready")).rowcount
-        if any(counts.values()):
-            log.warning("library %s: removed leftovers of interrupted ingests: %s",
-                        make_url(self.url).render_as_string(hide_password=True), counts)
-        return counts
 
     def close(self) -> None:
         self.engine.dispose()
@@ -221,6 +192,9 @@ class Library(MemoryStore, QueryLog, UnitVectorStore):
                 s.add(CandidateIndexRow(key=key, documents=docs, n_nodes=n_nodes, blob=blob))
         except IntegrityError:  # another process stored the same index first (same key: equal)
             if self.get_candidate_index(key) is None:
+                raise
+        except Exception as e:  # a full disk, a lock: the index is built again next time
+            if not skipped_cache_write(e, "a candidate index", log):
                 raise
 
     def candidate_index_keys(self) -> list[str]:

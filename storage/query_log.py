@@ -1,21 +1,53 @@
 """The library's query log: each question asked, with its settings, route, answer and metrics,
 the answer's quote and check (``query_answers``), and who asked it when sign-in is on
-(``QueryLog``, a part of ``Library``)."""
+(``QueryLog``, a part of ``Library``).
+
+An answer never depends on its log: ``log_answer`` is what an ask calls once its answer is out,
+and a storage fault there (a full disk, a read-only or unreachable database, a lock held past
+the timeout: storage/faults.py) is one line in the server log and one more in ``unlogged``,
+never an error.
+"""
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
+from storage.faults import classify
 from storage.models import DocumentRow, QueryAnswerRow, QueryAskerRow, QueryRow
 from storage.records import QueryRecord, as_utc
 
 ROUTE_PRUNE_SPAN = 64  # ids below the kept routes looked at per logged question
 
+log = logging.getLogger(__name__)
+_UNLOGGED_LOCK = threading.Lock()
+
 
 class QueryLog:
-    """The query-log methods of ``Library`` (its sessions and write lock)."""
+    """The query-log methods of ``Library`` (its sessions and write lock). ``unlogged``: the
+    answers given but not logged since the library was opened (``log_answer``)."""
+
+    unlogged: int = 0
+
+    def log_answer(self, question: str, mode: str, answer: str = "", **kwargs: Any) -> int | None:
+        """``log_query`` for an answer already given: its id, or None when a storage fault
+        kept it out of the log (one warning line, counted in ``unlogged``; the answer stands).
+        Anything else (a bug: a value that is not JSON, a constraint) is raised."""
+        try:
+            return self.log_query(question, mode, answer, **kwargs)
+        except Exception as e:
+            fault = classify(e)
+            if fault is None:
+                raise
+            with _UNLOGGED_LOCK:
+                self.unlogged += 1
+                n = self.unlogged
+            log.warning("question log: a %s-mode answer was given but not logged: %s (%d "
+                        "unlogged since start)", mode, fault.cause, n)
+            return None
 
     def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
                   settings: dict[str, Any] | None = None, route: Any = None,

@@ -3,10 +3,15 @@ and fingerprint, the vector of each text the quote stage encoded, by the text's 
 a document's first use in a process, added to as new texts are encoded."""
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from storage.faults import skipped_cache_write
 from storage.models import DocumentRow, UnitVectorRow
+
+log = logging.getLogger(__name__)
 
 INSERT_BATCH = 500
 
@@ -45,6 +50,10 @@ class UnitVectorStore:
                     s.execute(insert(UnitVectorRow), rows[i:i + INSERT_BATCH])
         except IntegrityError:  # a process beside this one stored the same texts: theirs stay
             return 0
+        except Exception as e:  # a full disk, a lock: the vectors are encoded again next time
+            if skipped_cache_write(e, "passage vectors", log):
+                return 0
+            raise
         return len(rows)
 
     def _drop_unit_vectors(self, s, doc_id: int) -> None:

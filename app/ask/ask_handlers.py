@@ -58,7 +58,7 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
         gr.Warning(notice)
         yield {t.view: ViewState(notice=notice)}
         return
-    text, quoted, mode = "", False, None
+    text, quoted, mode, answered = "", False, None, None
     for ev in chain([first], events):
         if isinstance(ev, RouteReady):
             mode = ev.mode
@@ -80,7 +80,12 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
             a = ev.answer  # a quote found after generation (memory, full, flat) comes now
             late = ({} if quoted
                     else quote_updates(t, *quote_outputs(s, a.quote, a.not_covered, a.traits)))
-            yield {**final_updates(s, t, a, req.doc, user), **late}
+            answered = {**final_updates(s, t, a, req.doc, user), **late}
+            yield answered
+    if answered is not None and a.query_id is not None:  # logged after the answer was shown:
+        # the same outputs (a client's last result keeps its shape), its feedback and history
+        yield {**answered, t.view: replace(answered[t.view], query_id=a.query_id),
+               t.history: history_rows(s, req.doc, user=user)}
 
 
 def route_updates(t: AskTab, rv) -> dict:

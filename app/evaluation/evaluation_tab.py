@@ -231,8 +231,13 @@ def build(s: AppState) -> EvaluationTab:
                          run, head, tree, example)
 
 
+def manual_choices(s: AppState):
+    """The manual picker's choices, as the library lists them now."""
+    return gr.update(choices=doc_choices(s, False))
+
+
 def wire(s: AppState, t: EvaluationTab) -> None:
-    t.tab.select(lambda: gr.update(choices=doc_choices(s, False)), None, t.doc,
+    t.tab.select(bind(s, manual_choices), None, t.doc,
                  api_visibility="private", show_progress="hidden", queue=False)
     t.button.click(bind(s, run_file), [t.doc, t.file, t.mode],
                    [t.status, t.table, t.summary, t.risk, t.download, t.run],

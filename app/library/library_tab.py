@@ -24,13 +24,14 @@ from app.shared.binding import bind
 from app.shared.memory_lines import doc_memory_line, memories_line
 from app.shared.state import ALL, AppState, doc_arg, doc_choices, node_view, pickers
 from app.shared.uploads import ALLOWED_EXTS, UploadRejected, check_upload
-from app.shared.user_errors import internal_error, user_error
+from app.shared.user_errors import internal_error, storage_fault, user_error
 from app.views import feedback
 from app.views.folds import FOLD_MARK, contents_folds, fold_text
 from app.views.hover import pages_label
 from engine.document.tree import DocumentError
 from engine.ingest import ingest_file
 from storage.errors import DocumentNotFound, StorageError
+from storage.faults import classify
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,17 @@ def library_rows(s: AppState, docs=None, labels: dict[int, str] | None = None) -
 
 def poll(s: AppState, prev_key, ask_doc_value):
     """Timer tick: the library rows and memory lines, or nothing when unchanged (one
-    listing and one COUNT per document still being written)."""
-    docs = s.rt.library.list_documents()
-    labels = {d.id: s.memory_label(d) for d in docs}
+    listing and one COUNT per document still being written). A storage fault (the database
+    gone meanwhile) is said once in the memory line, the rows left as shown, not a toast a tick."""
+    try:
+        docs = s.rt.library.list_documents()
+        labels = {d.id: s.memory_label(d) for d in docs}
+    except Exception as e:  # noqa: BLE001 - a bug is raised below
+        if (fault := classify(e)) is None:
+            raise
+        line = f"**{fault.line('Listing the library')}**"
+        key = repr(line)
+        return (gr.skip(),) * 4 if key == prev_key else (gr.skip(), line, gr.skip(), key)
     rows = library_rows(s, docs, labels)
     lib_line, ask_line = library_line(labels), doc_memory_line(s, ask_doc_value, labels)
     key = repr((rows, lib_line, ask_line))
@@ -103,11 +112,13 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
             msg = str(e)
             messages.append(f"✗ {msg if msg.startswith(name) else f'{name}: {msg}'}")
             continue
-        except StorageError as e:
-            messages.append(f"✗ {name}: not stored ({e})")
-            continue
-        except Exception:  # a bug, not the user's file: say so, keep the other files
-            messages.append(f"✗ {name}: {internal_error('Indexing')} Nothing was stored.")
+        except Exception as e:  # noqa: BLE001 - one file's failure: one line, the others go on
+            if (fault := classify(e)) is not None:  # the storage's fault, named
+                messages.append(f"✗ {name}: {storage_fault('Storing it', fault, e)}")
+            elif isinstance(e, StorageError):
+                messages.append(f"✗ {name}: not stored ({e})")
+            else:  # a bug, not the user's file: say so, keep the other files
+                messages.append(f"✗ {name}: {internal_error('Indexing')} Nothing was stored.")
             continue
         progress((i + 1) / n, desc=f"{name}: stored")
         if not r.reused:

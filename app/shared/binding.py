@@ -18,7 +18,7 @@ def gpu(fn):
 
 
 def bind(s, fn: Callable, *bound, request: type | None = None,
-         on_gpu: bool = False) -> Callable:
+         on_gpu: bool = False, what: str | None = None) -> Callable:
     """``fn(s, *bound, *inputs)`` as a Gradio handler of ``*inputs`` (``s``: the app's state,
     ``app.shared.state.AppState``; ``bound``: the tab's
     components, for handlers that return updates keyed by component; ``on_gpu``: wrapped by
@@ -31,7 +31,14 @@ def bind(s, fn: Callable, *bound, request: type | None = None,
     function. The handler keeps ``fn``'s name, signature (less ``s`` and ``bound``, or
     ``request``'s), annotations and generator-ness. ``s`` is closed over, never passed as an
     argument, so a ZeroGPU worker receives only the request's plain inputs.
+
+    Every handler runs inside ``app.shared.user_errors.user_errors``: whatever fails is one line
+    on the page naming the cause (``what`` failed, by default the action of ``fn``'s name in
+    ``ACTIONS``), with a reference in the server's log.
     """
+    from app.shared.user_errors import ACTIONS, user_errors  # noqa: PLC0415 (imports the engine)
+
+    what = what or ACTIONS.get(fn.__name__, "This action")
     skip = 1 + len(bound)
     wants_user = "user" in inspect.signature(fn).parameters  # keyword-only: the signed-in name
     if request is None:
@@ -69,11 +76,13 @@ def bind(s, fn: Callable, *bound, request: type | None = None,
     if inspect.isgeneratorfunction(fn):
         def handler(*args, **kwargs):
             args, kwargs = inputs(*args, **kwargs)
-            yield from fn(s, *bound, *args, **kwargs)
+            with user_errors(what):
+                yield from fn(s, *bound, *args, **kwargs)
     else:
         def handler(*args, **kwargs):
             args, kwargs = inputs(*args, **kwargs)
-            return fn(s, *bound, *args, **kwargs)
+            with user_errors(what):
+                return fn(s, *bound, *args, **kwargs)
     functools.update_wrapper(handler, fn)
     handler.__signature__ = sig
     handler.__annotations__ = {k: v for k, v in fn.__annotations__.items()

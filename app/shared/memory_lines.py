@@ -6,6 +6,7 @@ import re
 from app.shared.state import ALL, NOT_QUEUED, READY, WAIT_REASONS, AppState
 from storage.errors import DocumentNotFound
 
+PAUSED = "memories paused: "  # the label of memories given back after a storage fault
 HOW_TO_WRITE = ("to write them, upload the file again or run `python -m engine worker` on this "
                 "library")
 
@@ -35,9 +36,15 @@ def memories_line(labels: dict[int, str], waiting: str) -> str:
     """One or two sentences on the memories not ready among ``labels``: those being written,
     and those nobody writes (indexed text-only) with how to write them; ``waiting``: what
     works meanwhile and what waits (a sentence). Empty when every one is ready."""
-    written = {i: lab for i, lab in labels.items() if lab != READY and NOT_QUEUED not in lab}
+    paused = {i: lab for i, lab in labels.items() if lab.startswith(PAUSED)}
+    written = {i: lab for i, lab in labels.items()
+               if lab != READY and NOT_QUEUED not in lab and i not in paused}
     idle = {i: lab.replace(NOT_QUEUED, "") for i, lab in labels.items() if NOT_QUEUED in lab}
     out = []
+    if paused:  # a storage fault (a full disk, the database gone): they resume once it is fixed
+        out.append("Memories are paused (" + ", ".join(
+            f"#{i}: {lab.removeprefix(PAUSED)}" for i, lab in paused.items())
+            + "); they resume once that is fixed.")
     if written:
         out.append(f"Memories are being written ({pending_list(written)}).")
     if idle:
@@ -77,6 +84,19 @@ def doc_counts(s: AppState, doc) -> tuple[int, int, bool]:
     return done, total, queued
 
 
+def paused_cause(s: AppState, doc) -> str | None:
+    """Why the memories of a picked manual (or of any manual) are paused: a storage fault met
+    while writing them ("the disk is full"); None when they are not."""
+    for d in picked_docs(s, doc):
+        try:
+            counts = s.memory_counts(d)
+        except DocumentNotFound:
+            continue
+        if counts is not None and counts[2] == "paused":
+            return s.writer.causes.get(d.id, "a storage fault")
+    return None
+
+
 # The engine's words on memories still being written (engine.documents.pending_line), whose
 # count the page replaces with the library's (``agreeing_notice``).
 ENGINE_PENDING = re.compile(r"memories are being written \(\d+/\d+ nodes\)")
@@ -88,7 +108,9 @@ def agreeing_notice(s: AppState, doc, text: str) -> str:
     letter a capital."""
     if ENGINE_PENDING.search(text):
         done, total, queued = doc_counts(s, doc)
-        words = (f"memories are being written ({done}/{total} nodes)" if queued
+        cause = paused_cause(s, doc)
+        words = (f"memories are paused ({cause}; {done}/{total} nodes written)" if cause
+                 else f"memories are being written ({done}/{total} nodes)" if queued
                  else f"memories are not written ({done}/{total} nodes; {HOW_TO_WRITE})")
         text = ENGINE_PENDING.sub(words, text)
     return text[:1].upper() + text[1:]

@@ -11,13 +11,18 @@ and shows their progress but writes nothing itself (replicas beside dedicated wo
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 from engine.ingest import memory_worker as runtime_worker
-from engine.memory.worker import WriteFn
+from engine.memory.worker import WriteFn, holder_gone
 from engine.runtime import Runtime
 from storage import MemoryJobs
+from storage.faults import classify
+from storage.jobs import PAUSED
+
+log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.2  # how often ``wait_idle`` looks at the library's open jobs
 # A job waiting this long while no worker writes anything under the runtime's fingerprint is
@@ -37,6 +42,7 @@ class MemoryWriter:
         self.worker = runtime_worker(rt, write=write)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.causes: dict[int, str] = {}  # doc id -> why its memories are paused ("paused")
 
     def _start(self) -> None:
         with self._lock:
@@ -55,7 +61,14 @@ class MemoryWriter:
     def resume_incomplete(self) -> list[int]:
         """Queue every document whose memories are incomplete under the runtime's fingerprint
         (an upload whose phase two was interrupted by a crash or a restart), and start."""
-        queued = self.worker.enqueue_incomplete()
+        try:
+            queued = self.worker.enqueue_incomplete()
+        except Exception as e:  # noqa: BLE001 - a storage fault: the app starts all the same
+            if (fault := classify(e)) is None:
+                raise
+            log.warning("memories to resume were not queued: %s (an upload queues its own)",
+                        fault.cause)
+            self.worker.fault, queued = fault, []
         self._start()
         return queued
 
@@ -69,14 +82,24 @@ class MemoryWriter:
         ("retrying", None) (a write failed; tried again after a pause) | ("queued", None)
         (waiting, or held by a worker that stopped beating) | ("unclaimed", None) (waiting
         ``UNCLAIMED_S`` while no worker writes anything under this fingerprint: nobody can
-        take it) | ("failed", None) | ("", None)."""
+        take it) | ("paused", None) (given back after a storage fault: a full disk, the
+        database gone; ``causes[doc_id]`` says which) | ("failed", None) | ("", None)."""
+        # a fault this process's worker met (perhaps unable to record it in the library)
+        fault = self.worker.paused.get(doc_id) or (self.worker.fault if self.enabled else None)
         job = self.jobs.get(doc_id, self.rt.fingerprint)
         if job is None or job.state == "done":
             return "", None
         if job.state == "failed":
             return "failed", None
+        held_here = job.holder in (None, self.worker.holder) or holder_gone(job.holder)
+        if fault is not None and job.state in ("pending", "running") and held_here:
+            self.causes[doc_id] = fault.cause
+            return "paused", None
         if job.live():
             return "writing", (job.done, job.total)
+        if job.state == "pending" and (job.error or "").startswith(PAUSED):
+            self.causes[doc_id] = job.error[len(PAUSED):]
+            return "paused", None
         if job.backing_off():
             return "retrying", None
         if (time.time() - job.updated_at > UNCLAIMED_S

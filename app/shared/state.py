@@ -156,6 +156,9 @@ class AppState:
         if counts is None:
             return READY
         done, total, state = counts
+        if state == "paused":  # a storage fault: "memories paused: the disk is full (60/62)"
+            cause = self.writer.causes.get(d.id, "a storage fault")
+            return f"memories paused: {cause} ({done}/{total} written)"
         return f"memories {done}/{total}{WAIT_REASONS.get(state, NOT_QUEUED)}"
 
     def memory_counts(self, d) -> tuple[int, int, str] | None:
@@ -183,6 +186,7 @@ WAIT_REASONS = {
     "unclaimed": " (queued, but no memory worker takes it: start one with this model's "
                  "settings, or set H2MT_APP_WORKER=1)",
     "failed": " (failed: upload the file again)",
+    "paused": " (paused)",  # ``AppState.memory_label`` says why
 }
 NOT_QUEUED = " (not queued)"
 # -- documents and nodes -------------------------------------------------------------------------

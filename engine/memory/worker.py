@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 
 from engine.memory.writer import write_memories
 from storage import DocumentNotFound, Library, LeaseLost, MemoryJob, MemoryJobs
+from storage.faults import IO_ERROR, UNREACHABLE, Fault, StorageFault, classify
 from storage.jobs import MAX_ATTEMPTS
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,10 @@ log = logging.getLogger(__name__)
 BEAT_EVERY_S = 1.0  # progress reports renew the lease at most this often (each stored height too)
 RETRY_S = 5.0  # the first retry's backoff; doubled at each attempt, at most MAX_PAUSE_S
 MAX_PAUSE_S = 120.0
+# A worker that met a storage fault (a full disk, the database gone: storage/faults.py) gives
+# its job back at once (another run resumes it) and waits before its own next claim: its poll
+# time, doubled at each fault in a row, at most this long.
+MAX_FAULT_PAUSE_S = 30.0
 
 
 def transient(e: BaseException) -> bool:
@@ -56,6 +61,23 @@ class Stopped(Exception):
 def holder_name() -> str:
     """This worker's name in the jobs it holds: host, process and a random part."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def holder_gone(holder: str | None) -> bool:
+    """True when ``holder`` (``holder_name``) was a process of this host that no longer runs:
+    its job can be taken over at once, not after its lease (one that could not give its job
+    back, the disk being full, and exited)."""
+    host, _, rest = (holder or "").partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, under another user
+        return False
+    return False
 
 
 def write_document_memories(library: Library, doc_id: int, fingerprint: str, backbone, parts,
@@ -109,6 +131,11 @@ class MemoryWorker:
         self.poll_s = poll_s
         self.write: WriteFn = write if write is not None else self.write_document
         self.current: MemoryJob | None = None
+        # documents whose job this worker gave back after a storage fault, with the fault (the
+        # library shows "memories paused: <cause>" even when the fault kept it from saying so)
+        self.paused: dict[int, Fault] = {}
+        self.fault: Fault | None = None  # a storage fault met by its last claim
+        self.faults_in_a_row = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
 
@@ -150,7 +177,15 @@ class MemoryWorker:
     # -- working --------------------------------------------------------------------------------
     def run_one(self) -> int | None:
         """Claim one free job and write it; its document id, or None when none was free."""
-        job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s)
+        # its own holder too: a job it could not give back (the disk full) is never written
+        # by it now (one job at a time), so it is taken again at once
+        try:
+            job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s,
+                                  take_over=(self.holder,))
+        except Exception as e:
+            self.fault = classify(e)  # what the library shows of the memories waiting
+            raise
+        self.fault = None
         if job is None:
             return None
         self._work(job)
@@ -162,14 +197,19 @@ class MemoryWorker:
         waited for (``progress`` is called meanwhile, so an ingest deadline still applies).
         Any failure gives the job back and is raised. True when this call wrote them."""
         self.jobs.enqueue(doc_id, self.fingerprint)
+        dead = None
         while True:
-            job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s, doc_id=doc_id)
+            job = self.jobs.claim(self.fingerprint, self.holder, self.lease_s, doc_id=doc_id,
+                                  take_over=(self.holder,) if dead is None else (self.holder, dead))
             if job is not None:
                 self._work(job, progress, give_back=True)
                 return True
             held = self.jobs.get(doc_id, self.fingerprint)
             if held is None or held.state in ("done", "failed"):
                 return False
+            if held.state == "running" and held.holder != dead and holder_gone(held.holder):
+                dead = held.holder  # its process is gone: taken over now, not after its lease
+                continue
             if progress is not None:
                 progress(held.done, held.total, stage="memories (another worker)")
             time.sleep(min(self.poll_s, 1.0))
@@ -199,6 +239,7 @@ class MemoryWorker:
         def store(new: dict) -> None:
             self.jobs.add_memories(job, self.holder, self.lease_s, new)
 
+        self.paused.pop(job.doc_id, None)  # claimed again: no longer paused
         try:
             self.write(job.doc_id, progress, store)
         except (LeaseLost, DocumentNotFound):
@@ -208,6 +249,17 @@ class MemoryWorker:
             if not isinstance(e, Stopped):
                 raise
         except Exception as e:  # noqa: BLE001 - one document failing must not stop the worker
+            fault = classify(e)
+            if fault is not None:  # the storage's fault, not the job's: given back at once
+                self.paused[job.doc_id] = fault
+                self.faults_in_a_row += 1
+                log.warning("memories #%d paused: %s", job.doc_id, fault.cause)
+                counted = fault.kind in (UNREACHABLE, IO_ERROR)  # perhaps the job's doing
+                self._settle(lambda: self.jobs.pause(job, self.holder, fault.cause,
+                                                     counted=counted))
+                if give_back:
+                    raise StorageFault(fault, "Writing the memories") from e
+                return
             if give_back:
                 self._settle(lambda: self.jobs.release(job, self.holder))
                 raise
@@ -231,8 +283,14 @@ class MemoryWorker:
         and another claim retries the job), never raised into the worker's loop."""
         try:
             return change()
-        except Exception:  # noqa: BLE001
-            log.exception("recording a memory job's state failed; its lease will run out")
+        except Exception as e:  # noqa: BLE001
+            fault = classify(e)
+            if fault is None:
+                log.exception("recording a memory job's state failed; its lease will run out")
+            else:  # one line: the cause is known
+                log.warning("recording a memory job's state failed (%s); another run takes it "
+                            "over once this process has exited or its lease has run out",
+                            fault.cause)
             return False
 
     def run(self, *, until_idle: bool = False) -> None:
@@ -243,8 +301,16 @@ class MemoryWorker:
         failures = 0
         while not self._stop.is_set():
             try:
+                faults = self.faults_in_a_row
                 if self.run_one() is not None:
                     failures = 0
+                    if self.faults_in_a_row == faults:
+                        self.faults_in_a_row = 0
+                        continue
+                    # a storage fault: the job is given back; this worker waits a while
+                    self._wake.wait(min(MAX_FAULT_PAUSE_S,
+                                        self.poll_s * 2 ** min(self.faults_in_a_row, 8)))
+                    self._wake.clear()
                     continue
                 if until_idle and self.jobs.open_count(self.fingerprint) == 0:
                     return

@@ -136,6 +136,9 @@ class Settings:
     # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
     # about 15 minutes to index on a 2-core CPU.
     request_timeout_s: float = 3600.0
+    # How long a write waits for a lock another process holds (SQLite's busy timeout,
+    # PostgreSQL's lock_timeout) before it fails with one line; read by storage/connection.py.
+    db_lock_timeout_s: float = 30.0
     # The most asks answered at once (the app's answer queue, and the sequences one model's
     # generation worker decodes together, engine.serving.worker). Past it an ask waits in the
     # app's queue, which shows its position; nothing is dropped or times out for waiting.
