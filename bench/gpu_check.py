@@ -27,13 +27,13 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from datetime import date
 from pathlib import Path
 
 import torch
 
+from bench.load import at_once
 from engine.answer.modes import MODES
 from engine.ask import AskOptions, ask
 from engine.ingest import ingest_file
@@ -62,28 +62,22 @@ def timed_ask(rt: Runtime, doc: int, q: str, **opts) -> tuple[float, object]:
     return time.perf_counter() - t0, ans
 
 
-def at_once(n: int, work) -> float:
-    """Run ``work(i)`` in ``n`` threads started together; wall seconds until the last ends."""
-    start = threading.Barrier(n + 1)
+def eight_at_once(rt: Runtime, doc: int, qs: list[str], **opts) -> float:
+    """Eight asks in threads started together (``bench.load.at_once``); wall seconds. An ask's
+    error fails the run."""
     errors: list[BaseException] = []
 
-    def one(i: int) -> None:
-        start.wait()
+    def one(i: int, ready) -> None:
+        ready()
         try:
-            work(i)
-        except BaseException as e:  # noqa: BLE001 (reported below, the run fails)
+            timed_ask(rt, doc, qs[i % len(qs)], **opts)
+        except BaseException as e:  # noqa: BLE001 (raised below)
             errors.append(e)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
+    wall = at_once(8, one)
     if errors:
         raise errors[0]
-    return time.perf_counter() - t0
+    return wall
 
 
 class Rows(list):
@@ -160,7 +154,7 @@ def run(args) -> tuple[list[tuple[str, str, str]], bool]:
     gen = max(ans.metrics.generated_tokens, 1)
     rows.append((f"one text answer alone (up to {tokens} tokens)",
                  f"{alone:.2f} s, {gen} tokens, {gen / alone:.0f} tokens/s", "<= 0.8 s"))
-    eight = at_once(8, lambda i: timed_ask(rt, doc, qs[i % len(qs)], **text))
+    eight = eight_at_once(rt, doc, qs, **text)
     rows.append(("eight text answers at once", f"{eight:.2f} s for all eight", ""))
     rows.append(("answers a minute, eight at once / one", f"{8 * alone / eight:.1f}x", ">= 6x"))
     return rows, ok
