@@ -257,6 +257,8 @@ def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> 
             "gold_section": q.section, "quote": a.quote, "quote_page": a.quote_page,
             "passages": list(a.passages),
             "quote_score": ans.quote.score if ans.quote is not None else None,
+            # each passage's score, the quote's first (the screen's "more than one candidate")
+            "passage_scores": [p.score for p in ans.passages],
             "answer": a.text, "not_covered": a.not_covered, "flagged": a.flagged,
             "folded": a.folded, "check": check, "degenerate": ans.degenerate,
             "cut": ans.cut, "verdict": asdict(judge(q, a)), "route": route_summary(ans, q),
