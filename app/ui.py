@@ -66,6 +66,7 @@ __all__ = ["APP_CSS", "build_app", "launch_app", "HISTORY_ROWS", "LIBRARY_COLUMN
 # tests/app/test_newcomer_browser.py). A table's header never breaks inside a word.
 APP_CSS = """
 #quote-view p { margin-top: 0; margin-bottom: 0.2em; }
+#ask-doc .validation-error, #ask-question .validation-error { display: none !important; }
 .gradio-container { --layout-gap: 10px !important; }
 #ask-tab { --layout-gap: 8px !important; }
 #app-intro h2 { display: inline; margin: 0 0.6em 0 0; }

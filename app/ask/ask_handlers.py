@@ -23,7 +23,7 @@ from app.ask.answer_fold import answer_markdown
 from app.ask.ask_components import AskTab
 from app.ask.ask_history import history_rows
 from app.shared.ask_request import AskRequest
-from app.shared.lines import PAGE_HINT
+from app.shared.lines import MANUAL_COL, PAGE_HINT, SECTION_COL
 from app.shared.memory_lines import agreeing_notice
 from app.shared.state import AppState, md_text, node_view
 from app.shared.user_errors import MemoriesPending
@@ -40,8 +40,8 @@ from engine.document.tree import page_name
 from engine.answer.notices import DEGENERATE_REASONS
 
 
-CITED_COLUMNS = ["#", "title", "pages", "doc", "node"]
-EVIDENCE_COLUMNS = ["#", "score", "page", "section", "sentence", "doc", "node"]
+CITED_COLUMNS = ["#", "title", "pages", MANUAL_COL, SECTION_COL]
+EVIDENCE_COLUMNS = ["#", "score", "page", "section", "sentence", MANUAL_COL, SECTION_COL]
 
 
 
@@ -195,8 +195,12 @@ def validate_ask(s: AppState, t: AskTab, req: AskRequest) -> list:
 def clear_before_ask(s: AppState, t: AskTab, req: AskRequest) -> dict:
     """The last answer's notes and page view, cleared when a request is asked (no stale
     comparison while asking); a request the validator refuses keeps them."""
-    if req.refused(s.settings):
-        return left_as_shown([*t.view_outputs(), *t.page_outputs(), *t.feedback.outputs()])
+    problems = req.problems(s.settings)
+    if problems:  # nothing asked; no manual or no question: one line that stays until the
+        # next ask (the validator's own line under the input is hidden for these two, app/ui.py)
+        kept = left_as_shown([*t.view_outputs(), *t.page_outputs(), *t.feedback.outputs()])
+        first = next((problems[n] for n in ("doc", "question") if n in problems), None)
+        return kept if first is None else {**kept, t.notice: f"**{first}**"}
     hidden = gr.update(value=None, visible=False)
     return {t.notice: "", t.agree_md: "", t.agree_table: [], t.evidence_table: [],
             t.evidence_note: "", t.text_btn: gr.update(visible=False), t.page_head: PAGE_HINT,
@@ -239,7 +243,7 @@ def row_node(s: AppState, t: AskTab, evt: gr.SelectData, doc_col: int, node_col:
 
 
 def cited_select(s: AppState, t: AskTab, view: ViewState, evt: gr.SelectData) -> dict:
-    doc_col, node_col = CITED_COLUMNS.index("doc"), CITED_COLUMNS.index("node")
+    doc_col, node_col = CITED_COLUMNS.index(MANUAL_COL), CITED_COLUMNS.index(SECTION_COL)
     out = row_node(s, t, evt, doc_col, node_col)
     row = evt.row_value or []
     if len(row) <= node_col or row[doc_col] in (None, ""):
@@ -256,7 +260,7 @@ def physical_page(shown) -> int | None:
 
 def evidence_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
     row = evt.row_value or []
-    doc_col, node_col = EVIDENCE_COLUMNS.index("doc"), EVIDENCE_COLUMNS.index("node")
+    doc_col, node_col = EVIDENCE_COLUMNS.index(MANUAL_COL), EVIDENCE_COLUMNS.index(SECTION_COL)
     if len(row) <= node_col or row[doc_col] in (None, ""):
         return {t.page_head: "Select an evidence line."}
     line = Line(str(row[EVIDENCE_COLUMNS.index("sentence")]),
@@ -278,8 +282,8 @@ def passage_select(s: AppState, t: AskTab, view: ViewState, evt: gr.EventData) -
 
 
 def route_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
-    return row_node(s, t, evt, ROUTE_COLUMNS.index("doc"), ROUTE_COLUMNS.index("node"))
+    return row_node(s, t, evt, ROUTE_COLUMNS.index(MANUAL_COL), ROUTE_COLUMNS.index(SECTION_COL))
 
 
 def agreement_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
-    return row_node(s, t, evt, AGREEMENT_COLUMNS.index("doc"), AGREEMENT_COLUMNS.index("node"))
+    return row_node(s, t, evt, AGREEMENT_COLUMNS.index(MANUAL_COL), AGREEMENT_COLUMNS.index(SECTION_COL))

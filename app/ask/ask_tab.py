@@ -190,7 +190,8 @@ def build(s: AppState) -> AskTab:
                                            interactive=False, elem_id="ask-node-text")
         with gr.Accordion("Metrics", open=False, elem_id="ask-metrics-fold"):
             metrics = gr.Markdown(elem_id="answer-metrics")
-        with gr.Accordion("Fused router vs memory router: where they disagree", open=False,
+        with gr.Accordion("All clues vs the sections' memories: where they disagree",
+                          open=False,
                           elem_id="ask-agreement-fold"):
             agree_md = gr.Markdown(elem_id="router-agreement")
             agree_table = gr.Dataframe(headers=AGREEMENT_COLUMNS, type="array",

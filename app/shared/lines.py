@@ -15,7 +15,7 @@ States and their lines:
 """
 from __future__ import annotations
 
-from engine.answer.shown import NONE, ONE, SEVERAL, WEAK
+from engine.answer.shown import NONE, ONE, SEVERAL, WEAK, plain_heading
 from engine.document.tree import page_name
 
 # -- nothing to ask yet -------------------------------------------------------------------------
@@ -43,7 +43,7 @@ FINDING = "**From the manual:** passage 1 below"  # before the other passages ar
 def where(p: dict) -> str:
     """"Patching, p. 8" of a passage (its JSON), with "read by OCR" for a scanned page."""
     page = page_name(p["page"], p.get("page_label")) if p.get("page") else ""
-    parts = [p.get("heading") or "the manual", page]
+    parts = [plain_heading(p.get("heading")) or "the manual", page]
     if p.get("ocr"):
         parts.append("read by OCR from a scanned page")
     return ", ".join(x for x in parts if x)
@@ -66,6 +66,12 @@ def md(text: str) -> str:
         text = text.replace(ch, "\\" + ch)
     return text
 
+
+# -- table headers ------------------------------------------------------------------------------
+# a row's manual and section ids (what a selected row opens), in plain words
+MANUAL_COL, SECTION_COL = "manual #", "section #"
+# where the two ways of finding sections disagree: each one's column
+ALL_CLUES_COL, MEMORIES_COL = "by all clues", "by memories"
 
 # -- the page view ------------------------------------------------------------------------------
 

@@ -249,6 +249,8 @@ class Evaluation:
 def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> dict:
     """The row of one question's answer (``engine.ask.evaluate`` asks it): what was answered,
     the verdicts, the route in brief, the timings."""
+    from engine.answer.shown import cards
+
     a = answer_of(ans)
     met, short = ans.metrics, ans.short_answer
     check = ans.check.as_json() if ans.check is not None else None
@@ -259,6 +261,9 @@ def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> 
             "quote_score": ans.quote.score if ans.quote is not None else None,
             # each passage's score, the quote's first (the screen's "more than one candidate")
             "passage_scores": [p.score for p in ans.passages],
+            # the passages as a person reads them (engine.answer.shown.card): signature, where,
+            # text; the Evaluation tab's rows show them
+            "passage_cards": [c.lines() for c in cards([p.as_json() for p in ans.passages])],
             "answer": a.text, "not_covered": a.not_covered, "flagged": a.flagged,
             "folded": a.folded, "check": check, "degenerate": ans.degenerate,
             "cut": ans.cut, "verdict": asdict(judge(q, a)), "route": route_summary(ans, q),

@@ -54,6 +54,15 @@ class Card:
                 *(f"   {b}" for b in body)]
 
 
+_PIECE = re.compile(r"\s*›\s*(part \d+ of \d+|text)$")
+
+
+def plain_heading(heading: str | None) -> str:
+    """A heading path as a reader says it: without the storage's label of an untitled piece
+    ("Patching › part 2 of 4" -> "Patching"; storage/tree.py ``labels``)."""
+    return _PIECE.sub("", heading or "").strip()
+
+
 def card(p: dict, rank: int) -> Card:
     """The card of a passage (``Quote.as_json()``) ranked ``rank`` (1: the quote)."""
     lines = [" ".join(x.split()) for x in (p.get("text") or "").splitlines() if x.strip()]
@@ -62,7 +71,7 @@ def card(p: dict, rank: int) -> Card:
         cut = first[:SIGNATURE_CHARS].rsplit(" ", 1)[0]
         first, rest = cut + " …", ["… " + first[len(cut):].strip(), *rest]
     page = page_name(p["page"], p.get("page_label")) if p.get("page") else ""
-    return Card(rank, first, p.get("heading") or "", page, tuple(rest))
+    return Card(rank, first, plain_heading(p.get("heading")), page, tuple(rest))
 
 
 def cards(passages: list[dict]) -> list[Card]:

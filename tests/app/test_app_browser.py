@@ -117,6 +117,10 @@ def _delete_from_library(page, rt, doc_id: int) -> None:
     cell(page, "#library-table", row, 1).click()
     page.wait_for_function("() => !document.querySelector('#delete-button')?.disabled")
     page.locator("#delete-button").click()
+    # a delete asks first, naming the manual
+    page.locator("#delete-confirm").wait_for(state="visible")
+    assert f"Delete manual #{doc_id} " in page.locator("#delete-confirm-line").inner_text()
+    page.locator("#delete-confirm").click()
     page.wait_for_function("() => (document.querySelector('#index-status textarea')?.value || '')"
                            f".includes('Deleted manual #{doc_id}')")
     assert all(d.id != doc_id for d in rt.library.list_documents())
@@ -207,7 +211,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     page.wait_for_function(
         "() => (document.querySelector('#router-agreement')?.innerText || '').includes('memory')")
     agreement = page.locator("#router-agreement").inner_text()
-    assert any(m in agreement for m in ("both:", "memory router not available yet",
+    assert any(m in agreement for m in ("both:", "finding sections by their memories waits",
                                         "only its own evidence")), agreement
     no_error_badge(page)
     page.locator("#route-plot").scroll_into_view_if_needed()
@@ -438,7 +442,7 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
         assert value(page, "#answer-text textarea") == answer_before
         page.locator("#ask-notice").scroll_into_view_if_needed()
         shot(page, tmp_path, "pending")
-        # an empty question: one line under the question box, no red badge, nothing wiped.
+        # an empty question: one line in the notice that stays, no red badge, nothing wiped.
         # The memory-mode ask's chain (its notice, then the reader line) ends first: a click
         # while it runs waits behind it in the queue (a CI run once saw no line in 60 s).
         for busy in ("#answer-text", "#ask-notice", "#ask-reader"):
@@ -446,19 +450,12 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
         notice_before = page.locator("#ask-notice").inner_text()
         page.locator("#ask-question textarea").fill("   ")
         page.locator("#ask-button").click()
-        try:
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('.validation-error')]"
-                ".some(e => e.innerText.includes('Type a question first'))")
-        except Exception:  # say what the page showed instead: a late line or none
-            shown = page.evaluate(
-                "() => ({errors: [...document.querySelectorAll('.validation-error')]"
-                ".map(e => e.innerText), busy: [...document.querySelectorAll("
-                "\"[data-testid='status-tracker']:not(.hide)\")].map(e => e.innerText)})")
-            pytest.fail(f"no 'Type a question first' line within 60 s: {shown}")
+        page.wait_for_function(
+            "() => (document.querySelector('#ask-notice')?.innerText || '')"
+            ".includes('Type a question first')")
         no_error_badge(page)
         assert value(page, "#answer-text textarea") == answer_before
-        assert page.locator("#ask-notice").inner_text() == notice_before
+        assert notice_before != page.locator("#ask-notice").inner_text()
     finally:
         gate.set()
     assert writer.wait_idle(MEMORIES_S)
