@@ -272,7 +272,7 @@ def wire(s: AppState, t: AskTab) -> None:
         bind(s, history_select, t), t.inputs.doc,
         [t.answer, t.answer_fold, t.answer_box, t.key_md, t.metrics, t.cited, t.route_plot,
          t.manual_plot, t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,
-         t.inputs.router],
+         t.inputs.router, t.quote_md, t.passages],
         api_visibility="private").then(
         bind(s, show_view, t), t.view, t.view_outputs(), **private)
     feedback.wire_box(restored, t.feedback, t.view)

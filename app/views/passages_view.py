@@ -47,9 +47,9 @@ def passages_html(passages: list[dict], open_count: int = 1) -> str:
         out.append(
             f'<div class="passage{" open" if is_open else ""}" data-rank="{c.rank}" '
             f'title="Click to see it highlighted on its page">'
-            f'<div><span class="rank">{c.rank}.</span><span class="sig">'
+            f'<div><span class="rank">{c.rank}.</span> <span class="sig">'
             f'{html.escape(c.signature)}</span></div>'
-            f'<div class="where">{html.escape(c.where() or "the manual")}'
-            f'<span class="tag">{tag}</span></div>'
+            f'<div class="where"><span class="loc">{html.escape(c.where() or "the manual")}'
+            f'</span> <span class="tag">{tag}</span></div>'
             + (f'<div class="text">{html.escape(text)}</div>' if text else "") + "</div>")
     return "".join(out)

@@ -130,8 +130,8 @@ def _delete_from_library(page, rt, doc_id: int) -> None:
 
 
 def rec_quote(page) -> str:
-    """The opening words of the quote as the quote block shows it."""
-    text = page.locator("#quote-view blockquote").inner_text()
+    """The opening words of the quote as the passages block shows it (passage 1)."""
+    text = page.locator("#passages .passage[data-rank='1'] .sig").inner_text()
     return " ".join(text.split()[:6])
 
 
@@ -267,8 +267,8 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     # the quote (the manual's own words, told apart from the model's) came before the answer,
     # and its page is shown with the quote highlighted
     assert "From the manual" in seen[first_token]["q"], seen[:first_token + 1]
-    assert rec_quote(page) in " ".join(page.locator("#quote-view").inner_text().split())
-    assert "Check the model's answer below against it." in page.locator("#quote-view").inner_text()
+    assert rec_quote(page) in " ".join(page.locator("#passages").inner_text().split())
+    assert "A click on a passage shows it on its page." in page.locator("#quote-view").inner_text()
     caption, yellow = _page_view(page)
     assert yellow > 0, caption
 
@@ -561,7 +561,8 @@ FIRST_SCREEN_BOXES_JS = """() => {
     if (!e) return null; const r = e.getBoundingClientRect();
     return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, height: r.height}; };
   const folded = document.querySelector('#answer-fold details');
-  return {quote: box('#quote-view'), answer: folded ? box('#answer-fold') : box('#answer-text textarea'),
+  return {quote: box('#passages .passage[data-rank="1"]'),
+          passages: box('#passages'), answer: folded ? box('#answer-fold') : box('#answer-text textarea'),
           page: box('#page-view-image img'), tree: box('#route-plot .js-plotly-plot'),
           scrollY: window.scrollY, innerHeight: window.innerHeight};
 }"""
@@ -595,7 +596,7 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
         page.screenshot(path=str(tmp_path / "first-screen.png"), full_page=False)
         height = FIRST_SCREEN[1]
         assert boxes["scrollY"] == 0 and boxes["innerHeight"] == height, boxes
-        for name in ("quote", "answer"):  # wholly on the first screen
+        for name in ("quote", "answer", "passages"):  # wholly on the first screen
             assert boxes[name] and 0 <= boxes[name]["top"] and boxes[name]["bottom"] <= height, \
                 (name, boxes)
         # the page beside them: its top and most of it (a page is taller than it is wide)
@@ -684,8 +685,11 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
             "which the manual's passages do not contain."), line
         assert not page.locator("#answer-text").is_visible()
         assert page.locator("#answer-fold details").get_attribute("open") is None  # closed
-        quote = page.locator("#quote-view").bounding_box()
-        assert quote["y"] + quote["height"] <= page.locator("#answer-fold").bounding_box()["y"]
+        # the line saying where the manual answers above the fold, the passages after it
+        line_box = page.locator("#quote-view").bounding_box()
+        fold_box = page.locator("#answer-fold").bounding_box()
+        assert line_box["y"] + line_box["height"] <= fold_box["y"]
+        assert fold_box["y"] + fold_box["height"] <= page.locator("#passages").bounding_box()["y"]
         page.locator("#answer-fold summary").click()
         marks = page.locator("#answer-fold mark")
         marks.first.wait_for(state="visible")
@@ -694,7 +698,7 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         named = list(dict.fromkeys(marked))  # the line names four at most, then "N more"
         assert all(m in line for m in named[:4]), (named, line)
         assert len(named) <= 4 or f"{len(named) - 4} more" in line, (named, line)
-        quote_text = page.locator("#quote-view").inner_text().lower()
+        quote_text = page.locator("#passages .passage[data-rank='1']").inner_text().lower()
         in_quote = [m for m in marked
                     if re.search(rf"(?<![\w.]){re.escape(m.lower())}(?![\w.])", quote_text)]
         assert not in_quote, (in_quote, quote_text)  # what is marked, the quote does not hold

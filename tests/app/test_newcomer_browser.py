@@ -182,15 +182,15 @@ def _first_answer(page, url: str, rt, tmp_path) -> None:
     heads = page.evaluate(HEADER_HEIGHTS_JS, "#evidence-table")
     assert heads and max(h["h"] for h in heads) < 48, heads
 
-    # -- the passages after the quote: one line each, a click shows one on its page -------
-    page.wait_for_function("() => document.querySelectorAll('#more-passages tbody tr').length")
-    lines = page.evaluate(TABLE_JS, "#more-passages")
-    assert 1 <= len(lines) <= 2, lines
-    assert all(r[2].startswith("p. ") and ": " in r[1] for r in lines), lines
-    cell(page, "#more-passages", 0, 1).click()
+    # -- the passages after the quote: readable text, a click shows one on its page -------
+    page.wait_for_function("() => document.querySelectorAll('#passages .passage').length >= 2")
+    where = page.locator("#passages .passage[data-rank='2'] .loc").inner_text()
+    shown_page = where.split(", ")[-1].split(" (")[0]
+    assert shown_page.startswith("p. "), where
+    page.locator("#passages .passage[data-rank='2']").click()
     page.wait_for_function("(p) => { const img = document.querySelector('#page-view-image img');"
                            " return img && img.src && (document.querySelector('#page-view-head')"
-                           "?.innerText || '').includes(p); }", arg=lines[0][2])
+                           "?.innerText || '').includes(p); }", arg=shown_page)
     assert page.evaluate(YELLOW_JS) > 0  # the passage is highlighted on its page
     # ... and in the image's first view: the whole page is drawn inside its frame, nothing to
     # scroll to inside the image (Gradio scales the picture down to the frame)
