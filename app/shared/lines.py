@@ -30,14 +30,14 @@ NOT_COVERED = ("**The manual does not seem to cover this question**: no passage 
                "found matches it closely enough. Any answer below is the model's own, without "
                "the manual.")
 HEADLINES = {
-    ONE: "**From the manual:** one clear place, passage 1 below",
-    SEVERAL: "**From the manual: more than one candidate place.** Passages 1 and 2 below "
-             "score alike; both are shown open, read both",
-    WEAK: "**From the manual: no clear place.** Passage 1 below scores low; passages 1 and 2 "
-          "are shown open, read both",
+    ONE: "**Where the manual answers:** one clear place, passage 1 below",
+    SEVERAL: "**Where the manual answers: more than one candidate place.** Passages 1 and 2 "
+             "below score alike; both are shown open, read both",
+    WEAK: "**Where the manual answers: no clear place.** Passage 1 below scores low; passages "
+          "1 and 2 are shown open, read both",
     NONE: NOT_COVERED,
 }
-FINDING = "**From the manual:** passage 1 below"  # before the other passages are known
+FINDING = "**Where the manual answers:** passage 1 below"  # before the others are known
 
 
 def where(p: dict) -> str:

@@ -25,6 +25,7 @@ from app.views.route_tables import (agreement_rows, agreement_summary, route_row
                                     single_channel, single_channel_reason)
 from app.views.view_state import ViewState
 from engine.answer.modes import MODES, ModeTraits
+from engine.answer.shown import plain_heading
 from engine.ask import AskOptions
 from engine.routing.channels import LABELS
 from engine.routing.fused import ROUTER_WORDS, ROUTERS
@@ -209,8 +210,8 @@ def page_outputs(s: AppState, doc_id, node_id, lines: list[Line],
     except (DocumentNotFound, KeyError, TypeError, ValueError):
         return PageUpdate("That section is not in the library any more.", hidden, hidden)
     try:
-        pv = page_view(source, node, lines, title=section_title(s, doc_id, node_id, node.title),
-                       what=what)
+        title = plain_heading(section_title(s, doc_id, node_id, node.title))
+        pv = page_view(source, node, lines, title=title, what=what)
     except Exception as e:  # a damaged file must not take the answer view down
         log.exception("page view of document %s node %s failed", doc_id, node_id)
         return PageUpdate(f"The page could not be rendered ({md_text(type(e).__name__)}).",

@@ -19,18 +19,17 @@ OPEN_JS = ("element.addEventListener('click', (e) => { const c = e.target.closes
            " if (c) trigger('click', {rank: Number(c.dataset.rank)}); });")
 
 CSS = """
-#passages .passage { border-left: 3px solid var(--border-color-primary); padding: 2px 8px;
-  margin: 0 0 6px 0; cursor: pointer; line-height: 1.35; }
+#passages .passage { border-left: 3px solid var(--border-color-primary); padding: 1px 8px;
+  margin: 0 0 4px 0; cursor: pointer; line-height: 1.3; }
 #passages .passage:hover { background: var(--background-fill-secondary); }
 #passages .passage.open { border-left-color: var(--color-accent); }
-#passages .sig { font-family: var(--font-mono); font-weight: 600; white-space: pre-wrap;
-  overflow-wrap: anywhere; }
+#passages .sig { font-family: var(--font-mono); font-weight: 600; overflow-wrap: anywhere; }
 #passages .where { color: var(--body-text-color-subdued); font-size: 0.9em; }
 #passages .text { white-space: pre-wrap; overflow-wrap: anywhere; }
-#passages .passage:not(.open) .text { display: -webkit-box; -webkit-line-clamp: 3;
+#passages .passage:not(.open) .text { display: -webkit-box; -webkit-line-clamp: 2;
   -webkit-box-orient: vertical; overflow: hidden; }
-#passages .rank { font-weight: 700; margin-right: 0.4em; }
-#passages .tag { font-size: 0.8em; margin-left: 0.5em; padding: 0 4px; border-radius: 3px;
+#passages .rank { font-weight: 700; }
+#passages .tag { font-size: 0.8em; padding: 0 4px; border-radius: 3px;
   background: var(--background-fill-secondary); }
 """
 
@@ -47,9 +46,9 @@ def passages_html(passages: list[dict], open_count: int = 1) -> str:
         out.append(
             f'<div class="passage{" open" if is_open else ""}" data-rank="{c.rank}" '
             f'title="Click to see it highlighted on its page">'
-            f'<div><span class="rank">{c.rank}.</span> <span class="sig">'
-            f'{html.escape(c.signature)}</span></div>'
-            f'<div class="where"><span class="loc">{html.escape(c.where() or "the manual")}'
-            f'</span> <span class="tag">{tag}</span></div>'
+            f'<div class="head"><span class="rank">{c.rank}.</span> '
+            + (f'<span class="sig">{html.escape(c.signature)}</span> ' if c.signature else "")
+            + f'<span class="where">(<span class="loc">{html.escape(c.where() or "the manual")}'
+            f'</span>) <span class="tag">{tag}</span></span></div>'
             + (f'<div class="text">{html.escape(text)}</div>' if text else "") + "</div>")
     return "".join(out)

@@ -50,8 +50,10 @@ class Card:
         if len(body) > text_lines:
             body = body[:text_lines]
             body[-1] = body[-1][: width - 2].rstrip() + " …"
-        return [f"{self.rank}. {self.signature}", f"   ({self.where() or 'the manual'})",
-                *(f"   {b}" for b in body)]
+        where = f"({self.where() or 'the manual'})"
+        if not self.signature:  # prose: where it is, then its text
+            return [f"{self.rank}. {where}", *(f"   {b}" for b in body)]
+        return [f"{self.rank}. {self.signature}", f"   {where}", *(f"   {b}" for b in body)]
 
 
 _PIECE = re.compile(r"\s*›\s*(part \d+ of \d+|text)$")
@@ -64,12 +66,15 @@ def plain_heading(heading: str | None) -> str:
 
 
 def card(p: dict, rank: int) -> Card:
-    """The card of a passage (``Quote.as_json()``) ranked ``rank`` (1: the quote)."""
+    """The card of a passage (``Quote.as_json()``) ranked ``rank`` (1: the quote): its first
+    line is the signature when it reads as one (a command, code or a short label line); a
+    passage of prose has none, its text is all body."""
+    from engine.answer.passages.units import is_code_line, is_command_line
+
     lines = [" ".join(x.split()) for x in (p.get("text") or "").splitlines() if x.strip()]
     first, rest = (lines[0], lines[1:]) if lines else ("", [])
-    if len(first) > SIGNATURE_CHARS:  # a paragraph: its opening words, the rest below
-        cut = first[:SIGNATURE_CHARS].rsplit(" ", 1)[0]
-        first, rest = cut + " …", ["… " + first[len(cut):].strip(), *rest]
+    if len(first) > SIGNATURE_CHARS or not (is_command_line(first) or is_code_line(first)):
+        first, rest = "", lines  # prose: no signature
     page = page_name(p["page"], p.get("page_label")) if p.get("page") else ""
     return Card(rank, first, plain_heading(p.get("heading")), page, tuple(rest))
 
@@ -83,8 +88,8 @@ def cards(passages: list[dict]) -> list[Card]:
 
 # The quote's lead over the second passage under which the manual has two candidate places,
 # and the quote's score under which it is weak (docs/results.md, "The screen (issue 67)").
-CLOSE_GAP = 0.05
-LOW_SCORE = 0.45
+CLOSE_GAP = 0.04
+LOW_SCORE = 1.0
 
 ONE, SEVERAL, WEAK, NONE = "one place", "several places", "weak", "none"
 

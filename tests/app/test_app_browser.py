@@ -266,7 +266,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     assert seen[first_token]["fused"]
     # the quote (the manual's own words, told apart from the model's) came before the answer,
     # and its page is shown with the quote highlighted
-    assert "From the manual" in seen[first_token]["q"], seen[:first_token + 1]
+    assert "Where the manual answers" in seen[first_token]["q"], seen[:first_token + 1]
     assert rec_quote(page) in " ".join(page.locator("#passages").inner_text().split())
     assert "A click on a passage shows it on its page." in page.locator("#quote-view").inner_text()
     caption, yellow = _page_view(page)
@@ -570,10 +570,10 @@ FIRST_SCREEN_BOXES_JS = """() => {
 
 def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_server, shared_dir,
                                                            tmp_path):
-    """The Ask tab in a person's order, at 1440x900 without scrolling: the quote and the answer,
-    beside them the quote's page rendered, and the top of the routing tree all lie within the
-    first 900 pixels (element bounding boxes); metrics, scored nodes, figure data and history
-    are folded under headings."""
+    """The Ask tab in a person's order, at 1440x900 without scrolling: the answer and the three
+    passages (the quote first), beside them the quote's page rendered, all lie within the first
+    900 pixels (element bounding boxes), the routing tree under the passages; metrics, scored
+    nodes, figure data and history are folded under headings."""
     from engine.ingest import ingest_file
 
     url, rt = explorer_server
@@ -588,7 +588,7 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
             " && (document.querySelector('#evidence-note')?.innerText || '').trim()"
             " && document.querySelector('#route-plot .js-plotly-plot')?.data"
             " && document.querySelector('#page-view-image img')?.src; }", timeout=TIMEOUT_MS)
-        assert "From the manual" in page.locator("#quote-view").inner_text()
+        assert "Where the manual answers" in page.locator("#quote-view").inner_text()
         page.evaluate("() => window.scrollTo(0, 0)")
         page.wait_for_timeout(500)  # the page image's layout settles
         boxes = page.evaluate(FIRST_SCREEN_BOXES_JS)
@@ -605,10 +605,9 @@ def test_first_screen_shows_quote_answer_page_and_tree_top(browser, explorer_ser
         assert pg["left"] >= boxes["answer"]["right"] - 1, ("the page is beside the answer", boxes)
         shown = min(pg["bottom"], height) - pg["top"]
         assert shown >= 350 and shown >= 0.5 * pg["height"], boxes
-        # the top of the routing tree: its first 120 pixels (title, legend, the root and the
-        # first edges)
+        # the routing tree right under the passages (issue 67: the three passages come first)
         tree = boxes["tree"]
-        assert tree and tree["top"] + 120 <= height, boxes
+        assert tree and tree["top"] >= boxes["passages"]["bottom"] - 1, boxes
         # the long tables are folded under headings, closed
         for heading in ("Metrics", "Scored nodes", "Figure data", "History"):
             assert page.locator("button.label-wrap", has_text=heading).count() == 1, heading

@@ -168,7 +168,7 @@ def test_the_passages_are_readable_after_the_answer_and_a_click_opens_one(tab):
     assert final[t.passages]["visible"] and view.passages
     assert html.count('class="passage') == len(view.passages)
     assert "vent plug" in html  # the quote's own words, without a click
-    assert "From the manual" in final[t.quote_md]["value"]
+    assert "Where the manual answers" in final[t.quote_md]["value"]
     assert "Ranked" not in final[t.quote_md]["value"]
     opened = passage_select(s, t, view, gr.EventData(None, {"rank": 1}))
     assert "the passage marked" in opened[t.page_head] and "evidence" not in opened[t.page_head]

@@ -30,7 +30,7 @@ def test_how_to_quote_holds_the_command_on_its_highlighted_page(browser, explore
         page.locator("#ask-question textarea").fill(QUESTION)
         page.locator("#ask-button").click()
         page.wait_for_function(
-            "() => (document.querySelector('#quote-view')?.innerText || '').includes('From the manual')"
+            "() => (document.querySelector('#quote-view')?.innerText || '').includes('Where the manual answers')"
             " && document.querySelector('#passages .passage')"
             " && (document.querySelector('#page-view-head')?.innerText || '').includes('p. ')",
             timeout=TIMEOUT_MS)

@@ -37,8 +37,10 @@ def test_passages_keep_their_lines_and_markup():
               _quote(r"\patchcmd{*_x}{<a>}" + "\nUse it.", 0.5)]
     html = passages_html([q.as_json() for q in quotes])
     assert html.count('class="passage') == 2 and 'data-rank="2"' in html
-    assert "as simple as</span>" in html and "opam install why3</div>" in html
-    assert r"\patchcmd{*_x}{&lt;a&gt;}" in html  # its signature first, as written
+    # prose: no signature, its lines kept; an entry: its signature first, as written
+    assert 'class="sig"' not in html.split('data-rank="2"')[0]
+    assert "as simple as\nopam install why3</div>" in html
+    assert r'<span class="sig">\patchcmd{*_x}{&lt;a&gt;}</span>' in html
 
 
 def test_no_quote():
