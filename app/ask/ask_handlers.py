@@ -41,7 +41,7 @@ from engine.answer.notices import DEGENERATE_REASONS
 
 
 CITED_COLUMNS = ["#", "title", "pages", MANUAL_COL, SECTION_COL]
-EVIDENCE_COLUMNS = ["#", "score", "page", "section", "sentence", MANUAL_COL, SECTION_COL]
+EVIDENCE_COLUMNS = ["#", "score", "page", "heading", "sentence", MANUAL_COL, SECTION_COL]
 
 
 

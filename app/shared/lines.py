@@ -40,10 +40,12 @@ HEADLINES = {
 FINDING = "**Where the manual answers:** passage 1 below"  # before the others are known
 
 
-def where(p: dict) -> str:
-    """"Patching, p. 8" of a passage (its JSON), with "read by OCR" for a scanned page."""
+def where(p: dict, heading: bool = True) -> str:
+    """"Patching, p. 8" of a passage (its JSON), with "read by OCR" for a scanned page
+    (``heading`` False: its page alone, "page unknown" without one)."""
     page = page_name(p["page"], p.get("page_label")) if p.get("page") else ""
-    parts = [plain_heading(p.get("heading")) or "the manual", page]
+    parts = ([plain_heading(p.get("heading")) or "the manual"] if heading
+             else [] if page else ["page unknown"]) + [page]
     if p.get("ocr"):
         parts.append("read by OCR from a scanned page")
     return ", ".join(x for x in parts if x)
@@ -57,7 +59,8 @@ def headline(quote: dict | None, not_covered: bool, verdict: str | None = None) 
     if verdict == NONE:
         verdict = ONE
     head = HEADLINES[verdict] if verdict is not None else FINDING
-    return f"{head} ({md(where(quote))}). <small>A click on a passage shows it on its page.</small>"
+    # its page only: passage 1 names its section (one line at 1440 pixels)
+    return f"{head} ({md(where(quote, heading=False))})."
 
 
 def md(text: str) -> str:
@@ -69,7 +72,7 @@ def md(text: str) -> str:
 
 # -- table headers ------------------------------------------------------------------------------
 # a row's manual and section ids (what a selected row opens), in plain words
-MANUAL_COL, SECTION_COL = "manual #", "section #"
+MANUAL_COL, SECTION_COL = "manual", "section"
 # where the two ways of finding sections disagree: each one's column
 ALL_CLUES_COL, MEMORIES_COL = "by all clues", "by memories"
 
