@@ -209,7 +209,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     assert hovers and all("score (words matched alone)" in h and "words matched: own" in h
                           for h in hovers), hovers[:2]
     page.wait_for_function(
-        "() => (document.querySelector('#router-agreement')?.innerText || '').includes('memory')")
+        "() => (document.querySelector('#router-agreement')?.innerText || '').includes('memor')")
     agreement = page.locator("#router-agreement").inner_text()
     assert any(m in agreement for m in ("both:", "finding sections by their memories waits",
                                         "only its own evidence")), agreement
@@ -422,8 +422,8 @@ def test_memory_mode_while_memories_are_written_is_a_notice(browser, explorer_se
         page.wait_for_function(
             "() => (document.querySelector('#answer-text textarea')?.value || '').includes("
             "'routing only') && (document.querySelector('#router-agreement')?.innerText || '')"
-            ".includes('not available yet')", timeout=TIMEOUT_MS)
-        assert "memories being written 0/" in page.locator("#router-agreement").inner_text()
+            ".includes('waits for them')", timeout=TIMEOUT_MS)
+        assert "(0/" in page.locator("#router-agreement").inner_text()
         assert "routed on words and meaning only" in page.locator("#ask-notice").inner_text()
         # a Markdown manual has no pages: a cited section opens its text in the page view
         cell(page, "#cited-table", 0, 1).click()
