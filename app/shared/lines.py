@@ -113,6 +113,19 @@ def check_word(row: dict) -> str:
     return "folded" if row.get("folded") else "shown"
 
 
+# -- an answer in plain text (the Compare tab) ---------------------------------------------------
+
+def marked_answer(text: str, generates: bool, degenerate: str | None, fold_line: str | None,
+                  why: str = "") -> str:
+    """An answer as a plain text box shows it: a degenerate output (a loop, debris) or a folded
+    answer said so on its first line, as the Ask tab says it, never passed off as an answer."""
+    if degenerate:
+        return f"(not an answer: the output is not usable{f', {why}' if why else ''})\n{text}"
+    if fold_line:
+        return f"(not checked as right: {fold_line})\n{text}"
+    return text or ("(the model wrote nothing)" if generates else "(routing only)")
+
+
 # -- files of questions -------------------------------------------------------------------------
 
 NUMBERS = ["No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten"]
