@@ -249,7 +249,7 @@ class Evaluation:
 def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> dict:
     """The row of one question's answer (``engine.ask.evaluate`` asks it): what was answered,
     the verdicts, the route in brief, the timings."""
-    from engine.answer.shown import cards, key_line_shown
+    from engine.answer.shown import ONE, cards, key_line_shown, places
 
     a = answer_of(ans)
     met, short = ans.metrics, ans.short_answer
@@ -269,7 +269,8 @@ def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> 
             "key_line": ans.key_line.text if ans.key_line is not None else None,
             "key_line_shown": key_line_shown(
                 ans.key_line.as_json() if ans.key_line is not None else None,
-                ans.quote.as_json() if ans.quote is not None else None),
+                ans.quote.as_json() if ans.quote is not None else None)
+            and places([p.as_json() for p in ans.passages]).verdict == ONE,
             "key_line_holds": ans.key_line is not None and holds(q, ans.key_line.text),
             "answer": a.text, "not_covered": a.not_covered, "flagged": a.flagged,
             "folded": a.folded, "check": check, "degenerate": ans.degenerate,

@@ -9,7 +9,9 @@ MCP tool and the Evaluation rows (issue 67).
   open. The thresholds were chosen on the dev probe (docs/results.md, "The screen (issue 67)").
 - ``key_line_shown``: the key line ("From the manual: ...") is shown only when it is a whole
   term of the quote's entry: the entry's signature (the quote's first line, a command line) or
-  a code span of the quote (a line of code, or one of its code terms), and its page is known.
+  a code span of the quote (a line of code, or one of its code terms), and its page is known;
+  the answer's JSON shows it only where the manual has one clear place too (``places``): a
+  line of the quote is no key when the quote itself is in doubt.
 """
 from __future__ import annotations
 
