@@ -286,4 +286,5 @@ def route_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
 
 
 def agreement_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
-    return row_node(s, t, evt, AGREEMENT_COLUMNS.index(MANUAL_COL), AGREEMENT_COLUMNS.index(SECTION_COL))
+    return row_node(s, t, evt, AGREEMENT_COLUMNS.index(MANUAL_COL),
+                    AGREEMENT_COLUMNS.index(SECTION_COL))

@@ -148,8 +148,9 @@ def build(s: AppState) -> AskTab:
                 # the box, not the Textbox, is hidden for a folded answer: /ask's first output
                 # stays the answer's text for API clients (README "API")
                 with gr.Column(elem_id="answer-box") as answer_box:
-                    answer = gr.Textbox(label="Answer (written by the model)", lines=1,
-                                        max_lines=12, interactive=False, elem_id="answer-text")
+                    answer = gr.Textbox(label="The model's reading of the passages below",
+                                        lines=1, max_lines=12, interactive=False,
+                                        elem_id="answer-text")
                 # the quote and the two passages after it, readable, in rank order; a click
                 # on one shows it on its page (app/views/passages_view.py)
                 passages = gr.HTML("", elem_id="passages", visible=False, padding=False,
