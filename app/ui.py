@@ -51,6 +51,7 @@ from app.shared.binding import bind
 from app.shared.memory_writer import MemoryWriter, memory_writer
 from app.shared.state import AppState, md_text
 from app.views.answer_view import route_from_log
+from app.views.passages_view import CSS as PASSAGES_CSS
 from engine.runtime import Runtime
 
 # the names other modules and the tests import from here
@@ -64,8 +65,8 @@ __all__ = ["APP_CSS", "build_app", "launch_app", "HISTORY_ROWS", "LIBRARY_COLUMN
 # routing tree still fit a 1440x900 first screen (tests/app/test_app_browser.py,
 # tests/app/test_newcomer_browser.py). A table's header never breaks inside a word.
 APP_CSS = """
-#quote-view blockquote { margin-top: 0.2em !important; margin-bottom: 0.2em !important; }
-#quote-view p { margin-bottom: 0.2em; }
+#quote-view p { margin-top: 0; margin-bottom: 0.2em; }
+#ask-doc .validation-error, #ask-question .validation-error { display: none !important; }
 .gradio-container { --layout-gap: 10px !important; }
 #ask-tab { --layout-gap: 8px !important; }
 #app-intro h2 { display: inline; margin: 0 0.6em 0 0; }
@@ -89,7 +90,7 @@ APP_CSS = """
 #evidence-table th, #cited-table th, #eval-table th, #outline-table th,
 #evidence-table th *, #cited-table th *, #eval-table th *, #outline-table th * {
   word-break: normal !important; overflow-wrap: normal !important; }
-"""
+""" + PASSAGES_CSS
 
 
 def launch_app(demo: gr.Blocks, **kwargs):

@@ -44,7 +44,7 @@ ANSWER_JS = """() => {
   return v.length > 0
     && (document.querySelector('#evidence-note')?.innerText || '').trim().length > 0; }"""
 QUOTE_JS = """() => (document.querySelector('#quote-view')?.innerText || '')
-  .includes('From the manual')"""
+  .includes('Where the manual answers')"""
 ERRORS_JS = """() => Array.from(document.querySelectorAll(
   "[data-testid='toast-body'].error, [data-testid='status-tracker'] .error"))
   .map(e => (e.closest("[data-testid='toast-body']") || e).innerText.trim())"""

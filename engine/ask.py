@@ -290,7 +290,8 @@ def _answer(req: Request, metrics: Metrics, t0: float, log: bool,
             route=answer.as_json()["route"], metrics=asdict(metrics), asker=asker,
             keep_routes=rt.settings.query_log_routes,
             quote=quote.as_json() if quote is not None else None,
-            check=answer.check.as_json() if answer.check is not None else None)
+            check=({**answer.check.as_json(), "folded": answer.folded}
+                   if answer.check is not None else None))
 
 
 def ask_stream(rt: Runtime, doc: int | str | None, question: str,

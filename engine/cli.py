@@ -113,6 +113,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from engine.ask import AskError, AskOptions, ask
+    from engine.answer.shown import cards, places_line
     from engine.runtime import Runtime
 
     settings = _settings(args)
@@ -144,23 +145,26 @@ def cmd_ask(args: argparse.Namespace) -> int:
         sa = answer.short_answer
         page = f", p.{sa.page_label or sa.page}" if sa.page else ""
         print(f"short answer: {sa.term}  ({sa.text}{page})\n")
-    if answer.quote is not None and not answer.traits.quote_is_answer:
-        q = answer.quote
-        page = f", p.{q.page}" if q.page else ""
-        print(f"the manual ({q.heading}{page}):\n  \"{q.text}\"\n\nthe model's answer:")
+    out = answer.as_json()
+    if answer.passages:  # the three passages as the screen shows them (engine.answer.shown)
+        print(f"the manual's passages, best first ({places_line(out['places'])}):")
+        for c in cards(out["passages"]):
+            print("\n".join(c.lines()))
+        print()
     elif answer.not_covered:
         print("the manual does not seem to cover this (no quote)\n")
+    key = out["key_line"]
+    if out["key_line_shown"]:
+        print(f"from the manual (p. {key['page']}): {key['text']}\n")
     if answer.reader_error:
         print(f"error: {answer.reader_error}", file=sys.stderr)
-    else:
+    elif answer.traits.generates:
+        print("the model's reading of the passages:")
         if answer.folded and answer.fold_line:  # the Ask tab's fold, as one line above it
             print(f"(not checked as right) {answer.fold_line}")
+        print(answer.text or "(the model wrote nothing)")
+    elif not answer.traits.quote_is_answer:
         print(answer.text or "(routing only)")
-    if len(answer.passages) > 1:
-        print("\nmore passages:")
-        for p in answer.passages[1:]:
-            page = f", p.{p.page}" if p.page else ""
-            print(f"  {p.heading}{page}: {' '.join(p.text.split())[:160]}")
     if answer.evidence:
         print("\nevidence:")
         for e in answer.evidence:

@@ -29,7 +29,10 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
                         "repetition_cut", "stop", "quote", "passages", "short_answer",
                         "not_covered", "unsupported",
                         "folded", "form", "check", "reader", "reader_error", "mode_traits",
-                        "confidence", "key_line", "query_id"}
+                        "confidence", "key_line", "key_line_shown", "places", "query_id"}
+    # where the manual answers (engine.answer.shown): one place, several, weak, or none
+    assert out["places"]["verdict"] in ("one place", "several places", "weak", "none")
+    assert (out["places"]["verdict"] == "none") == (not out["passages"])
     assert out["short_answer"] is None  # off by default (H2MT_SHORT_ANSWER)
     # the passages shown: at most three, the quote first
     assert len(out["passages"]) <= 3 and (out["passages"][:1] == [out["quote"]]

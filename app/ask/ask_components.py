@@ -42,7 +42,7 @@ class AskTab:
     text_btn: gr.Button
     view: gr.State
     quote_md: gr.Markdown
-    passages_table: gr.Dataframe  # up to two more passages of other entries, one line each
+    passages: gr.HTML  # the quote and up to two more passages, readable (passages_view)
     key_md: gr.Markdown  # the manual's key line and its page (engine.answer.checks.key_line)
     answer_fold: gr.Markdown  # a flagged answer, folded under its line (app/ask/answer_fold.py)
     answer_box: gr.Column  # holds the answer; hidden while the answer is folded
@@ -71,12 +71,12 @@ class AskTab:
         return [self.answer, self.metrics, self.cited, self.route_plot, self.manual_plot,
                 self.route_table, self.summary, self.history, self.quote_md, self.page_head,
                 self.page_image, self.page_text, self.answer_fold, self.answer_box, self.key_md,
-                self.view]
+                self.passages, self.view]
 
     def view_outputs(self) -> list:
         """What ``show_view`` and ``clear_before_ask`` update."""
         return [self.notice, self.agree_md, self.agree_table, self.evidence_table,
-                self.evidence_note, self.text_btn, self.passages_table]
+                self.evidence_note, self.text_btn]
 
     def page_outputs(self) -> list:
         return [self.page_head, self.page_image, self.page_text]

@@ -23,6 +23,7 @@ from app.ask.answer_fold import answer_markdown
 from app.ask.ask_components import AskTab
 from app.ask.ask_history import history_rows
 from app.shared.ask_request import AskRequest
+from app.shared.lines import MANUAL_COL, PAGE_HINT, SECTION_COL
 from app.shared.memory_lines import agreeing_notice
 from app.shared.state import AppState, md_text, node_view
 from app.shared.user_errors import MemoriesPending
@@ -30,6 +31,8 @@ from app.views.answer_view import (cited_rows, evidence_rows, evidence_summary, 
                                    generating_md, metrics_md, page_outputs, passage_lines,
                                    quote_outputs, route_views)
 from app.views.pages import Line
+from app.views.passages_view import passages_html
+from app.views.quote_view import quote_markdown
 from app.views.route_tables import AGREEMENT_COLUMNS, ROUTE_COLUMNS
 from app.views.view_state import ViewState
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
@@ -37,10 +40,9 @@ from engine.document.tree import page_name
 from engine.answer.notices import DEGENERATE_REASONS
 
 
-CITED_COLUMNS = ["#", "title", "pages", "doc", "node"]
-EVIDENCE_COLUMNS = ["#", "score", "page", "section", "sentence", "doc", "node"]
-PASSAGE_COLUMNS = ["#", "passage", "page", "doc", "node"]
-PAGE_HINT = "Select a cited node or an evidence line to see its page here."
+CITED_COLUMNS = ["#", "title", "pages", MANUAL_COL, SECTION_COL]
+EVIDENCE_COLUMNS = ["#", "score", "page", "heading", "sentence", MANUAL_COL, SECTION_COL]
+
 
 
 # -- asking --------------------------------------------------------------------------------------
@@ -72,7 +74,8 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
                    t.key_md: gr.update(value="", visible=False),
                    t.metrics: generating_md(ev.mode, ev.route, ""),
                    t.cited: cited_rows(ev.cited), **route_updates(t, rv), t.view: rv.view,
-                   **quote_updates(t, *quote_outputs(s, ev.quote, ev.not_covered, ev.mode))}
+                   **quote_updates(t, *quote_outputs(s, ev.quote, ev.not_covered, ev.mode)),
+                   **passages_updates(t, [ev.quote.as_json()] if ev.quote is not None else [])}
         elif isinstance(ev, TokenChunk):
             text += ev.text
             yield {t.answer: text, t.metrics: generating_md(mode, None, text)}
@@ -86,6 +89,13 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
         # the same outputs (a client's last result keeps its shape), its feedback and history
         yield {**answered, t.view: replace(answered[t.view], query_id=a.query_id),
                t.history: history_rows(s, req.doc, user=user)}
+
+
+def passages_updates(t: AskTab, passages: list[dict], open_count: int = 1) -> dict:
+    """The passages block (app/views/passages_view.py): ``passages`` (their JSON, the quote
+    first), the first ``open_count`` shown whole; hidden when there is none."""
+    return {t.passages: gr.update(value=passages_html(passages, open_count),
+                                  visible=bool(passages))}
 
 
 def route_updates(t: AskTab, rv) -> dict:
@@ -129,12 +139,16 @@ def final_updates(s: AppState, t: AskTab, a, doc, user: str | None = None) -> di
         notice, offer_text = agreeing_notice(s, doc, a.warning or ""), False
     view = replace(rv.view, notice=notice, offer_text=offer_text, evidence=evidence,
                    evidence_note=evidence_summary(a, evidence, degenerate),
-                   query_id=getattr(a, "query_id", None), passages=out["passages"][1:])
+                   query_id=getattr(a, "query_id", None), passages=out["passages"])
     rv.summary.update(degenerate=degenerate, evidence=evidence, answer=a.text,
                       **{k: out[k] for k in ("cut", "cut_at", "quote", "not_covered", "reader",
                                              "reader_error")})
+    places = out["places"]
+    headline = quote_markdown(a.quote, a.not_covered, a.traits.generates, places["verdict"])
     return {**answer_updates(t, a, out, shown), t.metrics: metrics_md(a), t.cited: cited_rows(a),
-            **route_updates(t, rv), t.history: history_rows(s, doc, user=user), t.view: view}
+            **route_updates(t, rv), t.history: history_rows(s, doc, user=user), t.view: view,
+            t.quote_md: gr.update(value=headline, visible=bool(headline)),
+            **passages_updates(t, out["passages"], places["open"])}
 
 
 def answer_updates(t: AskTab, a, out: dict, shown: str) -> dict:
@@ -147,7 +161,7 @@ def answer_updates(t: AskTab, a, out: dict, shown: str) -> dict:
     box (``shown`` says so and the notice holds it). ``out``: the answer's JSON."""
     key, short = out.get("key_line"), out.get("short_answer")
     lines = ([short_answer_md(short)] if short is not None else []) + \
-        ([key_line_md(key)] if key is not None and not (
+        ([key_line_md(key)] if key is not None and out.get("key_line_shown") and not (
             short is not None and key["text"] == short["text"]) else [])
     keyed = {t.key_md: gr.update(value="\n\n".join(lines), visible=True) if lines
              else gr.update(value="", visible=False)}
@@ -168,7 +182,7 @@ def short_answer_md(short: dict) -> str:
 
 def key_line_md(key: dict) -> str:
     """The key line as shown (its JSON): the manual's line in code, its page and section."""
-    where = f"p. {key['page']}" if key["page"] else "page unknown"
+    where = f"p. {key['page']}"  # shown only with its page (engine.answer.shown)
     body = key["text"].replace("`", "\u02cb")
     return f"**From the manual ({where}, {md_text(key['heading'] or 'section')}):** `{body}`"
 
@@ -186,12 +200,15 @@ def validate_ask(s: AppState, t: AskTab, req: AskRequest) -> list:
 def clear_before_ask(s: AppState, t: AskTab, req: AskRequest) -> dict:
     """The last answer's notes and page view, cleared when a request is asked (no stale
     comparison while asking); a request the validator refuses keeps them."""
-    if req.refused(s.settings):
-        return left_as_shown([*t.view_outputs(), *t.page_outputs(), *t.feedback.outputs()])
+    problems = req.problems(s.settings)
+    if problems:  # nothing asked; no manual or no question: one line that stays until the
+        # next ask (the validator's own line under the input is hidden for these two, app/ui.py)
+        kept = left_as_shown([*t.view_outputs(), *t.page_outputs(), *t.feedback.outputs()])
+        first = next((problems[n] for n in ("doc", "question") if n in problems), None)
+        return kept if first is None else {**kept, t.notice: f"**{first}**"}
     hidden = gr.update(value=None, visible=False)
     return {t.notice: "", t.agree_md: "", t.agree_table: [], t.evidence_table: [],
             t.evidence_note: "", t.text_btn: gr.update(visible=False), t.page_head: PAGE_HINT,
-            t.passages_table: gr.update(value=[], visible=False),
             t.page_image: hidden, t.page_text: gr.update(value="", visible=False),
             **t.feedback.cleared()}
 
@@ -207,9 +224,7 @@ def show_view(s: AppState, t: AskTab, view: ViewState) -> dict:
              else evidence_rows(s, view.evidence),
              t.evidence_note: view.evidence_note,
              t.text_btn: None if view.offer_text is None
-             else gr.update(visible=view.offer_text),
-             t.passages_table: None if view.passages is None
-             else gr.update(value=passage_rows(view.passages), visible=bool(view.passages))}
+             else gr.update(visible=view.offer_text)}
     return {**left_as_shown(t.view_outputs()),
             **{c: v for c, v in shown.items() if v is not None}}
 
@@ -233,7 +248,7 @@ def row_node(s: AppState, t: AskTab, evt: gr.SelectData, doc_col: int, node_col:
 
 
 def cited_select(s: AppState, t: AskTab, view: ViewState, evt: gr.SelectData) -> dict:
-    doc_col, node_col = CITED_COLUMNS.index("doc"), CITED_COLUMNS.index("node")
+    doc_col, node_col = CITED_COLUMNS.index(MANUAL_COL), CITED_COLUMNS.index(SECTION_COL)
     out = row_node(s, t, evt, doc_col, node_col)
     row = evt.row_value or []
     if len(row) <= node_col or row[doc_col] in (None, ""):
@@ -250,7 +265,7 @@ def physical_page(shown) -> int | None:
 
 def evidence_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
     row = evt.row_value or []
-    doc_col, node_col = EVIDENCE_COLUMNS.index("doc"), EVIDENCE_COLUMNS.index("node")
+    doc_col, node_col = EVIDENCE_COLUMNS.index(MANUAL_COL), EVIDENCE_COLUMNS.index(SECTION_COL)
     if len(row) <= node_col or row[doc_col] in (None, ""):
         return {t.page_head: "Select an evidence line."}
     line = Line(str(row[EVIDENCE_COLUMNS.index("sentence")]),
@@ -258,32 +273,23 @@ def evidence_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
     return page_updates(t, page_outputs(s, row[doc_col], row[node_col], [line]))
 
 
-def passage_rows(passages: list[dict]) -> list[list]:
-    """One line per passage after the quote: its heading and opening words, its page."""
-    rows = []
-    for i, p in enumerate(passages, start=2):
-        words = " ".join(p["text"].split())
-        opening = words if len(words) <= 110 else words[:110].rsplit(" ", 1)[0] + " …"
-        where = f"{p['heading']}: " if p.get("heading") else ""
-        rows.append([i, where + opening, page_name(p["page"], p.get("page_label")) if p["page"]
-                     else "", p["doc"], p["node"]])
-    return rows
-
-
-def passage_select(s: AppState, t: AskTab, view: ViewState, evt: gr.SelectData) -> dict:
-    """The selected passage on its page, highlighted."""
+def passage_select(s: AppState, t: AskTab, view: ViewState, evt: gr.EventData) -> dict:
+    """The clicked passage (its rank, 1: the quote) on its page, highlighted."""
     passages = (view.passages if view is not None else None) or []
-    row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-    if not isinstance(row, int) or not 0 <= row < len(passages) or passages[row]["doc"] is None:
-        return {t.page_head: "Select a passage."}
-    p = passages[row]
+    rank = (getattr(evt, "_data", None) or {}).get("rank")
+    if not isinstance(rank, int) or not 1 <= rank <= len(passages) \
+            or passages[rank - 1]["doc"] is None:
+        return {t.page_head: "That passage is not in the library any more."}
+    p = passages[rank - 1]
     return page_updates(t, page_outputs(s, p["doc"], p["node"],
-                                        passage_lines(p["text"], p["page"], p["score"])))
+                                        passage_lines(p["text"], p["page"], p["score"]),
+                                        what="passage"))
 
 
 def route_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
-    return row_node(s, t, evt, ROUTE_COLUMNS.index("doc"), ROUTE_COLUMNS.index("node"))
+    return row_node(s, t, evt, ROUTE_COLUMNS.index(MANUAL_COL), ROUTE_COLUMNS.index(SECTION_COL))
 
 
 def agreement_select(s: AppState, t: AskTab, evt: gr.SelectData) -> dict:
-    return row_node(s, t, evt, AGREEMENT_COLUMNS.index("doc"), AGREEMENT_COLUMNS.index("node"))
+    return row_node(s, t, evt, AGREEMENT_COLUMNS.index(MANUAL_COL),
+                    AGREEMENT_COLUMNS.index(SECTION_COL))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import gradio as gr
 
 from app.ask.ask_components import AskTab
+from app.shared.lines import headline
 from app.shared.state import ALL, AppState, doc_arg, empty_figure
+from app.views.passages_view import passages_html
 from app.views.answer_view import (MODE_HELP, ROUTER_LABELS, figure_of, metric_rows, route_from_log,
                                    trees_of)
 from app.views.figures import figure_summary
@@ -56,11 +58,17 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
             *metric_rows(rec.metrics or {})]
     metrics = "| metric | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
     logged = rec.settings or {}
+    # the passages of the last answer are not this question's: shown only where the record
+    # holds its quote (as passage 1), else hidden with the line above the answer
+    quote = getattr(rec, "quote", None) or None
+    passages = [quote] if quote else []
     # shown unfolded: the log keeps the answer, not what its model read
     out = {t.answer: rec.answer, t.answer_box: gr.update(visible=True),
            t.answer_fold: gr.update(value="", visible=False),
            t.key_md: gr.update(value="", visible=False), t.metrics: metrics,
-           t.inputs.question: rec.question}
+           t.inputs.question: rec.question,
+           t.quote_md: gr.update(value=headline(quote, False), visible=bool(quote)),
+           t.passages: gr.update(value=passages_html(passages), visible=bool(passages))}
     if rec.mode in MODE_HELP:
         out[t.inputs.mode] = rec.mode
     if logged.get("router") in ROUTER_LABELS:
@@ -72,7 +80,7 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
                 t.manual_plot: empty_figure(msg), t.route_table: [], t.summary: {},
                 t.view: ViewState(notice="", agreement=msg, agreement_rows=[], evidence=[],
                                   evidence_note="", offer_text=False, query_id=rec.id,
-                                  passages=[])}
+                                  passages=passages)}
     route = route_from_log(rec.route, rec.settings)
     trees = trees_of(s, route)
     fig = figure_of(s, route, title=f"Routing tree of query {rec.id} (from the log)",
@@ -83,6 +91,6 @@ def history_select(s: AppState, t: AskTab, doc, evt: gr.SelectData, *,
                      "query log: ask again to compare the routers.", agreement_rows=[],
                      evidence=[], evidence_note="Evidence lines are not kept in the query "
                      "log: select a cited section to read its page.", offer_text=False,
-                     query_id=rec.id, passages=[])
+                     query_id=rec.id, passages=passages)
     return {**out, t.cited: cited, t.route_plot: fig, t.manual_plot: manual_figure(route),
             t.route_table: route_rows(route, None, trees), t.summary: figure_summary(fig), t.view: view}

@@ -29,7 +29,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.ask.ask_components import AskInputs, AskTab
-from app.ask.ask_handlers import (CITED_COLUMNS, EVIDENCE_COLUMNS, PASSAGE_COLUMNS,
+from app.ask.ask_handlers import (CITED_COLUMNS, EVIDENCE_COLUMNS,
                                   agreement_select, cited_select, clear_before_ask, do_ask,
                                   evidence_select, passage_select, route_select, show_view,
                                   validate_ask)
@@ -38,9 +38,11 @@ from app.ask.reader_view import reader_line, reader_markdown
 from app.shared import examples
 from app.shared.ask_request import APP_MAX_NEW_TOKENS, AskRequest
 from app.shared.binding import bind
+from app.shared.lines import PAGE_HINT
 from app.shared.memory_lines import doc_memory_line
 from app.shared.state import AppState, doc_choices
 from app.views import feedback
+from app.views.passages_view import OPEN_JS
 from app.views.answer_view import MODE_CHOICES, MODE_HELP, ROUTER_CHOICES
 from app.views.route_tables import AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.views.view_state import ViewState
@@ -146,8 +148,13 @@ def build(s: AppState) -> AskTab:
                 # the box, not the Textbox, is hidden for a folded answer: /ask's first output
                 # stays the answer's text for API clients (README "API")
                 with gr.Column(elem_id="answer-box") as answer_box:
-                    answer = gr.Textbox(label="Answer (written by the model)", lines=1,
-                                        max_lines=12, interactive=False, elem_id="answer-text")
+                    answer = gr.Textbox(label="The model's reading of the passages below",
+                                        lines=1, max_lines=12, interactive=False,
+                                        elem_id="answer-text")
+                # the quote and the two passages after it, readable, in rank order; a click
+                # on one shows it on its page (app/views/passages_view.py)
+                passages = gr.HTML("", elem_id="passages", visible=False, padding=False,
+                                   js_on_load=OPEN_JS)
                 route_plot = gr.Plot(label="Routing tree", show_label=False,
                                      elem_id="route-plot")
                 with gr.Accordion("How to read the routing tree", open=False):
@@ -162,20 +169,12 @@ def build(s: AppState) -> AskTab:
                         "branch; to read a node, select its row under \"Scored nodes\".")
                 bar = feedback.build_bar()  # after the answer and how it was found
             with gr.Column(scale=2):
-                page_head = gr.Markdown("Select a cited node or an evidence line to "
-                                        "see its page here.", elem_id="page-view-head")
+                page_head = gr.Markdown(PAGE_HINT, elem_id="page-view-head")
                 page_image = gr.Image(type="pil", format="png", interactive=False,
                                       label="Page", visible=False, height=620,
                                       elem_id="page-view-image")
                 page_text = gr.Markdown(visible=False, max_height=620,
                                         elem_id="page-view-text")
-                # the passages after the quote, one line each, under the page they open on
-                # (above it they pushed the page's top off a 900-pixel first screen)
-                passages_table = gr.Dataframe(
-                    headers=PASSAGE_COLUMNS, type="array", interactive=False, visible=False,
-                    elem_id="more-passages", wrap=False, max_height=120,
-                    column_widths=["4%", "78%", "10%", "4%", "4%"],
-                    label="More passages from other entries (select one to see it on its page)")
                 cited = gr.Dataframe(headers=CITED_COLUMNS, type="array",
                                      interactive=False, elem_id="cited-table", max_height=260,
                                      label="Cited sections (select one to read it and "
@@ -192,7 +191,8 @@ def build(s: AppState) -> AskTab:
                                            interactive=False, elem_id="ask-node-text")
         with gr.Accordion("Metrics", open=False, elem_id="ask-metrics-fold"):
             metrics = gr.Markdown(elem_id="answer-metrics")
-        with gr.Accordion("Fused router vs memory router: where they disagree", open=False,
+        with gr.Accordion("All clues vs the sections' memories: where they disagree",
+                          open=False,
                           elem_id="ask-agreement-fold"):
             agree_md = gr.Markdown(elem_id="router-agreement")
             agree_table = gr.Dataframe(headers=AGREEMENT_COLUMNS, type="array",
@@ -223,7 +223,7 @@ def build(s: AppState) -> AskTab:
                          budget=budget, gate=gate, hier_pos=hier_pos, max_new_tokens=max_new,
                          router=router),
         ask_btn=ask_btn, mem_line=ask_mem_line, reader_line=reader_line, notice=notice,
-        text_btn=text_btn, view=view, quote_md=quote_md, passages_table=passages_table,
+        text_btn=text_btn, view=view, quote_md=quote_md, passages=passages,
         key_md=key_md, answer_fold=answer_fold, answer_box=answer_box, answer=answer,
         metrics=metrics, cited=cited,
         evidence_note=evidence_note, evidence_table=evidence_table, page_head=page_head,
@@ -273,7 +273,7 @@ def wire(s: AppState, t: AskTab) -> None:
         bind(s, history_select, t), t.inputs.doc,
         [t.answer, t.answer_fold, t.answer_box, t.key_md, t.metrics, t.cited, t.route_plot,
          t.manual_plot, t.route_table, t.summary, t.inputs.question, t.view, t.inputs.mode,
-         t.inputs.router],
+         t.inputs.router, t.quote_md, t.passages],
         api_visibility="private").then(
         bind(s, show_view, t), t.view, t.view_outputs(), **private)
     feedback.wire_box(restored, t.feedback, t.view)
@@ -283,9 +283,8 @@ def wire(s: AppState, t: AskTab) -> None:
     t.evidence_table.select(bind(s, evidence_select, t), None, t.page_outputs(),
                             api_visibility="private", concurrency_limit=2,
                             concurrency_id="pages")
-    t.passages_table.select(bind(s, passage_select, t), t.view, t.page_outputs(),
-                            api_visibility="private", concurrency_limit=2,
-                            concurrency_id="pages")
+    t.passages.click(bind(s, passage_select, t), t.view, t.page_outputs(),
+                     api_visibility="private", concurrency_limit=2, concurrency_id="pages")
     t.route_table.select(bind(s, route_select, t), None, [t.node_head, t.node_text],
                          api_visibility="private")
     t.agree_table.select(bind(s, agreement_select, t), None, [t.node_head, t.node_text],

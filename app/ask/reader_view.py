@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from app.views.quote_view import _md
+from app.shared.lines import md as _md
 
 MEMORY_LOCAL = ("Memory mode answers with the local backbone: its memories go into the model as "
                 "input embeddings, which a served model does not take.")

@@ -9,11 +9,13 @@ import gradio as gr
 
 from app.shared.ask_request import AskRequest
 from app.shared.binding import bind
+from app.shared.lines import marked_answer
 from app.shared.memory_lines import agreeing_notice
 from app.shared.state import AppState, doc_choices, empty_figure
 from app.shared.user_errors import MemoriesPending
 from app.views.answer_view import figures, metrics_md
 from engine.answer.modes import MODES
+from engine.answer.notices import DEGENERATE_REASONS
 
 
 def do_compare(s: AppState, doc, question, mode_a, mode_b, k, max_depth, budget, gate,
@@ -32,7 +34,10 @@ def do_compare(s: AppState, doc, question, mode_a, mode_b, k, max_depth, budget,
             out += [f"({notice})", "", empty_figure(f"{mode} mode waits for the memories")]
             table.append([mode, None, None, None, None, None, 0, 0])
             continue
-        out += [a.text or "(nothing generated)", metrics_md(a), figures(s, a, doc).tree]
+        shown = marked_answer(a.text, a.traits.generates, a.degenerate,
+                              a.fold_line if a.folded else None,
+                              DEGENERATE_REASONS.get(a.degenerate, "") if a.degenerate else "")
+        out += [shown, metrics_md(a), figures(s, a, doc).tree]
         m = a.metrics
         table.append([mode, round(m.ttft_ms), round(m.total_ms), m.prefill_tokens,
                       m.generated_tokens, round(m.peak_mem_mb, 1),

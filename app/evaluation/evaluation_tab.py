@@ -22,6 +22,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from app.shared.binding import bind
+from app.shared.lines import check_word, questions_line
 from app.shared.examples import EXAMPLE_FILE
 from app.shared.state import ALL, AppState, doc_choices, empty_figure, md_text
 from app.shared.user_errors import user_error, user_errors
@@ -31,10 +32,12 @@ from engine.ask import AskOptions, evaluate
 from engine.ingest import file_sha256
 
 EVAL_MODES = ("quote", "text")  # the probe's modes
-ROW_COLUMNS = ["#", "question", "quote", "quote page", "gold pages", "quote holds", "answer",
-               "answer holds", "check", "route lost the gold"]
+ROW_COLUMNS = ["#", "question", "passages (best first)", "quote page", "gold pages",
+               "quote holds", "answer", "answer holds", "check", "route lost the gold"]
 # Wide enough for each header on one line; the verdict columns visible beside the texts.
-ROW_WIDTHS = ["3%", "16%", "22%", "6%", "6%", "6%", "20%", "6%", "7%", "8%"]
+ROW_WIDTHS = ["3%", "14%", "30%", "6%", "6%", "6%", "14%", "6%", "7%", "8%"]
+# the passages column is Markdown (a passage's lines on lines of their own)
+ROW_TYPES = ["number", "str", "markdown", "str", "str", "str", "str", "str", "str", "str"]
 SUMMARY_COLUMNS = ["verdict", "questions", "share"]
 EXAMPLE_QUESTIONS = EXAMPLE_FILE.parent / "questions.jsonl"  # the five example questions
 MAX_QUESTIONS = 500
@@ -56,13 +59,22 @@ def check_label(row: dict) -> str:
         return "not covered"
     if row["check"] is None:
         return "no check" if row["mode"] == "quote" else "—"
-    return "flagged" if row["check"]["flagged"] else "clean"
+    return check_word(row)
+
+
+def passages_cell(row: dict) -> str:
+    """The row's passages as the Ask tab shows them (``engine.answer.shown.card``), each two
+    to five lines, the quote first; a row of an older results file: its quote."""
+    cards = row.get("passage_cards")
+    if not cards:
+        return md_text(_short(row["quote"]))
+    return "<br><br>".join("<br>".join(md_text(line) for line in card) for card in cards)
 
 
 def table_row(i: int, row: dict) -> list:
     v = row["verdict"]
     answer = "(the quote)" if row["mode"] == "quote" else _short(row["answer"])
-    return [i, row["question"], _short(row["quote"]), row["quote_page"],
+    return [i, row["question"], passages_cell(row), row["quote_page"],
             ", ".join(map(str, row["gold_pages"])) or (row["gold_section"] or ""),
             _mark(v["quote_holds"]), answer, _mark(v["answer_holds"]),
             check_label(row), row["route"].get("lost") or ""]
@@ -129,6 +141,11 @@ def run_file(s: AppState, doc, file, mode, progress=gr.Progress()):
            str(out), {"rows": rows, "routes": routes, "settings": settings, "doc": doc_id})
 
 
+def example_count() -> int:
+    """How many questions the example file holds (one a non-empty line)."""
+    return sum(1 for line in EXAMPLE_QUESTIONS.read_text().splitlines() if line.strip())
+
+
 def example_copy() -> str:
     """A copy of the example question file in a temporary folder, which the page may serve
     wherever the app is installed."""
@@ -146,8 +163,8 @@ def use_example(s: AppState):
                 "not in the library: upload app/shared/example_manual/etoolbox-manual.pdf in the "
                 "Library tab first.")
     return (path, gr.update(choices=doc_choices(s, False), value=str(doc_id)),
-            f"The example file's {EXAMPLE_QUESTIONS.read_text().count(chr(10))} questions on "
-            f"manual #{doc_id} are ready: press Run.")
+            f"The example file's {example_count()} questions on manual #{doc_id} are ready: "
+            "press Run.")
 
 
 def row_tree(s: AppState, run: dict | None, evt: gr.SelectData):
@@ -213,9 +230,11 @@ def build(s: AppState) -> EvaluationTab:
                                 min_width=220, elem_id="eval-example")
             gr.DownloadButton("Download the example file", value=example_copy(), size="sm",
                               scale=0, min_width=220, elem_id="eval-example-download")
-            gr.Markdown("Four questions on the example manual, in the format above.")
+            gr.Markdown(questions_line(example_count(),
+                                       "on the example manual, in the format above."))
         status = gr.Markdown(elem_id="eval-status")
         table = gr.Dataframe(headers=ROW_COLUMNS, type="array", interactive=False, wrap=True,
+                             datatype=ROW_TYPES,
                              max_height=520, elem_id="eval-table", column_widths=ROW_WIDTHS,
                              label="Per question (select a row to see its routing tree)")
         with gr.Row():

@@ -22,7 +22,7 @@ import gradio as gr
 
 from app.shared.binding import bind
 from app.shared.memory_lines import doc_memory_line, memories_line
-from app.shared.state import ALL, AppState, doc_arg, doc_choices, node_view, pickers
+from app.shared.state import ALL, AppState, doc_arg, doc_choices, md_text, node_view, pickers
 from app.shared.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from app.shared.user_errors import internal_error, storage_fault, user_error
 from app.views import feedback
@@ -45,8 +45,8 @@ OUTLINE_COLUMNS = ["node", "title", "pages", "tokens", "kind"]
 def library_line(labels: dict[int, str]) -> str:
     """The Library tab's line about memories not ready (empty when none)."""
     return memories_line(labels, "These manuals can be asked now in text and route modes; "
-                                 "memory mode, the flat baseline and the memory router wait "
-                                 "for their memories.")
+                                 "memory mode, the flat baseline and finding sections by their "
+                                 "memories wait for them.")
 
 
 def library_rows(s: AppState, docs=None, labels: dict[int, str] | None = None) -> list[list]:
@@ -132,7 +132,8 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
         if r.memories == "pending":
             s.writer.submit(r.doc_id)
             line += (". Ask it now in text or route mode; its memories are being written "
-                     "in the background (memory mode and the memory router wait for them).")
+                     "in the background (memory mode and finding sections by their memories wait "
+                     "for them).")
         else:
             line += ". Memories ready: every mode and router can be used."
         messages.append(line)
@@ -203,6 +204,17 @@ def node_api(s: AppState, doc_id: int, node_id: int) -> tuple[str, str]:
     return node_view(s, doc_id, node_id)
 
 
+def confirm_delete(s: AppState, doc):
+    """The question before a delete: which manual, and what goes with it."""
+    try:
+        d = s.rt.library.get_document(int(doc))
+    except (DocumentNotFound, TypeError, ValueError):
+        return gr.update(visible=False), ""
+    return (gr.update(visible=True),
+            f"**Delete manual #{d.id} {md_text(d.title)}?** Its tree, memories and question "
+            "history go with it; this cannot be undone.")
+
+
 def delete(s: AppState, doc, *, user: str | None = None):
     s.require_admin(user, "delete manuals")
     if doc in (None, "", ALL):
@@ -233,6 +245,10 @@ class LibraryTab:
     table: gr.Dataframe
     doc: gr.Dropdown
     delete_btn: gr.Button
+    confirm_row: gr.Row  # "Delete manual #N ...?" with its two buttons, shown by delete_btn
+    confirm_line: gr.Markdown
+    confirm_btn: gr.Button  # deletes (the /delete_manual endpoint)
+    cancel_btn: gr.Button
     outline: gr.Dataframe
     node_head: gr.Markdown
     node_text: gr.Textbox
@@ -259,6 +275,12 @@ def build(s: AppState) -> LibraryTab:
                               scale=4, elem_id="library-doc", allow_custom_value=True)
             delete_btn = gr.Button("Delete this manual", variant="stop", scale=1,
                                    elem_id="delete-button", interactive=False)
+        # a delete asks first: the manual, its memories and its questions go for good
+        with gr.Row(visible=False, elem_id="delete-confirm-row") as confirm_row:
+            confirm_line = gr.Markdown(elem_id="delete-confirm-line")
+            confirm_btn = gr.Button("Yes, delete it", variant="stop", scale=0, min_width=140,
+                                    elem_id="delete-confirm")
+            cancel_btn = gr.Button("Cancel", scale=0, min_width=100, elem_id="delete-cancel")
         with gr.Row():
             with gr.Column(scale=3):
                 outline_table = gr.Dataframe(headers=OUTLINE_COLUMNS, label="Outline "
@@ -271,7 +293,8 @@ def build(s: AppState) -> LibraryTab:
                 node_text = gr.Textbox(label="Node text", lines=18, interactive=False,
                                        elem_id="library-node-text")
         wrong = feedback.build_wrong_list()
-    return LibraryTab(files, status, mem_line, table, doc, delete_btn, outline_table, node_head,
+    return LibraryTab(files, status, mem_line, table, doc, delete_btn, confirm_row,
+                      confirm_line, confirm_btn, cancel_btn, outline_table, node_head,
                       node_text, tab, wrong)
 
 
@@ -298,6 +321,11 @@ def wire(s: AppState, tab: LibraryTab, pickers_out: list, poll_inputs: list,
     tab.doc.change(lambda d: gr.update(interactive=d not in (None, "")), tab.doc,
                    tab.delete_btn, queue=False, api_visibility="private",
                    show_progress="hidden")
-    tab.delete_btn.click(bind(s, delete), tab.doc,
-                         [tab.status, tab.table, *pickers_out, tab.outline, tab.node_head,
-                          tab.node_text], api_name="delete_manual")
+    private = dict(queue=False, api_visibility="private", show_progress="hidden")
+    tab.delete_btn.click(bind(s, confirm_delete), tab.doc,
+                         [tab.confirm_row, tab.confirm_line], **private)
+    tab.cancel_btn.click(lambda: gr.update(visible=False), None, tab.confirm_row, **private)
+    tab.confirm_btn.click(lambda: gr.update(visible=False), None, tab.confirm_row, **private)
+    tab.confirm_btn.click(bind(s, delete), tab.doc,
+                          [tab.status, tab.table, *pickers_out, tab.outline, tab.node_head,
+                           tab.node_text], api_name="delete_manual")

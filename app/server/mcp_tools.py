@@ -81,7 +81,7 @@ def ask_manual(s: AppState, manual_id: str, question: str,
         mode: "text": the quote and a generated answer with its check; "quote": the quote only (no generation, fast); "route": the routed sections only.
 
     Returns:
-        A JSON object: the quote (text, page, section heading, node), up to three passages (text, page, page label, heading; the first is the quote), the short answer (the manual's term with its line and page, or null; given only when H2MT_SHORT_ANSWER turns it on), the answer, its check (flagged, and why), the sections the router selected (title, pages, node), and the query id (rate_answer takes it).
+        A JSON object: the quote (text, page, section heading, node), up to three passages (text, page, page label, heading; the first is the quote), where the manual answers (places: "one place", or "several places" when the second passage scores close to the quote, or "weak"), the short answer (the manual's term with its line and page, or null; given only when H2MT_SHORT_ANSWER turns it on), the answer, its check (flagged, and why), the sections the router selected (title, pages, node), and the query id (rate_answer takes it).
     """
     if mode not in TOOL_MODES:
         raise user_error(f"mode {mode!r} is not one of {', '.join(TOOL_MODES)}")
@@ -95,6 +95,7 @@ def ask_manual(s: AppState, manual_id: str, question: str,
             "quote": out["quote"], "not_covered": out["not_covered"], "answer": answer.text,
             "passages": [{k: p[k] for k in ("text", "page", "page_label", "heading")}
                          for p in out["passages"]],
+            "places": out["places"],
             "short_answer": out["short_answer"],
             "check": out["check"], "unsupported": out["unsupported"],
             "route": [{"title": r["title"], "manual": r["doc_id"], "node": r["node_id"],

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 
 import gradio as gr
 
+from app.shared.lines import EMPTY_QUESTION, NO_MANUAL
 from engine.answer.options import NUMBER_LABELS, question_problem, whole_number
 from engine.ask import AskError, AskOptions
 from engine.settings import Settings
@@ -47,6 +48,8 @@ class AskRequest:
         a number arrives as sent (``whole_number``), 0 or blank is "no limit" for the depth cap
         and the node budget, and the longest answer is 1 to ``APP_MAX_NEW_TOKENS`` here."""
         problems: dict[str, str] = {}
+        if self.doc in (None, ""):  # the page's one line for it (app/shared/lines.py)
+            problems["doc"] = NO_MANUAL
         numbers: dict[str, int | None] = {}
         for name in ("k", "max_depth", "budget", "max_new_tokens"):
             label = NUMBER_LABELS[name]
@@ -73,7 +76,7 @@ class AskRequest:
                 problems[name] = engine[name]
         question = question_problem(self.question, settings.max_question_chars)
         if question is not None:  # the page's words for an empty one
-            problems["question"] = ("Type a question first."
+            problems["question"] = (EMPTY_QUESTION
                                     if not (self.question or "").strip() else
                                     f"{question[0].upper()}{question[1:]}.")
         return {name: problems[name] for name in self.names() if name in problems}

@@ -106,6 +106,11 @@ class ExampleManual:
                                  "library (it is indexed again on the next start)")
         return st
 
+    def indexing(self, sha256: str) -> bool:
+        """Whether the document of this sha256 is the example manual while it is being indexed
+        (stored, its memories not queued yet: they will be)."""
+        return bool(self._sha) and sha256 == self._sha and self.status().state == "indexing"
+
     def _report(self, done: int, total: int, *, stage: str) -> None:
         with self._lock:
             self._status = ExampleStatus("indexing", stage=stage, done=done, total=total)

@@ -7,6 +7,10 @@ from app.shared.state import ALL, NOT_QUEUED, READY, WAIT_REASONS, AppState
 from storage.errors import DocumentNotFound
 
 PAUSED = "memories paused: "  # the label of memories given back after a storage fault
+# what works while a manual's memories are not written, in plain words (the paper's names in
+# the choices' hover help)
+WAITING = ("Text and route modes work now; memory mode and finding sections by their memories "
+           "wait for them.")
 HOW_TO_WRITE = ("to write them, upload the file again or run `python -m engine worker` on this "
                 "library")
 
@@ -37,14 +41,21 @@ def memories_line(labels: dict[int, str], waiting: str) -> str:
     and those nobody writes (indexed text-only) with how to write them; ``waiting``: what
     works meanwhile and what waits (a sentence). Empty when every one is ready."""
     paused = {i: lab for i, lab in labels.items() if lab.startswith(PAUSED)}
+    after = WAIT_REASONS["indexing"]  # an example manual still being indexed
+    indexing = {i: lab.replace(after, "") for i, lab in labels.items()
+                if after in lab and i not in paused}
     written = {i: lab for i, lab in labels.items()
-               if lab != READY and NOT_QUEUED not in lab and i not in paused}
+               if lab != READY and NOT_QUEUED not in lab and i not in paused
+               and i not in indexing}
     idle = {i: lab.replace(NOT_QUEUED, "") for i, lab in labels.items() if NOT_QUEUED in lab}
     out = []
     if paused:  # a storage fault (a full disk, the database gone): they resume once it is fixed
         out.append("Memories are paused (" + ", ".join(
             f"#{i}: {lab.removeprefix(PAUSED)}" for i, lab in paused.items())
             + "); they resume once that is fixed.")
+    if indexing:
+        out.append(f"The manual is being indexed; its memories are written next "
+                   f"({pending_list(indexing)}).")
     if written:
         out.append(f"Memories are being written ({pending_list(written)}).")
     if idle:
@@ -64,8 +75,7 @@ def doc_memory_line(s: AppState, doc, labels: dict[int, str] | None = None) -> s
             labels = {int(doc): labels.get(int(doc), READY)}
         except (TypeError, ValueError):
             return ""
-    return memories_line(labels, "Text and route modes work now; memory mode and the memory "
-                                 "router wait for them.")
+    return memories_line(labels, WAITING)
 
 
 def doc_counts(s: AppState, doc) -> tuple[int, int, bool]:
@@ -107,7 +117,7 @@ def agreeing_notice(s: AppState, doc, text: str) -> str:
     the library shows (``doc_counts``), "not written" where nobody writes them, and its first
     letter a capital."""
     if ENGINE_PENDING.search(text):
-        done, total, queued = doc_counts(s, doc)
+        done, total, queued = doc_counts(s, doc)  # an example still indexing counts as queued
         cause = paused_cause(s, doc)
         words = (f"memories are paused ({cause}; {done}/{total} nodes written)" if cause
                  else f"memories are being written ({done}/{total} nodes)" if queued
@@ -120,7 +130,7 @@ def pending_unavailable(s: AppState, doc) -> str:
     """Why the memory router's selection is missing, for the disagreement view."""
     done, total, queued = doc_counts(s, doc)
     if done < total:
-        return (f"memory router not available yet (memories being written {done}/{total})"
-                if queued else f"memory router not available (memories not written: "
+        return (f"finding sections by their memories waits for them ({done}/{total} written)"
+                if queued else f"finding sections by their memories needs them (not written: "
                                f"{HOW_TO_WRITE})")
-    return "memory router not available for this route"
+    return "finding sections by their memories did not run for this question"

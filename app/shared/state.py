@@ -173,6 +173,9 @@ class AppState:
             self.complete.add(key)
             return None
         state, live = self.writer.state(d.id)
+        if state not in WAIT_REASONS and self.examples is not None \
+                and self.examples.indexing(d.sha256):
+            state = "indexing"  # queued once its indexing ends: not "not queued"
         done = max(p.done, live[0]) if live and live[1] == p.total else p.done
         return done, p.total, state
 
@@ -181,6 +184,7 @@ class AppState:
 # here is a document nobody will write (indexed text-only): NOT_QUEUED.
 WAIT_REASONS = {
     "writing": "",
+    "indexing": " (written once indexing ends)",
     "queued": " (queued)",
     "retrying": " (a write failed; retrying shortly)",
     "unclaimed": " (queued, but no memory worker takes it: start one with this model's "

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 import gradio as gr
 import plotly.graph_objects as go
 
+from app.shared.lines import evidence_line
 from app.views.figures import figure_summary, route_figure
 from engine.document.tree import page_name, pages_name
 from app.shared.memory_lines import pending_unavailable
@@ -24,6 +25,7 @@ from app.views.route_tables import (agreement_rows, agreement_summary, route_row
                                     single_channel, single_channel_reason)
 from app.views.view_state import ViewState
 from engine.answer.modes import MODES, ModeTraits
+from engine.answer.shown import plain_heading
 from engine.ask import AskOptions
 from engine.routing.channels import LABELS
 from engine.routing.fused import ROUTER_WORDS, ROUTERS
@@ -175,16 +177,8 @@ def generating_md(mode: ModeTraits, route, text: str) -> str:
 
 
 def evidence_summary(a, evidence: list[dict], degenerate) -> str:
-    if not a.traits.has_evidence:
-        return f"The {a.mode} mode has no evidence lines."
-    if degenerate:
-        return "No evidence lines: the output is not an answer."
-    if not evidence:
-        return ("No sentence of the cited sections supports the answer closely enough to be "
-                "listed as evidence (below the evidence threshold). Select a cited section to "
-                "read its page.")
-    return (f"{len(evidence)} evidence {'line' if len(evidence) == 1 else 'lines'}: select "
-            "one (or a cited section) to see it highlighted on its page.")
+    """What the evidence table holds, or why it is empty (app/shared/lines.py)."""
+    return evidence_line(a.mode, a.traits.has_evidence, bool(degenerate), len(evidence))
 
 
 def evidence_rows(s: AppState, evidence: list[dict]) -> list[list]:
@@ -204,8 +198,10 @@ class PageUpdate:
     text: dict
 
 
-def page_outputs(s: AppState, doc_id, node_id, lines: list[Line]) -> PageUpdate:
-    """The page view of a stored node with ``lines`` highlighted."""
+def page_outputs(s: AppState, doc_id, node_id, lines: list[Line],
+                 what: str = "evidence") -> PageUpdate:
+    """The page view of a stored node with ``lines`` highlighted (``what``: "passage" or
+    "evidence", as its caption calls them)."""
     hidden = gr.update(value=None, visible=False)
     try:
         doc_id, node_id = int(doc_id), int(node_id)
@@ -214,7 +210,8 @@ def page_outputs(s: AppState, doc_id, node_id, lines: list[Line]) -> PageUpdate:
     except (DocumentNotFound, KeyError, TypeError, ValueError):
         return PageUpdate("That section is not in the library any more.", hidden, hidden)
     try:
-        pv = page_view(source, node, lines, title=section_title(s, doc_id, node_id, node.title))
+        title = plain_heading(section_title(s, doc_id, node_id, node.title))
+        pv = page_view(source, node, lines, title=title, what=what)
     except Exception as e:  # a damaged file must not take the answer view down
         log.exception("page view of document %s node %s failed", doc_id, node_id)
         return PageUpdate(f"The page could not be rendered ({md_text(type(e).__name__)}).",
@@ -235,8 +232,7 @@ def quote_outputs(s: AppState, quote, not_covered: bool, mode: ModeTraits
     if quote is None or quote.doc_id is None:
         return gr.update(value=md, visible=bool(md)), None
     return (gr.update(value=md, visible=True),
-            page_outputs(s, quote.doc_id, quote.node_id,
-                         quote_lines(quote)))
+            page_outputs(s, quote.doc_id, quote.node_id, quote_lines(quote), what="passage"))
 
 
 def quote_lines(quote) -> list[Line]:

@@ -14,6 +14,7 @@ from typing import Literal
 
 import gradio as gr
 
+from app.shared.lines import check_word
 from app.shared.binding import bind
 from app.shared.state import ALL, AppState, md_text
 from app.shared.user_errors import user_error
@@ -80,7 +81,7 @@ def wrong_rows(s: AppState, doc) -> list[list]:
     for r in Feedback(s.rt.library).list(doc_id, rating="down"):
         answer = " ".join((r.query.answer or "").split())
         page = pages_label(r.quote.get("page"), None) if r.quote else "no quote"
-        check = ("" if r.check is None else "flagged" if r.check.get("flagged") else "clean")
+        check = check_word({"check": r.check, "folded": (r.check or {}).get("folded")})
         rows.append([r.query.id, r.query.created_at.strftime("%Y-%m-%d %H:%M"),
                      r.query.question, answer if len(answer) <= 120 else answer[:119] + "…",
                      page, check, r.note])

@@ -23,6 +23,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from app.shared.lines import highlighted
 from engine.document.tree import page_name
 
 MIN_SPLIT_CHARS = 12  # the part of a sentence left on a page before a break: at least this long
@@ -202,8 +203,9 @@ def place(pdf: _Pdf, line: Line, first: int | None, last: int | None) -> Placeme
 
 
 def render_pdf(data: bytes, lines: list[Line], first: int | None, last: int | None,
-               *, title: str = "", dpi: int = DPI) -> PageView:
-    """The pages of a section (pages ``first``..``last``) with ``lines`` highlighted."""
+               *, title: str = "", dpi: int = DPI, what: str = "evidence") -> PageView:
+    """The pages of a section (pages ``first``..``last``) with ``lines`` highlighted
+    (``what``: "passage" or "evidence", as the caption calls them, app/shared/lines.py)."""
     import pymupdf
 
     pdf = _Pdf(data)
@@ -227,7 +229,8 @@ def render_pdf(data: bytes, lines: list[Line], first: int | None, last: int | No
         labels = {p: pdf.doc[p - 1].get_label() for p in pages}
     finally:
         pdf.doc.close()
-    return PageView(caption=_caption(title, lines, placements, pages, labels), png=png, pages=pages,
+    return PageView(caption=_caption(title, lines, placements, pages, labels, what), png=png,
+                    pages=pages,
                     placements=placements)
 
 
@@ -260,7 +263,8 @@ def _stack(pixmaps) -> bytes:
 
 
 def _caption(title: str, lines: list[Line], placements: list[Placement],
-             pages: list[int], labels: dict[int, str] | None = None) -> str:
+             pages: list[int], labels: dict[int, str] | None = None,
+             what: str = "evidence") -> str:
     """``labels``: the pages' printed labels (``Page.get_label``), shown first where they differ."""
     labels = labels or {}
     named = [page_name(p, labels.get(p)) for p in pages]
@@ -270,8 +274,7 @@ def _caption(title: str, lines: list[Line], placements: list[Placement],
         return (f"{head}: no sentence of this section passed the evidence threshold, so "
                 "this page has no highlight.")
     found = [p for p in placements if p.found]
-    parts = [f"{head}: {len(found)} of {len(lines)} evidence "
-             f"{'line' if len(lines) == 1 else 'lines'} highlighted"]
+    parts = [f"{head}: {highlighted(len(found), len(lines), what)}"]
     for p in placements:
         if p.split:
             a, b = sorted(p.rects)
@@ -349,7 +352,7 @@ def _md_block(text: str, mark: bool = False) -> str:
 
 
 def render_text(section_text: str, lines: list[Line], *, title: str = "",
-                file_name: str = "") -> PageView:
+                file_name: str = "", what: str = "evidence") -> PageView:
     """A section of a Markdown, HTML or text manual with ``lines`` marked."""
     md, marked = mark_text(section_text, lines)
     head = f"**{escape_md(title) or '(untitled)'}**"
@@ -359,23 +362,23 @@ def render_text(section_text: str, lines: list[Line], *, title: str = "",
         caption = (f"{head}: no sentence of this section passed the evidence threshold, so "
                    "nothing is marked.")
     else:
-        caption = (f"{head}: {marked} of {len(lines)} evidence "
-                   f"{'line' if len(lines) == 1 else 'lines'} marked.")
+        caption = f"{head}: {highlighted(marked, len(lines), what).replace('highlighted', 'marked')}."
         if marked < len(lines):
             caption = caption[:-1] + "; the others were not found in this section's text."
     return PageView(caption=caption, markdown=md, marked=marked)
 
 
 def page_view(source, node, lines: list[Line], *, section_text: str | None = None,
-              title: str | None = None) -> PageView:
+              title: str | None = None, what: str = "evidence") -> PageView:
     """The page view of ``node`` (a stored tree Node) with ``lines`` highlighted, from the
     document's ``source`` (storage.SourceFile, or None when the library has not got the file)."""
     title = title or node.title or _short(node.text, 60)
     if source is not None and source.is_pdf:
-        return render_pdf(source.data, lines, node.page_start, node.page_end, title=title)
+        return render_pdf(source.data, lines, node.page_start, node.page_end, title=title,
+                          what=what)
     text = section_text if section_text is not None else node.text
     view = render_text(text, lines, title=title,
-                       file_name=source.file_name if source is not None else "")
+                       file_name=source.file_name if source is not None else "", what=what)
     if not text.strip():
         view.markdown = "*(This section has only its heading: its text is in its subsections.)*"
     if source is None and node.page_start:

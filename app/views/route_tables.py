@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.shared.lines import ALL_CLUES_COL, MANUAL_COL, MEMORIES_COL, SECTION_COL
 from app.views.figures import gate_loops
 from app.views.hover import pages_label
 from engine.routing.channels import CHANNELS, LABELS
@@ -15,7 +16,7 @@ from engine.routing.channels import CHANNELS, LABELS
 # The channel columns hold each channel's best score in the node's branch (what routing compares).
 CHANNEL_COLUMNS = [LABELS[c] for c in CHANNELS]
 ROUTE_COLUMNS = ["status", "title", "pages", "depth", "score", *CHANNEL_COLUMNS, "prob",
-                 "gate loops", "doc", "node", "id"]
+                 "gate loops", MANUAL_COL, SECTION_COL, "id"]
 
 
 def _branch(channels: dict | None, name: str) -> float | None:
@@ -51,8 +52,8 @@ def route_rows(route, answer=None, trees: dict | None = None) -> list[list]:
 
 # -- where the fused and the memory router disagree ----------------------------------------------
 
-AGREEMENT_COLUMNS = ["title", "pages", "depth", "fused router", "memory router", "doc", "node",
-                     "id"]
+AGREEMENT_COLUMNS = ["title", "pages", "depth", ALL_CLUES_COL, MEMORIES_COL, MANUAL_COL,
+                     SECTION_COL, "id"]
 
 
 @dataclass
@@ -100,7 +101,8 @@ def router_agreement(route) -> Agreement | None:
 def agreement_summary(agreement: Agreement | None, unavailable: str = "") -> str:
     """One line for the UI: the counts, or why the comparison is not available."""
     if agreement is None:
-        return unavailable or "memory router not available for this route"
+        return unavailable or ("finding sections by their memories did not run for this "
+                               "question")
     c = agreement.counts()
     line = (f"both: {c['both']}, fused only: {c['fused_only']}, "
             f"memory only: {c['memory_only']}")

@@ -249,6 +249,8 @@ class Evaluation:
 def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> dict:
     """The row of one question's answer (``engine.ask.evaluate`` asks it): what was answered,
     the verdicts, the route in brief, the timings."""
+    from engine.answer.shown import ONE, cards, key_line_shown, places
+
     a = answer_of(ans)
     met, short = ans.metrics, ans.short_answer
     check = ans.check.as_json() if ans.check is not None else None
@@ -257,6 +259,19 @@ def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> 
             "gold_section": q.section, "quote": a.quote, "quote_page": a.quote_page,
             "passages": list(a.passages),
             "quote_score": ans.quote.score if ans.quote is not None else None,
+            # each passage's score, the quote's first (the screen's "more than one candidate")
+            "passage_scores": [p.score for p in ans.passages],
+            # the passages as a person reads them (engine.answer.shown.card): signature, where,
+            # text; the Evaluation tab's rows show them
+            "passage_cards": [c.lines() for c in cards([p.as_json() for p in ans.passages])],
+            # the key line (checks.key_line), whether the screen shows it (engine.answer.shown)
+            # and whether it holds the key
+            "key_line": ans.key_line.text if ans.key_line is not None else None,
+            "key_line_shown": key_line_shown(
+                ans.key_line.as_json() if ans.key_line is not None else None,
+                ans.quote.as_json() if ans.quote is not None else None)
+            and places([p.as_json() for p in ans.passages]).verdict == ONE,
+            "key_line_holds": ans.key_line is not None and holds(q, ans.key_line.text),
             "answer": a.text, "not_covered": a.not_covered, "flagged": a.flagged,
             "folded": a.folded, "check": check, "degenerate": ans.degenerate,
             "cut": ans.cut, "verdict": asdict(judge(q, a)), "route": route_summary(ans, q),

@@ -12,6 +12,7 @@ from engine.answer.modes import MODES, ModeTraits
 from engine.answer.passages.evidence import EvidenceLine
 from engine.answer.passages.quote import Quote
 from engine.answer.passages.short_answer import ShortAnswer
+from engine.answer.shown import ONE, key_line_shown, places
 from engine.routing.router import Route
 
 
@@ -115,7 +116,7 @@ class Answer:
 
     def as_json(self) -> dict:
         """The answer as JSON: the CLI's --json, the app's API and its figure data."""
-        route = None
+        route, where = None, places([p.as_json() for p in self.passages])
         if self.route is not None:
             route = [{k: r[k] for k in ("id", "parent", "doc_id", "node_id", "title", "depth",
                                         "page_start", "page_end", "score", "prob", "status",
@@ -142,6 +143,14 @@ class Answer:
                           if self.check is not None else None),
                 "confidence": self.verdict.as_json() if self.verdict is not None else None,
                 "key_line": self.key_line.as_json() if self.key_line is not None else None,
+                # shown only when a whole term of the quote's entry and the manual has one
+                # clear place (engine.answer.shown)
+                "key_line_shown": key_line_shown(
+                    self.key_line.as_json() if self.key_line is not None else None,
+                    self.quote.as_json() if self.quote is not None else None)
+                and where.verdict == ONE,
+                # one clear place in the manual, or more than one candidate (engine.answer.shown)
+                "places": where.as_json(),
                 "reader": self.reader, "reader_error": self.reader_error,
                 "query_id": self.query_id,
                 "cited": [asdict(c) for c in self.cited],

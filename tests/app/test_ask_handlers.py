@@ -153,3 +153,24 @@ def test_a_flagged_answer_is_folded_and_a_clean_one_shown(tab):
     out = answer_updates(t, clean, clean.as_json(), clean.text)
     assert out[t.answer] == "Fill the casing." and out[t.answer_box]["visible"] is True
     assert out[t.answer_fold]["visible"] is False
+
+
+def test_the_passages_are_readable_after_the_answer_and_a_click_opens_one(tab):
+    """Issue 67: the quote and the passages after it as readable text in rank order, the line
+    above the answer saying where the manual answers; a click on one shows it on its page."""
+    from app.ask.ask_handlers import do_ask, passage_select
+
+    s, t, doc_id = tab
+    steps = list(do_ask(s, t, request(doc_id, mode="quote")))
+    routed, final = steps[0], steps[-1]
+    assert 'data-rank="1"' in routed[t.passages]["value"]  # the quote, as soon as it is found
+    html, view = final[t.passages]["value"], final[t.view]
+    assert final[t.passages]["visible"] and view.passages
+    assert html.count('class="passage') == len(view.passages)
+    assert "vent plug" in html  # the quote's own words, without a click
+    assert "Where the manual answers" in final[t.quote_md]["value"]
+    assert "Ranked" not in final[t.quote_md]["value"]
+    opened = passage_select(s, t, view, gr.EventData(None, {"rank": 1}))
+    assert "the passage marked" in opened[t.page_head] and "evidence" not in opened[t.page_head]
+    assert "not in the library" in passage_select(s, t, view, gr.EventData(None, {"rank": 9}))[
+        t.page_head]

@@ -44,7 +44,8 @@ def test_evaluation_tab_runs_a_question_file_and_opens_a_failed_tree(browser, ex
     assert len(rows) == 2, rows
     holds = ROW_COLUMNS.index("answer holds")
     assert rows[0][holds] == "✓" and rows[1][holds] == "✗", rows
-    assert rows[0][ROW_COLUMNS.index("quote")] and rows[0][ROW_COLUMNS.index("quote page")]
+    assert rows[0][ROW_COLUMNS.index("passages (best first)")].startswith("1. ")
+    assert rows[0][ROW_COLUMNS.index("quote page")]
     summary = page.evaluate(TABLE_JS, "#eval-summary")
     assert ["answer holds", "1/2", "50%"] in summary, summary
     page.wait_for_function("() => !!document.querySelector('#eval-risk .js-plotly-plot')")

@@ -106,7 +106,7 @@ def test_visitor_first_answer_from_an_empty_data_folder(tmp_path):
     assert w.question == QUESTIONS[0]
     assert "etoolbox" in w.picked, w.picked
     assert w.answer and not w.answer.startswith("(no answer"), w.answer
-    assert "From the manual" in w.quote and "p. " in w.quote, w.quote  # its page
+    assert "Where the manual answers" in w.quote and "p. " in w.quote, w.quote  # its page
     assert not w.errors and not w.outside, (w.errors, w.outside)
     lib = Library(Settings(data_dir=data).database_url)
     try:

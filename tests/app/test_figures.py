@@ -194,6 +194,7 @@ def test_route_rows_carry_each_channel_branch_score():
 
 
 def test_router_agreement_counts_and_rows():
+    from app.shared.lines import ALL_CLUES_COL, MEMORIES_COL
     from app.views.route_tables import (AGREEMENT_COLUMNS, agreement_rows, agreement_summary,
                                         router_agreement)
 
@@ -205,7 +206,7 @@ def test_router_agreement_counts_and_rows():
     rows = agreement_rows(route, ag)
     col = {c: AGREEMENT_COLUMNS.index(c) for c in AGREEMENT_COLUMNS}
     assert [r[col["id"]] for r in rows] == [2, 3, 6, 8]
-    assert [(r[col["fused router"]], r[col["memory router"]]) for r in rows] == [
+    assert [(r[col[ALL_CLUES_COL]], r[col[MEMORIES_COL]]) for r in rows] == [
         ("selected", "—"), ("—", "selected"), ("selected", "—"), ("—", "selected")]
     assert rows[1][col["title"]].endswith("Section 3") and rows[1][col["pages"]] == "pp. 4–5"
     # routed by memory: the fused selection is the alternative
@@ -225,7 +226,7 @@ def test_router_agreement_without_memories_says_why():
     route = make_channel_route(PARENTS, STATUS, with_memory=False)  # no memory alternative
     assert router_agreement(route) is None
     assert agreement_rows(route, None) == []
-    msg = "memory router not available yet (memories being written 3/14)"
+    msg = "finding sections by their memories waits for them (3/14 written)"
     assert agreement_summary(None, msg) == msg
 
 

@@ -30,15 +30,16 @@ def test_how_to_quote_holds_the_command_on_its_highlighted_page(browser, explore
         page.locator("#ask-question textarea").fill(QUESTION)
         page.locator("#ask-button").click()
         page.wait_for_function(
-            "() => (document.querySelector('#quote-view')?.innerText || '').includes('From the manual')"
+            "() => (document.querySelector('#quote-view')?.innerText || '').includes('Where the manual answers')"
+            " && document.querySelector('#passages .passage')"
             " && (document.querySelector('#page-view-head')?.innerText || '').includes('p. ')",
             timeout=TIMEOUT_MS)
-        quote = page.locator("#quote-view").inner_text()
+        quote = page.locator("#passages .passage[data-rank='1']").inner_text()
         assert COMMAND in " ".join(quote.split()), quote  # the line the sentence introduces
         assert "Opam" in quote, quote  # and the sentence it leans on names the tool
-        # the quote's page: "page N" in the quote block, "p. N" over the page image
-        shown = next(w for w in quote.split("page ")[1:] if w[:1].isdigit())
-        number = shown.split()[0].rstrip(").,")
+        # the quote's page: "p. N" (or "PDF page N") under its signature, and over the image
+        loc = page.locator("#passages .passage[data-rank='1'] .loc").inner_text()
+        number = loc.split("PDF page ")[-1].split("p. ")[-1].split()[0].rstrip(").,")
         head = page.locator("#page-view-head").inner_text()
         # over the image: "p. N", or the printed label with "(PDF page N)" where the PDF has one
         assert f"p. {number}" in head or f"PDF page {number}" in head, (head, quote)

@@ -1,22 +1,28 @@
-"""app.views.quote_view: the quote block keeps the lines a passage introduces on lines of their
-own."""
-from markdown_it import MarkdownIt
-
+"""app.views.quote_view and app.views.passages_view: the line above the answer names the quote's
+section and page in plain words; the passages block shows each passage as readable text, its
+signature first, the lines a passage introduces on lines of their own, the manual's markup as
+written."""
+from app.views.passages_view import passages_html
 from app.views.quote_view import NOT_COVERED, quote_markdown
 from engine.answer.passages.quote import Quote
+from engine.answer.shown import ONE, SEVERAL
 
 
-def _quote(text: str) -> Quote:
+def _quote(text: str, score: float = 0.9) -> Quote:
     return Quote(text=text, doc_id=1, node_id=2, rid=3, heading="Installation > Opam", page=4,
-                 score=0.9)
+                 score=score)
 
 
-def test_a_command_line_stays_on_its_own_line():
+def test_the_line_names_the_page_without_jargon():
     md = quote_markdown(_quote("Installing Why3 with opam is as simple as\nopam install why3"),
-                        False, True)
-    html = MarkdownIt().render(md)
-    assert "as simple as<br />\nopam install why3" in html
-    assert "p. 4)" in md
+                        False, True, ONE)
+    assert "(p. 4)" in md
+    assert "one clear place" in md and "Ranked" not in md and "routing" not in md
+
+
+def test_two_candidates_are_said():
+    md = quote_markdown(_quote("Text of it"), False, True, SEVERAL)
+    assert "more than one candidate" in md and "both" in md
 
 
 def test_the_printed_page_label_comes_first_and_ocr_is_said():
@@ -26,9 +32,15 @@ def test_the_printed_page_label_comes_first_and_ocr_is_said():
     assert "p. ii (PDF page 4)" in md and "read by OCR" in md
 
 
-def test_markup_in_the_manuals_words_is_shown_as_written():
-    html = MarkdownIt().render(quote_markdown(_quote(r"Use \patchcmd{*_x}"), False, False))
-    assert r"\patchcmd{*_x}" in html
+def test_passages_keep_their_lines_and_markup():
+    quotes = [_quote("Installing Why3 with opam is as simple as\nopam install why3"),
+              _quote(r"\patchcmd{*_x}{<a>}" + "\nUse it.", 0.5)]
+    html = passages_html([q.as_json() for q in quotes])
+    assert html.count('class="passage') == 2 and 'data-rank="2"' in html
+    # prose: no signature, its lines kept; an entry: its signature first, as written
+    assert 'class="sig"' not in html.split('data-rank="2"')[0]
+    assert "as simple as\nopam install why3</div>" in html
+    assert r'<span class="sig">\patchcmd{*_x}{&lt;a&gt;}</span>' in html
 
 
 def test_no_quote():

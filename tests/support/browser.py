@@ -196,3 +196,27 @@ def cell(page, table: str, row: int, col: int):
     """The table's cell, once the table is not being refilled (a click would hit the overlay)."""
     settled(page, table)
     return page.locator(f"{table} [data-testid='cell-{row}-{col}']")
+
+
+# Pairs of lines that cannot both be true of one screen (issue 67): each a pair of regular
+# expressions over the page's visible text, and why they disagree.
+CONTRADICTIONS = [
+    (r"not queued|run `?python -m engine worker", r"being indexed",
+     "memories 'not queued' while the manual is still being indexed"),
+    (r"evidence lines? highlighted", r"No evidence lines",
+     "evidence lines highlighted beside 'no evidence lines'"),
+    (r"one clear place", r"more than one candidate place|no clear place",
+     "one clear place beside more than one candidate"),
+    (r"Ranked first \(|via routing|memory router", r"", "a status line in the paper's words"),
+]
+
+
+def contradictions(page) -> list[str]:
+    """The pairs of ``CONTRADICTIONS`` the page's visible text holds (an empty second pattern:
+    the first alone is wrong)."""
+    import re
+
+    body = page.locator("body").inner_text()
+    found = [why for a, b, why in CONTRADICTIONS
+             if re.search(a, body) and (not b or re.search(b, body))]
+    return found
