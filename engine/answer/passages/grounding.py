@@ -10,6 +10,7 @@ from engine.answer.passages.sections import entry_lead, heading_path, routed_sec
 from engine.answer.passages.evidence import EvidenceLine, Section, evidence_lines
 from engine.answer.passages.pages import locate_page, pages_lookup
 from engine.answer.passages import ranking
+from engine.answer.passages import rerank as second_stage
 from engine.answer.question import Question, as_question
 from engine.answer.passages.passage_index import index_for
 from engine.answer.passages.unit_vectors import SENTENCES, quote_kind, stored_encoder
@@ -100,10 +101,20 @@ def sentence_pager(rt):
 
 
 def find_quote(rt, routing, trees: dict, question: Question | str, route, query_dense,
-               threshold: float | None) -> tuple[list[sentence_evidence.Sentence],
-                                                 quoting.Quote | None]:
-    """(ranked sentences, the quote or None below the bar: ``quote_bar``)."""
+               threshold: float | None, timings: dict | None = None,
+               ) -> tuple[list[sentence_evidence.Sentence], quoting.Quote | None]:
+    """(ranked sentences, the quote or None below the bar: ``quote_bar``). With the second
+    stage on (``Settings.quote_rerank``) its best candidates are reordered first
+    (``engine.answer.passages.rerank``); ``timings`` gets its "rerank_ms" and
+    "rerank_tokens"."""
     ranked = ranked_sentences(rt, routing, trees, question, route, query_dense)
+    scorer = second_stage.scorer_for(rt)
+    if scorer is not None:
+        done = second_stage.rerank(scorer, as_question(question).text, ranked,
+                                   quote_bar(rt, threshold))
+        ranked = done.ranked
+        if timings is not None:
+            timings.update(rerank_ms=done.ms, rerank_tokens=done.tokens)
     quote = quoting.choose(as_question(question).text, ranked, quote_bar(rt, threshold), sentence_pager(rt))
     if quote is not None and quote.doc_id in trees:
         tree = trees[quote.doc_id]
