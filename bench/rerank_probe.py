@@ -50,7 +50,9 @@ def collect(manuals: list[str] | None, top: int, n_sections: int, questions_file
     from bench.probe_set import QUESTIONS_FILE, holds, load_manuals, load_questions, manual_pdf
     from bench.quote_time import stood_in_walk
     from engine.answer.passages import quote as quoting
-    from engine.answer.passages import rerank, sentences
+    from engine.answer.passages import inventory, rerank, sentences
+    from engine.answer.passages.passage_index import PassageIndex
+    from engine.answer.question import as_question
     from engine.answer.passages.pages import _norm, locate_page
     from engine.document.build import build_tree
     from engine.memory.backbone import load_backbone
@@ -85,45 +87,68 @@ def collect(manuals: list[str] | None, top: int, n_sections: int, questions_file
             def page_of(s):
                 return locate_page(s.text, s.page_start, s.page_end, pages)
 
-            for q in mine:
-                t = time.perf_counter()
-                ranked = sentences.score(encoder, q.question,
-                                         sentences.candidates(walk(q.question)))
-                linear_ms = (time.perf_counter() - t) * 1e3
+            index = PassageIndex.build(1, tree)
+            inv = inventory.Inventory.build(index)
+
+            def judged(q, ranked, known):
+                """The recorded candidates of one ranking (``known``: unit text -> likelihood
+                already computed; the top's others are scored here)."""
                 bar = sentences.THRESHOLD
                 above = [s for s in ranked[:RECORDED] if s.score >= bar]
                 texts = sentences.windows(ranked)
                 where = {id(s): i for i, s in enumerate(ranked)}
                 head = above[:top]
+                todo = [s for s in head if s.text not in known]
                 t = time.perf_counter()
                 ql, tokens = scorer.scores(q.question, [rerank.entry_text(s, texts[where[id(s)]])
-                                                        for s in head])
-                ql_ms = (time.perf_counter() - t) * 1e3
+                                                        for s in todo])
+                ms = (time.perf_counter() - t) * 1e3
+                known.update({s.text: float(v) for s, v in zip(todo, ql)})
                 cands = []
                 for i, s in enumerate(above):
                     quote = quoting._quote_from(s, ranked, page_of)
                     cands.append({"unit": s.text, "score": s.score,
-                                  "ql": float(ql[i]) if i < len(head) else None,
+                                  "ql": known[s.text] if i < len(head) else None,
                                   "quote": quote.text, "page": quote.page,
                                   "holds": holds(q, quote.text),
                                   "page_right": bool(q.pages) and quote.page in q.pages,
                                   "fragment": quoting.is_fragment(quote.text)})
-                f.write(json.dumps({"id": q.id, "manual": key, "pages": m.pages,
-                                    "question": q.question, "linear_ms": round(linear_ms, 1),
-                                    "ql_ms": round(ql_ms, 1), "ql_tokens": tokens,
-                                    "ql_top": len(head), "candidates": cands}) + "\n")
+                return cands, ms, tokens, len(head)
+
+            for q in mine:
+                t = time.perf_counter()
+                found = walk(q.question)
+                ranked = sentences.score(encoder, q.question, sentences.candidates(found))
+                linear_ms = (time.perf_counter() - t) * 1e3
+                known: dict[str, float] = {}
+                cands, ql_ms, tokens, n_top = judged(q, ranked, known)
+                row = {"id": q.id, "manual": key, "pages": m.pages, "question": q.question,
+                       "linear_ms": round(linear_ms, 1), "ql_ms": round(ql_ms, 1),
+                       "ql_tokens": tokens, "ql_top": n_top, "candidates": cands}
+                qq = as_question(q.question)
+                if inventory.asks_for_a_name(qq.kind):
+                    t = time.perf_counter()
+                    extra = inventory.extra_sections(tree, 1, inv, list(qq.tokens),
+                                                     {s.node_id for s in found}, lambda n: n)
+                    ranked2 = sentences.score(encoder, q.question,
+                                              sentences.candidates(found + extra))
+                    row["inventory_ms"] = round((time.perf_counter() - t) * 1e3, 1)
+                    row["inventory_sections"] = len(extra)
+                    row["inventory"] = judged(q, ranked2, known)[0]
+                f.write(json.dumps(row) + "\n")
                 f.flush()
             print(f"{key}: {len(mine)} questions", flush=True)
 
 
 # -- replay ---------------------------------------------------------------------------------------
 
-def order(row: dict, top: int, weight: float | None) -> list[dict]:
+def order(row: dict, top: int, weight: float | None, field: str = "candidates") -> list[dict]:
     """The candidates in the order the quote stage would read them: linear (``weight`` None),
-    or the ``top`` best reordered by the blend (``rerank.blend``)."""
+    or the ``top`` best reordered by the blend (``rerank.blend``); ``field`` "inventory": with
+    the inventory's sections (a name question; the others have none and read the routed)."""
     from engine.answer.passages.rerank import blend
 
-    cands = row["candidates"]
+    cands = row.get(field) or row["candidates"]
     if weight is None:
         return cands
     head = [c for c in cands[:top] if c["ql"] is not None]
@@ -150,8 +175,9 @@ def replay(cands: list[dict], n: int = 3, tries: int = 10) -> tuple[dict | None,
     return quote, chosen
 
 
-def verdicts(row: dict, top: int, weight: float | None) -> tuple[bool, bool, bool]:
-    quote, shown = replay(order(row, top, weight))
+def verdicts(row: dict, top: int, weight: float | None,
+             field: str = "candidates") -> tuple[bool, bool, bool]:
+    quote, shown = replay(order(row, top, weight, field))
     return (bool(quote and quote["holds"]), bool(quote and quote["page_right"]),
             any(p["holds"] for p in shown))
 
@@ -178,7 +204,7 @@ def table(rows: list[dict], variants: list[tuple[str, object]]) -> str:
             rs = [r for r in rows if band(r["pages"]) == b]
             v = np.array([pick(r) for r in rs], int).reshape(-1, 3).sum(0) if rs else np.zeros(3)
             tot += v.astype(int)
-            cells.append(f"{v[0]}/{len(rs)} / {v[1]} / {v[2]}")
+            cells.append(f"{int(v[0])}/{len(rs)} / {int(v[1])} / {int(v[2])}")
         n = len(rows)
         out.append(f"| {name} | " + " | ".join(cells) + f" | {tot[0]}/{n} ({100 * tot[0] / n:.0f}%)"
                    f" | {tot[1]}/{n} | {tot[2]}/{n} ({100 * tot[2] / n:.0f}%) |")
@@ -187,6 +213,9 @@ def table(rows: list[dict], variants: list[tuple[str, object]]) -> str:
 
 def report(rows: list[dict], tops: list[int]) -> str:
     variants = [("linear (shipped)", lambda r: verdicts(r, 0, None))]
+    if any("inventory" in r for r in rows):
+        variants.append(("linear + entry inventory (name questions)",
+                         lambda r: verdicts(r, 0, None, "inventory")))
     lines = []
     for top in tops:
         chosen = held_out(rows, top)
@@ -194,6 +223,9 @@ def report(rows: list[dict], tops: list[int]) -> str:
                      + ", ".join(f"{m} {w:g}" for m, w in sorted(chosen.items())))
         variants.append((f"blend, top {top}, weight held out by manual",
                          lambda r, t=top, c=chosen: verdicts(r, t, c[r["manual"]])))
+        if any("inventory" in r for r in rows):
+            variants.append((f"entry inventory + blend, top {top}, weight held out",
+                             lambda r, t=top, c=chosen: verdicts(r, t, c[r["manual"]], "inventory")))
         for w in (0.5, 1.0, 100.0):
             variants.append((f"blend, top {top}, weight {w:g}" if w < 100 else
                              f"likelihood alone, top {top}", lambda r, t=top, w=w: verdicts(r, t, w)))
@@ -201,6 +233,12 @@ def report(rows: list[dict], tops: list[int]) -> str:
     lin = np.array([r["linear_ms"] for r in rows])
     toks = np.array([r["ql_tokens"] for r in rows])
     big = [r for r in rows if band(r["pages"]) == "over 300 pages"]
+    inv = [r for r in rows if "inventory" in r]
+    if inv:
+        lines.append(f"entry inventory: {len(inv)} name questions, median "
+                     f"{np.median([r['inventory_sections'] for r in inv]):.0f} sections added, "
+                     f"linear stage with them median "
+                     f"{np.median([r['inventory_ms'] for r in inv]):.0f} ms")
     lines.append(f"second stage over each question's recorded top: median {np.median(ms):.0f} ms "
                  f"(p90 {np.percentile(ms, 90):.0f}), batch positions median {np.median(toks):.0f}; "
                  f"the linear stage median {np.median(lin):.0f} ms; {len(rows)} questions "
