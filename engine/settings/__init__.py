@@ -128,6 +128,10 @@ class Settings:
     # likelihood, each candidate entry read with the question, blended with the linear score;
     # "none" = the linear order. Off by default (docs/results.md, "Second-stage ranking").
     quote_rerank: str = "none"
+    # The entry inventory (issue 66, ``engine.answer.passages.inventory``): a question that asks
+    # for a name also reads the sections of the whole manual's best-matching named entries.
+    # Off by default (docs/results.md, "Second-stage ranking (issue 66)").
+    quote_inventory: bool = False
     # The answer check's confidence: "auto" = assets/answer_check.json (answers below its
     # threshold folded), "none" = only the rule-based check folds, or a JSON path. On by
     # default: the model's sentence is shown only when the check says it holds

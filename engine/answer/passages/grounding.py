@@ -13,6 +13,8 @@ from engine.answer.passages import ranking
 from engine.answer.passages import rerank as second_stage
 from engine.answer.question import Question, as_question
 from engine.answer.passages.passage_index import index_for
+from engine.answer.passages.inventory import asks_for_a_name, inventory_for
+from engine.answer.passages.inventory import extra_sections as inventory_extra
 from engine.answer.passages.unit_vectors import SENTENCES, quote_kind, stored_encoder
 from engine.document.matter import asks_for_matter
 
@@ -70,6 +72,8 @@ def ranked_sentences(rt, routing, trees: dict, question: Question | str, route,
         page_start=s.node.page_start, page_end=s.node.page_end, lead=entry_lead(s.tree, s.node))
         for s in routed_sections(routing, trees, sorted(route.selected),
                                  asks_for_matter(q.text))]
+    if getattr(rt.settings, "quote_inventory", False) and asks_for_a_name(q.kind):
+        found += inventory_sections(rt, routing, trees, q, found)
     routed = sentence_evidence.candidates(found)
     ranker = rt.learned("passage_ranker")
     # the manual's texts are read from the library's stored vectors (engine.answer.passages.unit_vectors)
@@ -85,6 +89,23 @@ def ranked_sentences(rt, routing, trees: dict, question: Question | str, route,
                              lambda d, n: rid[(d, n)], {d: t.pages for d, t in trees.items()},
                              query_dense)
     return ranked
+
+
+def inventory_sections(rt, routing, trees: dict, q: Question,
+                       found: list) -> list[sentence_evidence.SectionText]:
+    """The sections of each manual's best named entries for a name question that the walk did
+    not keep (``engine.answer.passages.inventory``)."""
+    rid = {o: i for i, o in enumerate(routing.origin)}
+    extra = []
+    for d, tree in trees.items():
+        if d is None:
+            continue
+        sha = rt.library.get_document(d).sha256
+        inv = inventory_for(rt.cache, d, sha, tree, index_for(rt.cache, d, sha, tree))
+        routed = {s.node_id for s in found if s.doc_id == d}
+        extra += inventory_extra(tree, d, inv, list(q.tokens), routed,
+                                 lambda n, d=d: rid[(d, n)])
+    return extra
 
 
 def sentence_pager(rt):

@@ -83,3 +83,7 @@ def test_an_answer_carries_the_second_stages_share_of_the_quote_time(tiny_backbo
                + len(rt.backbone.tokenizer.encode(" " + q)))
     assert m.rerank_tokens <= rerank.TOP * per_row
     assert on.quote is not None
+    # with the entry inventory too (a name question): the whole manual's entries are read
+    rt.settings = rt.settings.with_(quote_inventory=True)
+    named = ask(rt, doc, "How do I install a widget?", AskOptions(mode="quote"), log=False)
+    assert named.quote is not None and named.metrics.rerank_tokens > 0
