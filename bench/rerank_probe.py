@@ -256,14 +256,16 @@ def main(argv=None) -> None:
     c.add_argument("--sections", type=int, default=50)
     c.add_argument("--out", type=Path, default=Path("out/rerank"))
     r = sub.add_parser("report")
-    r.add_argument("--rows", type=Path, nargs="+", required=True)
+    r.add_argument("--rows", type=Path, nargs="+", required=True,
+                   help="candidates.jsonl files (a question in several: the last one's row)")
     r.add_argument("--tops", default="4,8,12")
     a = ap.parse_args(argv)
     if a.cmd == "collect":
         collect(a.manuals.split(",") if a.manuals else None, a.top, a.sections, a.questions,
                 a.out)
     else:
-        rows = [json.loads(x) for p in a.rows for x in open(p)]
+        rows = list({r["id"]: r for r in (json.loads(x) for p in a.rows for x in open(p))}
+                    .values())  # a question in several files: the last file's row
         print(report(rows, [int(t) for t in a.tops.split(",")]))
 
 
