@@ -2,6 +2,7 @@
 (issue 66).
 
     python -m bench.rerank_probe collect [--manuals LIST] [--top 12] [--out DIR]
+    python -m bench.rerank_probe rescore --rows DIR/candidates.jsonl [--top 8] --out FILE
     python -m bench.rerank_probe report --rows DIR/candidates.jsonl [--tops 4,8,12]
 
 ``collect`` stands in for the walk as ``bench.probe_stage`` does (each manual's tree built as
@@ -13,7 +14,8 @@ gold page, whether it is a fragment, and for the ``--top`` best the second stage
 (``rerank.QueryLikelihood``: the backbone's mean log-prob of the question given the entry, in
 one batched pass) with the pass's time and batch size.
 
-``report`` replays the quote and the three passages (``quote.choose`` and ``quote.passages``:
+``rescore`` scores the recorded candidates again with the shipped scorer (another prompt
+measured without building every tree again). ``report`` replays the quote and the three passages (``quote.choose`` and ``quote.passages``:
 fragments skipped, passages from other entries) for the linear order and for the blend
 ``z(linear) + w * z(likelihood)`` over the ``top`` best, with ``w`` chosen leave one manual out
 (the weight that gives the other manuals' questions the most quotes that hold the key, ties to
@@ -95,12 +97,10 @@ def collect(manuals: list[str] | None, top: int, n_sections: int, questions_file
                 already computed; the top's others are scored here)."""
                 bar = sentences.THRESHOLD
                 above = [s for s in ranked[:RECORDED] if s.score >= bar]
-                texts = sentences.windows(ranked)
-                where = {id(s): i for i, s in enumerate(ranked)}
                 head = above[:top]
                 todo = [s for s in head if s.text not in known]
                 t = time.perf_counter()
-                ql, tokens = scorer.scores(q.question, [rerank.entry_text(s, texts[where[id(s)]])
+                ql, tokens = scorer.scores(q.question, [rerank.passage_text(s, ranked)
                                                         for s in todo])
                 ms = (time.perf_counter() - t) * 1e3
                 known.update({s.text: float(v) for s, v in zip(todo, ql)})
@@ -138,6 +138,34 @@ def collect(manuals: list[str] | None, top: int, n_sections: int, questions_file
                 f.write(json.dumps(row) + "\n")
                 f.flush()
             print(f"{key}: {len(mine)} questions", flush=True)
+
+
+def rescore(rows: list[dict], top: int, out: Path) -> None:
+    """Each row's ``top`` candidates scored again by the shipped scorer
+    (``rerank.QueryLikelihood`` on the passage a quote from each shows, which the row holds),
+    written as a new candidates file: the second stage measured without building the trees
+    again (``collect`` recorded the candidates)."""
+    import torch
+
+    from engine.answer.passages import rerank
+    from engine.memory.backbone import load_backbone
+    from engine.settings import Settings
+
+    torch.set_num_threads(1)
+    bb = load_backbone(Settings.from_env())
+    scorer = rerank.QueryLikelihood(rerank.bfloat16_copy(bb.model), bb.tokenizer)
+    with open(out, "w") as f:
+        for r in rows:
+            head = r["candidates"][:top]
+            t = time.perf_counter()
+            ql, tokens = scorer.scores(r["question"], [c["quote"] for c in head])
+            r["ql_ms"], r["ql_tokens"] = round((time.perf_counter() - t) * 1e3, 1), tokens
+            for i, c in enumerate(r["candidates"]):
+                c["ql"] = float(ql[i]) if i < len(head) else None
+            for c in r.get("inventory") or []:
+                c["ql"] = None  # not scored again: the inventory's replay reads the linear order
+            f.write(json.dumps(r) + "\n")
+            f.flush()
 
 
 # -- replay ---------------------------------------------------------------------------------------
@@ -259,8 +287,14 @@ def main(argv=None) -> None:
     r.add_argument("--rows", type=Path, nargs="+", required=True,
                    help="candidates.jsonl files (a question in several: the last one's row)")
     r.add_argument("--tops", default="4,8,12")
+    s = sub.add_parser("rescore")
+    s.add_argument("--rows", type=Path, required=True)
+    s.add_argument("--top", type=int, default=8)
+    s.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
-    if a.cmd == "collect":
+    if a.cmd == "rescore":
+        rescore([json.loads(x) for x in open(a.rows)], a.top, a.out)
+    elif a.cmd == "collect":
         collect(a.manuals.split(",") if a.manuals else None, a.top, a.sections, a.questions,
                 a.out)
     else:

@@ -9,10 +9,13 @@ place; each unit keeps its linear ``score``, so the bar and the passages' rules 
 Scorer (``QueryLikelihood``): zero-shot query likelihood with the bundled backbone (UPR: Sachan
 et al. 2022, "Improving Passage Retrieval with Zero-Shot Question Generation"; Zhuang et al.
 2023, open LLMs as query-likelihood rankers): the mean log-probability of the question's
-tokens after "entry + instruction", all candidates in one batched forward pass, each entry cut
-to ``ENTRY_TOKENS`` tokens. The new order sorts by ``z(linear) + weight * z(likelihood)``
-(z: standardised over the question's reranked candidates); the weight is chosen held out by
-manual on the dev probe (docs/results.md, "Second-stage ranking (issue 66)").
+tokens as the instruction model's reply to "this passage; write a question that it answers"
+(its chat template), the passage being what a quote from the candidate shows (``quote``) cut
+to ``ENTRY_TOKENS`` tokens, all candidates in one batched forward pass. The new order sorts by
+``z(linear) + weight * z(likelihood)`` (z: standardised over the question's reranked
+candidates); the weight is chosen held out by manual on the dev probe (docs/results.md,
+"Second-stage ranking (issue 66)", where a plain-text prompt over the unit's window is
+measured too).
 """
 from __future__ import annotations
 
@@ -21,13 +24,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.answer.passages.sentences import Sentence, windows
+from engine.answer.passages.sentences import Sentence
 
 RERANKERS = ("none", "likelihood")
 TOP = 8  # candidates re-read (cost grows with TOP x ENTRY_TOKENS: docs/results.md)
 ENTRY_TOKENS = 40  # an entry's tokens the scorer reads (its signature and first sentence)
-WEIGHT = 1.0  # the likelihood's weight in the blend (held out by manual: docs/results.md)
-PROMPT = "\nPlease write a question about this passage.\nQuestion:"
+WEIGHT = 0.5  # the likelihood's weight in the blend (held out by manual: docs/results.md)
+# the instruction model's chat turns around the passage; the question is the reply
+OPENING = "<|im_start|>user\n"
+PROMPT = "\n\nWrite a question that this passage answers.<|im_end|>\n<|im_start|>assistant\n"
 
 
 @dataclass
@@ -40,13 +45,12 @@ class Reranked:
     reordered: bool = False  # the best candidate changed
 
 
-def entry_text(s: Sentence, window: str) -> str:
-    """What the scorer reads of a candidate: its section's title, its entry's name, and the
-    unit with the units after it (``sentences.windows``: what a quote from it shows)."""
-    title = s.heading.rsplit(" > ", 1)[-1] if s.heading else ""
-    name = s.entry if s.entry and not window.startswith(s.entry) else ""
-    head = " > ".join(x for x in (title, name) if x)
-    return f"{head}\n{window}" if head else window
+def passage_text(s: Sentence, ranked: list[Sentence]) -> str:
+    """What the scorer reads of a candidate: the passage a quote from it shows (its entry's
+    signature first: ``quote._quote_from``)."""
+    from engine.answer.passages.quote import _quote_from
+
+    return _quote_from(s, ranked, None).text
 
 
 class QueryLikelihood:
@@ -63,9 +67,10 @@ class QueryLikelihood:
 
         if not passages:
             return np.zeros(0, np.float32), 0
-        q = self.tok.encode(" " + question.strip(), add_special_tokens=False)
+        q = self.tok.encode(question.strip(), add_special_tokens=False)
+        o = self.tok.encode(OPENING, add_special_tokens=False)
         p = self.tok.encode(PROMPT, add_special_tokens=False)
-        rows = [self.tok.encode(t, add_special_tokens=False)[:self.entry_tokens] + p + q
+        rows = [o + self.tok.encode(t, add_special_tokens=False)[:self.entry_tokens] + p + q
                 for t in passages]
         width = max(map(len, rows))
         pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
@@ -102,10 +107,8 @@ def rerank(scorer, question: str, ranked: list[Sentence], threshold: float, top:
     head = [s for s in ranked[:top] if s.score >= threshold]
     if scorer is None or len(head) < 2:
         return Reranked(list(ranked))
-    texts = windows(ranked)
-    where = {id(s): i for i, s in enumerate(ranked)}
     t = time.perf_counter()
-    ql, tokens = scorer.scores(question, [entry_text(s, texts[where[id(s)]]) for s in head])
+    ql, tokens = scorer.scores(question, [passage_text(s, ranked) for s in head])
     ms = (time.perf_counter() - t) * 1e3
     mixed = blend([s.score for s in head], ql, weight)
     for s, v in zip(head, ql):
