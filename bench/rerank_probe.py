@@ -15,7 +15,8 @@ gold page, whether it is a fragment, and for the ``--top`` best the second stage
 one batched pass) with the pass's time and batch size.
 
 ``rescore`` scores the recorded candidates again with the shipped scorer (another prompt
-measured without building every tree again). ``report`` replays the quote and the three passages (``quote.choose`` and ``quote.passages``:
+measured without building every tree again). ``report`` replays the quote and the three
+passages (``quote.choose`` and ``quote.passages``:
 fragments skipped, passages from other entries) for the linear order and for the blend
 ``z(linear) + w * z(likelihood)`` over the ``top`` best, with ``w`` chosen leave one manual out
 (the weight that gives the other manuals' questions the most quotes that hold the key, ties to
@@ -253,10 +254,12 @@ def report(rows: list[dict], tops: list[int]) -> str:
                          lambda r, t=top, c=chosen: verdicts(r, t, c[r["manual"]])))
         if any("inventory" in r for r in rows):
             variants.append((f"entry inventory + blend, top {top}, weight held out",
-                             lambda r, t=top, c=chosen: verdicts(r, t, c[r["manual"]], "inventory")))
+                             lambda r, t=top, c=chosen: verdicts(r, t, c[r["manual"]],
+                                                                 "inventory")))
         for w in (0.5, 1.0, 100.0):
-            variants.append((f"blend, top {top}, weight {w:g}" if w < 100 else
-                             f"likelihood alone, top {top}", lambda r, t=top, w=w: verdicts(r, t, w)))
+            name = (f"blend, top {top}, weight {w:g}" if w < 100 else
+                    f"likelihood alone, top {top}")
+            variants.append((name, lambda r, t=top, w=w: verdicts(r, t, w)))
     ms = np.array([r["ql_ms"] for r in rows])
     lin = np.array([r["linear_ms"] for r in rows])
     toks = np.array([r["ql_tokens"] for r in rows])
@@ -268,7 +271,8 @@ def report(rows: list[dict], tops: list[int]) -> str:
                      f"linear stage with them median "
                      f"{np.median([r['inventory_ms'] for r in inv]):.0f} ms")
     lines.append(f"second stage over each question's recorded top: median {np.median(ms):.0f} ms "
-                 f"(p90 {np.percentile(ms, 90):.0f}), batch positions median {np.median(toks):.0f}; "
+                 f"(p90 {np.percentile(ms, 90):.0f}), batch positions median "
+                 f"{np.median(toks):.0f}; "
                  f"the linear stage median {np.median(lin):.0f} ms; {len(rows)} questions "
                  f"({len(big)} over 300 pages)")
     return table(rows, variants) + "\n\n" + "\n".join(lines)

@@ -30,7 +30,8 @@ RERANKERS = ("none", "likelihood")
 TOP = 8  # candidates re-read (cost grows with TOP x ENTRY_TOKENS: docs/results.md)
 ENTRY_TOKENS = 40  # an entry's tokens the scorer reads (its signature and first sentence)
 WEIGHT = 0.5  # the likelihood's weight in the blend (held out by manual: docs/results.md)
-# the instruction model's chat turns around the passage; the question is the reply
+# the bundled instruction model's chat turns (ChatML, without the default system turn its
+# template would add) around the passage; the question is the assistant's reply
 OPENING = "<|im_start|>user\n"
 PROMPT = "\n\nWrite a question that this passage answers.<|im_end|>\n<|im_start|>assistant\n"
 

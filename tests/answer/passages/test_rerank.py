@@ -38,7 +38,8 @@ def test_the_second_stage_reorders_only_the_best_candidates_above_the_bar():
     assert len(scorer.calls[0]) == 3 and done.tokens == 30
     assert [s.score for s in ranked] == [1.2, 1.1, 1.0, 0.5]  # the linear scores are kept
     # weight 0: the linear order; top 1 or no scorer: nothing re-read
-    assert rerank.rerank(Fixed("gamma"), "q", ranked, 0.7, weight=0.0).ranked[0].text == "alpha entry"
+    linear = rerank.rerank(Fixed("gamma"), "q", ranked, 0.7, weight=0.0)
+    assert linear.ranked[0].text == "alpha entry"
     assert rerank.rerank(scorer, "q", ranked, 0.7, top=1).ranked == ranked
     assert rerank.rerank(None, "q", ranked, 0.7).ranked == ranked
 
