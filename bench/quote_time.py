@@ -120,6 +120,63 @@ def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
     return times
 
 
+def second_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
+    """{variant: [ms per question]} of the quote stage on a stood-in walk with issue 66's
+    parts: the linear score (the default), with the entry inventory's sections for a name
+    question (``engine.answer.passages.inventory``; the first ask builds it), and with the
+    query-likelihood second stage over its ``rerank.TOP`` best (``engine.answer.passages.
+    rerank``, the backbone in bfloat16); "likelihood share" is the second stage alone."""
+    import torch
+
+    from engine.answer.passages import inventory, rerank, sentences
+    from engine.answer.passages import quote as quoting
+    from engine.answer.passages.passage_index import PassageIndex
+    from engine.answer.question import as_question
+    from engine.document.build import build_tree
+    from engine.memory.backbone import load_backbone
+    from engine.routing.dense import load_encoder
+    from engine.settings import Settings
+
+    torch.set_num_threads(1)
+    settings = Settings.from_env()
+    bb = load_backbone(settings)
+    tok = bb.tokenizer
+    tree = build_tree(pdf, lambda t: tok.encode(t, add_special_tokens=False), tok.decode,
+                      settings.node_token_limit)
+    encoder = load_encoder("cpu")
+    scorer = rerank.QueryLikelihood(rerank.bfloat16_copy(bb.model), tok)
+    walk = stood_in_walk(tree, n_sections)
+    names = ("linear (the default)", "linear + entry inventory",
+             "first ask with the inventory (builds it)", "linear + likelihood second stage",
+             "likelihood share")
+    times: dict = {k: [] for k in names}
+    inv = None
+    for _ in range(rounds):
+        for q in QUESTIONS:
+            found = walk(q)
+            t = time.perf_counter()
+            ranked = sentences.score(encoder, q, sentences.candidates(found))
+            quoting.choose(q, ranked)
+            linear = (time.perf_counter() - t) * 1e3
+            times[names[0]].append(linear)
+            t = time.perf_counter()
+            first = inv is None
+            inv = inv or inventory.Inventory.build(PassageIndex.build(1, tree))
+            qq = as_question(q)
+            extra = (inventory.extra_sections(tree, 1, inv, list(qq.tokens),
+                                              {s.node_id for s in found}, lambda n: n)
+                     if inventory.asks_for_a_name(qq.kind) else [])
+            quoting.choose(q, sentences.score(encoder, q, sentences.candidates(found + extra)))
+            times[names[2] if first else names[1]].append((time.perf_counter() - t) * 1e3)
+            t = time.perf_counter()
+            ranked = sentences.score(encoder, q, sentences.candidates(found))
+            done = rerank.rerank(scorer, q, ranked, sentences.THRESHOLD)
+            quoting.choose(q, done.ranked)
+            times[names[3]].append((time.perf_counter() - t) * 1e3)
+            times[names[4]].append(done.ms)
+    return times
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.quote_time")
     ap.add_argument("--db")
@@ -128,9 +185,13 @@ def main(argv=None) -> None:
     ap.add_argument("--sections", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--second-stage", action="store_true",
+                    help="with --pdf: the linear score, the entry inventory and the "
+                         "likelihood second stage (issue 66)")
     a = ap.parse_args(argv)
     if a.pdf is not None:
-        times = quote_stage_times(a.pdf, a.sections, a.rounds)
+        times = (second_stage_times if a.second_stage else quote_stage_times)(
+            a.pdf, a.sections, a.rounds)
         report = {k: {"median_ms": round(median(v), 1), "n": len(v)} for k, v in times.items()}
         print(json.dumps(report, indent=1))
         if a.out:

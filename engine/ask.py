@@ -140,11 +140,14 @@ def route(req: Request, metrics: Metrics) -> Request:
 
 
 def quote_for(req: Request, metrics: Metrics):
-    """(ranked sentences, quote or None), timed into ``metrics.quote_ms``."""
-    tq = time.perf_counter()
+    """(ranked sentences, quote or None), timed into ``metrics.quote_ms`` (the second stage's
+    share into ``metrics.rerank_ms``)."""
+    tq, second = time.perf_counter(), {}
     found = find_quote(req.rt, req.routing, req.trees, req.question, req.route,
-                       req.question.dense, req.opts.quote_threshold)
+                       req.question.dense, req.opts.quote_threshold, second)
     metrics.quote_ms = (time.perf_counter() - tq) * 1e3
+    metrics.rerank_ms = second.get("rerank_ms", 0.0)
+    metrics.rerank_tokens = second.get("rerank_tokens", 0)
     return found
 
 

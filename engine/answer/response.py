@@ -49,6 +49,10 @@ class Metrics:
     peak_mem_mb: float = 0.0
     evidence_ms: float = 0.0  # finding the evidence lines after generation
     quote_ms: float = 0.0  # scoring the routed sections' sentences and choosing the quote
+    # part of quote_ms: the second stage (engine.answer.passages.rerank; 0 when off) and the
+    # sequence positions its one batched pass read (the measured work)
+    rerank_ms: float = 0.0
+    rerank_tokens: int = 0
     # the answer's stages after the plan: waiting for a place in the generation worker, the
     # prompt's forward pass, the generated tokens, and the check stage (key line to verdict);
     # None where not known (nothing generated; a served reader: no queue or prefill)

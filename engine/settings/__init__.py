@@ -123,6 +123,15 @@ class Settings:
     # over the routed sections, or a JSON path. Off by default: no better on the dev probe (54%
     # against 53%) and it cost the example question's answer (docs/results.md, issue 42).
     passage_ranker: str = "none"
+    # The quote's second stage over the linear score's best candidates (issue 66,
+    # ``engine.answer.passages.rerank``): "likelihood" = the backbone's zero-shot query
+    # likelihood, each candidate entry read with the question, blended with the linear score;
+    # "none" = the linear order. Off by default (docs/results.md, "Second-stage ranking").
+    quote_rerank: str = "none"
+    # The entry inventory (issue 66, ``engine.answer.passages.inventory``): a question that asks
+    # for a name also reads the sections of the whole manual's best-matching named entries.
+    # Off by default (docs/results.md, "Second-stage ranking (issue 66)").
+    quote_inventory: bool = False
     # The answer check's confidence: "auto" = assets/answer_check.json (answers below its
     # threshold folded), "none" = only the rule-based check folds, or a JSON path. On by
     # default: the model's sentence is shown only when the check says it holds
@@ -269,6 +278,9 @@ class Settings:
             raise SettingsError(f"H2MT_ROUTER={self.router!r} is not one of {', '.join(ROUTERS)}")
         if self.walk not in WALKS:
             raise SettingsError(f"H2MT_WALK={self.walk!r} is not one of {', '.join(WALKS)}")
+        if self.quote_rerank not in ("none", "likelihood"):
+            raise SettingsError(f"H2MT_QUOTE_RERANK={self.quote_rerank!r} is not 'none' or "
+                                "'likelihood'")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
         for name in ("passage_ranker", "fusion", "answer_check", "short_answer"):  # _asset_choice reads them

@@ -10,8 +10,11 @@ from engine.answer.passages.sections import entry_lead, heading_path, routed_sec
 from engine.answer.passages.evidence import EvidenceLine, Section, evidence_lines
 from engine.answer.passages.pages import locate_page, pages_lookup
 from engine.answer.passages import ranking
+from engine.answer.passages import rerank as second_stage
 from engine.answer.question import Question, as_question
 from engine.answer.passages.passage_index import index_for
+from engine.answer.passages.inventory import asks_for_a_name, inventory_for
+from engine.answer.passages.inventory import extra_sections as inventory_extra
 from engine.answer.passages.unit_vectors import SENTENCES, quote_kind, stored_encoder
 from engine.document.matter import asks_for_matter
 
@@ -69,6 +72,8 @@ def ranked_sentences(rt, routing, trees: dict, question: Question | str, route,
         page_start=s.node.page_start, page_end=s.node.page_end, lead=entry_lead(s.tree, s.node))
         for s in routed_sections(routing, trees, sorted(route.selected),
                                  asks_for_matter(q.text))]
+    if getattr(rt.settings, "quote_inventory", False) and asks_for_a_name(q.kind):
+        found += inventory_sections(rt, routing, trees, q, found)
     routed = sentence_evidence.candidates(found)
     ranker = rt.learned("passage_ranker")
     # the manual's texts are read from the library's stored vectors (engine.answer.passages.unit_vectors)
@@ -86,6 +91,23 @@ def ranked_sentences(rt, routing, trees: dict, question: Question | str, route,
     return ranked
 
 
+def inventory_sections(rt, routing, trees: dict, q: Question,
+                       found: list) -> list[sentence_evidence.SectionText]:
+    """The sections of each manual's best named entries for a name question that the walk did
+    not keep (``engine.answer.passages.inventory``)."""
+    rid = {o: i for i, o in enumerate(routing.origin)}
+    extra = []
+    for d, tree in trees.items():
+        if d is None:
+            continue
+        sha = rt.library.get_document(d).sha256
+        inv = inventory_for(rt.cache, d, sha, tree, index_for(rt.cache, d, sha, tree))
+        routed = {s.node_id for s in found if s.doc_id == d}
+        extra += inventory_extra(tree, d, inv, list(q.tokens), routed,
+                                 lambda n, d=d: rid[(d, n)])
+    return extra
+
+
 def sentence_pager(rt):
     """``page_of(sentence)``: the physical 1-based page where a sentence begins (its section's
     first page when the section is one page; None when unknown: never guessed)."""
@@ -100,10 +122,20 @@ def sentence_pager(rt):
 
 
 def find_quote(rt, routing, trees: dict, question: Question | str, route, query_dense,
-               threshold: float | None) -> tuple[list[sentence_evidence.Sentence],
-                                                 quoting.Quote | None]:
-    """(ranked sentences, the quote or None below the bar: ``quote_bar``)."""
+               threshold: float | None, timings: dict | None = None,
+               ) -> tuple[list[sentence_evidence.Sentence], quoting.Quote | None]:
+    """(ranked sentences, the quote or None below the bar: ``quote_bar``). With the second
+    stage on (``Settings.quote_rerank``) its best candidates are reordered first
+    (``engine.answer.passages.rerank``); ``timings`` gets its "rerank_ms" and
+    "rerank_tokens"."""
     ranked = ranked_sentences(rt, routing, trees, question, route, query_dense)
+    scorer = second_stage.scorer_for(rt)
+    if scorer is not None:
+        done = second_stage.rerank(scorer, as_question(question).text, ranked,
+                                   quote_bar(rt, threshold))
+        ranked = done.ranked
+        if timings is not None:
+            timings.update(rerank_ms=done.ms, rerank_tokens=done.tokens)
     quote = quoting.choose(as_question(question).text, ranked, quote_bar(rt, threshold), sentence_pager(rt))
     if quote is not None and quote.doc_id in trees:
         tree = trees[quote.doc_id]

@@ -86,6 +86,8 @@ class Sentence:
     lead: str = ""  # the signature its entry opened with in an earlier chunk (sections.entry_lead)
     # which candidate channel found it (engine.answer.passages.ranking.Candidate.channel)
     channel: str = "routed section"
+    # the second stage's score where it re-read this unit (engine.answer.passages.rerank)
+    rerank: float | None = None
 
     @property
     def path(self) -> str:
