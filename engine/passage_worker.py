@@ -131,6 +131,11 @@ class PassageWorker:
                     self._progress.pop(doc_id, None)
                     self._cond.notify_all()
 
+    def _vector_keys(self, doc_id: int) -> list:
+        """The runtime cache's keys of the document's stored vectors (``known_vectors``)."""
+        return [k for k in list(self.rt.cache)
+                if isinstance(k, tuple) and k[:2] == ("unit_vectors", doc_id)]
+
     def _encode(self, doc_id: int) -> None:
         from engine.ingest import store_unit_vectors
 
@@ -143,8 +148,11 @@ class PassageWorker:
         try:
             from engine.ingest import pending_unit_vectors
 
+            cached = set(self._vector_keys(doc_id))
             stored, total = pending_unit_vectors(doc_id, self.rt)
-            if stored >= total:
+            if stored >= total:  # (a restart's look at every document): nothing kept in memory
+                for key in set(self._vector_keys(doc_id)) - cached:
+                    self.rt.cache.pop(key, None)
                 return
             base[0] = stored
             with self._cond:

@@ -64,7 +64,10 @@ class MemoryWriter:
     def submit(self, doc_id: int) -> bool:
         """Queue the document's memories unless they are already queued or being written (by
         any worker); True if queued now."""
-        self.passages.submit(doc_id)
+        try:
+            self.passages.submit(doc_id)
+        except Exception as e:  # noqa: BLE001 - asks encode what they need meanwhile
+            log.warning("passage vectors of #%d not queued: %s", doc_id, e)
         queued = self.worker.enqueue(doc_id)
         self._start()
         return queued
