@@ -7,7 +7,8 @@ stored a chunk at a time (``unit_vectors.STORE_EVERY`` texts). They are stored b
 their text, so the work resumes after a restart from what is stored (``resume_incomplete``
 queues every document; one whose texts are all stored costs a lookup), and an ask meanwhile
 reads the stored ones and encodes only its own candidates not stored yet (``StoredEncoder``,
-which stores them too). ``engine ingest`` still encodes them in the same call.
+which stores them too), ahead of this worker's next batch (``SentenceEncoder.in_background``).
+``engine ingest`` still encodes them in the same call.
 
 Progress lives in this process (``state``: texts stored and total of each queued document);
 what is stored lives in the library. Several app processes on one library may encode the same
@@ -15,6 +16,7 @@ document's texts at the same time: the library keeps the first copy of each (by 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from storage import DocumentNotFound
@@ -159,9 +161,11 @@ class PassageWorker:
                 if doc_id in self._cancelled:
                     return
                 self._progress[doc_id] = (stored, total)
-            added = store_unit_vectors(
-                doc_id, self.rt, progress,
-                stop=lambda: self._stop.is_set() or doc_id in self._cancelled)
+            background = getattr(self.rt.encoder, "in_background", None)  # asks go first
+            with background() if background is not None else contextlib.nullcontext():
+                added = store_unit_vectors(
+                    doc_id, self.rt, progress,
+                    stop=lambda: self._stop.is_set() or doc_id in self._cancelled)
             log.info("passage vectors of #%d: %d encoded", doc_id, added)
         except DocumentNotFound:
             log.info("passage vectors of #%d: the document was deleted", doc_id)

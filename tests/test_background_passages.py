@@ -155,3 +155,25 @@ def test_the_cli_ingest_still_stores_every_passage_vector_in_the_same_call(
     doc = ingest_file(manual, rt, memories=False, unit_vectors=True).doc_id
     stored, total = pending_unit_vectors(doc, rt)
     assert stored == total == _rows(rt) > 3 * STORE_EVERY
+
+
+def test_background_encodes_run_on_a_copy_of_the_model_and_give_the_same_vectors(
+        tiny_backbone, tiny_parts, tmp_path):
+    """An ask's encode never waits on the lock of a background batch (the background has its
+    own copy of the model), and the copy's vectors are the model's, bit for bit."""
+    import numpy as np
+
+    enc = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts).encoder.encoder
+    texts = [body for _, body in TOPICS]
+    out: dict = {}
+
+    def background():
+        with enc.in_background():
+            out["vectors"] = enc.encode(texts)
+            out["model"] = enc._model()[0]
+
+    t = threading.Thread(target=background)
+    t.start()
+    t.join(60)
+    assert out["model"] is not enc.model and enc._model()[0] is enc.model
+    assert np.array_equal(out["vectors"], enc.encode(texts))
