@@ -60,8 +60,8 @@ def ready_line(s: AppState, doc_id: int) -> str:
     except Exception:  # noqa: BLE001 - the count is a nicety; asks encode what they need
         log.exception("queueing the passage vectors of #%d", doc_id)
         return "Ready to ask."
-    if done >= total:
-        return "Ready to ask; passages ready."
+    if done >= total:  # every passage stored (or no sentence encoder: none to store)
+        return "Ready to ask."
     return (f"Ready to ask; preparing passages {done:,}/{total:,} in the background (progress "
             "below the library; answers are slower until then).")
 
