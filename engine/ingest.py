@@ -41,7 +41,8 @@ from engine.document.build import build_tree
 from engine.memory.worker import MemoryWorker, WriteFn
 from engine.memory.worker import write_document_memories as write_memories_of
 from engine.answer.passages.passage_index import index_for
-from engine.answer.passages.unit_vectors import precompute, quote_kind
+from engine.answer.passages.unit_vectors import (digest, known_vectors, precompute, quote_kind,
+                                                 texts_of)
 from engine.routing.evidence import (compute_evidence, evidence_fingerprint, evidence_text,
                                      has_evidence)
 from storage import DocumentMeta, DuplicateDocument, NodeEvidence, SourceFile
@@ -319,15 +320,34 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     return _result(doc_id, tree, path.name, tree_ms, memory_ms, False, evidence_ms)
 
 
-def store_unit_vectors(doc_id: int, rt: Runtime, progress: IngestProgress | None = None) -> int:
+def _passage_index(doc_id: int, rt: Runtime):
+    return index_for(rt.cache, doc_id, rt.library.get_document(doc_id).sha256,
+                     rt.library.get_tree(doc_id))
+
+
+def store_unit_vectors(doc_id: int, rt: Runtime, progress: IngestProgress | None = None, *,
+                       stop: Callable[[], bool] | None = None) -> int:
     """Encode and store the texts of the document's passage units that the quote stage reads
-    (``engine.answer.passages.unit_vectors``; stage "passages"); how many were added."""
+    (``engine.answer.passages.unit_vectors``; stage "passages"), a chunk at a time (an
+    interrupted run resumes from the chunks stored; ``stop()``: true to stop after a chunk);
+    how many were added."""
     if rt.encoder is None:
         return 0
-    index = index_for(rt.cache, doc_id, rt.library.get_document(doc_id).sha256,
-                      rt.library.get_tree(doc_id))
     kind = quote_kind(rt.settings.passage_ranker_path is not None)
-    return precompute(rt, doc_id, index, kind, _stage(progress, "passages"))
+    return precompute(rt, doc_id, _passage_index(doc_id, rt), kind, _stage(progress, "passages"),
+                      stop=stop)
+
+
+def pending_unit_vectors(doc_id: int, rt: Runtime) -> tuple[int, int]:
+    """(stored, total) of the document's passage texts that the quote stage reads (those
+    ``store_unit_vectors`` encodes); (0, 0) without an encoder."""
+    if rt.encoder is None:
+        return 0, 0
+    kind = quote_kind(rt.settings.passage_ranker_path is not None)
+    index = _passage_index(doc_id, rt)
+    texts = texts_of(index, kind)
+    known = known_vectors(rt, doc_id, kind)
+    return sum(1 for t in texts if digest(t) in known), len(texts)
 
 
 def write_held(doc_id: int, rt: Runtime, progress: IngestProgress | None = None) -> float:

@@ -6,7 +6,10 @@ evidence, stored in one transaction), so the manual can be asked in text and rou
 as the upload returns; phase two (the node memories) is queued on the background memory writer
 (app/shared/memory_writer.py). The library shows "memories n/N" while a document waits or is written
 (``poll``, on a timer: one listing and one COUNT per document still being written) and "ready"
-once done.
+once done. Before the memories, the passage vectors the quote reads are encoded in the
+background (engine/passage_worker.py): the upload's status says the manual is ready to ask and
+how many passages are prepared, and the line under the status follows them ("#3 ready to ask;
+preparing passages 3,000/15,590").
 
 Bad input: every file is checked (app/shared/uploads.py, the engine's limits from Settings) and then
 built by the engine; whatever is wrong with it comes back as one line in the indexing status, and
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from app.shared import lines
 from app.shared.binding import bind
 from app.shared.memory_lines import doc_memory_line, memories_line
 from app.shared.state import ALL, AppState, doc_arg, doc_choices, md_text, node_view, pickers
@@ -49,6 +53,31 @@ def library_line(labels: dict[int, str]) -> str:
                                  "memories wait for them.")
 
 
+def ready_line(s: AppState, doc_id: int) -> str:
+    """The upload's words on when the manual can be asked: at once, and how far its passage
+    vectors are (engine/passage_worker.py; queued here)."""
+    try:
+        done, total = s.writer.passages.submit(doc_id)
+    except Exception:  # noqa: BLE001 - the count is a nicety; asks encode what they need
+        log.exception("queueing the passage vectors of #%d", doc_id)
+        return lines.READY_TO_ASK
+    if done >= total:  # every passage stored (or no sentence encoder: none to store)
+        return lines.READY_TO_ASK
+    said = lines.preparing_passages(done, total)
+    return (said[:1].upper() + said[1:] + " in the background (progress "
+            f"below the library; {lines.SLOWER_MEANWHILE}).")
+
+
+def passages_line(s: AppState, docs) -> str:
+    """The Library tab's line about passage vectors still being prepared (empty when none)."""
+    parts = []
+    for d in docs:
+        st = s.writer.passages.state(d.id)
+        if st is not None:
+            parts.append(f"#{d.id} {lines.preparing_passages(*st)}")
+    return ("; ".join(parts) + f" ({lines.SLOWER_MEANWHILE}).") if parts else ""
+
+
 def library_rows(s: AppState, docs=None, labels: dict[int, str] | None = None) -> list[list]:
     docs = s.rt.library.list_documents() if docs is None else docs
     labels = {d.id: s.memory_label(d) for d in docs} if labels is None else labels
@@ -72,7 +101,8 @@ def poll(s: AppState, prev_key, ask_doc_value):
         key = repr(line)
         return (gr.skip(),) * 4 if key == prev_key else (gr.skip(), line, gr.skip(), key)
     rows = library_rows(s, docs, labels)
-    lib_line, ask_line = library_line(labels), doc_memory_line(s, ask_doc_value, labels)
+    lib_line = " ".join(x for x in (passages_line(s, docs), library_line(labels)) if x)
+    ask_line = doc_memory_line(s, ask_doc_value, labels)
     key = repr((rows, lib_line, ask_line))
     if key == prev_key:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
@@ -106,8 +136,7 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
         progress(i / n, desc=f"{of}{name}: parsing and building the tree")
         try:
             r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s,
-                            memories=False, preflighted=True,  # check_upload ran preflight
-                            unit_vectors=True)
+                            memories=False, preflighted=True)  # check_upload ran preflight
         except DocumentError as e:
             msg = str(e)
             messages.append(f"✗ {msg if msg.startswith(name) else f'{name}: {msg}'}")
@@ -129,13 +158,13 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
                 f"depth {r.depth}, {r.pages} pages, tree from {r.source}")
         if not r.reused:
             line += f" (tree {r.tree_ms / 1e3:.1f} s, evidence {r.evidence_ms / 1e3:.1f} s)"
+        line += f". {ready_line(s, r.doc_id)}"
         if r.memories == "pending":
             s.writer.submit(r.doc_id)
-            line += (". Ask it now in text or route mode; its memories are being written "
-                     "in the background (memory mode and finding sections by their memories wait "
-                     "for them).")
+            line += (" Its memories are being written in the background after that (memory "
+                     "mode and finding sections by their memories wait for them).")
         else:
-            line += ". Memories ready: every mode and router can be used."
+            line += " Memories ready: every mode and router can be used."
         messages.append(line)
     msg = "\n".join(messages) or "No file chosen."
     return (msg, library_rows(s), *pickers(s, last))

@@ -11,7 +11,8 @@ States and their lines:
 - the evidence lines (``evidence_line``);
 - a manual's memories (``memories_state``): being indexed, being written, not written;
 - the answer check's column in the Evaluation tab (``check_word``);
-- an example question file (``questions_line``).
+- an example question file (``questions_line``);
+- a manual's passages still being prepared after its upload (``preparing_passages``).
 """
 from __future__ import annotations
 
@@ -135,3 +136,14 @@ def questions_line(n: int, what: str) -> str:
     """"Five questions on the example manual, ..." from the file's own count."""
     count = NUMBERS[n] if n < len(NUMBERS) else str(n)
     return f"{count} question{'' if n == 1 else 's'} {what}"
+
+
+# -- a manual's passages, prepared in the background after its upload (engine/passage_worker.py) -
+
+READY_TO_ASK = "Ready to ask."
+SLOWER_MEANWHILE = "answers are slower until then"
+
+
+def preparing_passages(done: int, total: int) -> str:
+    """The words for a manual that can be asked while its passage vectors are prepared."""
+    return f"ready to ask; preparing passages {done:,}/{total:,}"

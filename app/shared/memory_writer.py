@@ -8,6 +8,11 @@ failed) is read from the library's jobs, so every replica shows the same. At sta
 whose memories are incomplete are queued again, and an interrupted write resumes where it
 stopped (one tree height is stored at a time). With ``H2MT_APP_WORKER=0`` the app queues jobs
 and shows their progress but writes nothing itself (replicas beside dedicated workers).
+
+Before the memories, a document's passage vectors (what the quote reads) are encoded by this
+process's ``PassageWorker`` (engine/passage_worker.py; ``passages``), even with
+``H2MT_APP_WORKER=0``: queued by ``submit``, resumed at start, dropped by ``cancel``; the memory
+thread claims no job while it works.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import time
 
 from engine.ingest import memory_worker as runtime_worker
 from engine.memory.worker import WriteFn, holder_gone
+from engine.passage_worker import PassageWorker
 from engine.runtime import Runtime
 from storage import MemoryJobs
 from storage.faults import classify
@@ -40,6 +46,10 @@ class MemoryWriter:
         self.jobs = MemoryJobs(rt.library)
         self.enabled = rt.settings.app_worker
         self.worker = runtime_worker(rt, write=write)
+        # the passage vectors the quote reads (engine/passage_worker.py): encoded first, the
+        # memory thread waiting meanwhile (two encoders on two cores slow both)
+        self.passages = PassageWorker(rt)
+        self.worker.yield_to = self.passages.busy
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.causes: dict[int, str] = {}  # doc id -> why its memories are paused ("paused")
@@ -54,6 +64,10 @@ class MemoryWriter:
     def submit(self, doc_id: int) -> bool:
         """Queue the document's memories unless they are already queued or being written (by
         any worker); True if queued now."""
+        try:
+            self.passages.submit(doc_id)
+        except Exception as e:  # noqa: BLE001 - asks encode what they need meanwhile
+            log.warning("passage vectors of #%d not queued: %s", doc_id, e)
         queued = self.worker.enqueue(doc_id)
         self._start()
         return queued
@@ -69,12 +83,14 @@ class MemoryWriter:
             log.warning("memories to resume were not queued: %s (an upload queues its own)",
                         fault.cause)
             self.worker.fault, queued = fault, []
+        self.passages.resume_incomplete()
         self._start()
         return queued
 
     def cancel(self, doc_id: int) -> None:
         """Drop the document's job before it is deleted: whichever worker holds it stores
         nothing more (its next store or beat finds no job) and goes on to other work."""
+        self.passages.cancel(doc_id)
         self.jobs.cancel(doc_id)
 
     def state(self, doc_id: int) -> tuple[str, tuple[int, int] | None]:
@@ -125,6 +141,7 @@ class MemoryWriter:
         process that exits while the thread is inside the model aborts ("terminate called
         without an active exception", exit 134)."""
         self.worker.stop()
+        self.passages.stop(timeout)
         if self._thread is not None:
             self._thread.join(timeout)
 

@@ -35,6 +35,7 @@ MAX_PAUSE_S = 120.0
 # its job back at once (another run resumes it) and waits before its own next claim: its poll
 # time, doubled at each fault in a row, at most this long.
 MAX_FAULT_PAUSE_S = 30.0
+YIELD_POLL_S = 0.2  # how often a worker that yields (``yield_to``) looks again
 
 
 def transient(e: BaseException) -> bool:
@@ -138,6 +139,9 @@ class MemoryWorker:
         self.faults_in_a_row = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
+        # true while this worker should not claim (the app's passage vectors being encoded:
+        # engine/passage_worker.py); ``run`` looks again every YIELD_POLL_S
+        self.yield_to: Callable[[], bool] | None = None
 
     def write_document(self, doc_id: int, progress: Callable[..., None],
                        store: Callable[[dict], None]) -> float:
@@ -300,6 +304,9 @@ class MemoryWorker:
         with a growing pause: the loop goes on."""
         failures = 0
         while not self._stop.is_set():
+            if self.yield_to is not None and self.yield_to():
+                self._stop.wait(YIELD_POLL_S)
+                continue
             try:
                 faults = self.faults_in_a_row
                 if self.run_one() is not None:

@@ -57,12 +57,16 @@ alike (2-3x was seen while other jobs ran).
 
 Thread safety: one lock per encoder, held for one batch at a time (and around the tokenizer), so
 a question's encoding from another Gradio thread waits for at most one batch of an ingest.
+The app's background passage worker encodes ``in_background``: on a copy of the model (its own
+lock and tokenizer; about 90 MB more, made on first use), waiting between its batches while any
+other encode (an ask's) runs or waits, so an ask never waits for a background batch.
 Questions of asks that arrive together are encoded as one batch (``encode_query`` gathers them
 for a few milliseconds, ``engine.serving.gather``; a row of a batch equals the text alone to
 2e-7).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from functools import lru_cache
@@ -151,7 +155,24 @@ class SentenceEncoder:
         self.batch_size = int(batch_size or (CPU_BATCH if on_cpu else CUDA_BATCH))
         self.dim = DIM
         self._lock = threading.Lock()
+        # encodes running or waiting outside ``in_background`` (asks): the background's waits
+        self._urgent = 0
+        self._urgent_done = threading.Condition()
+        self._local = threading.local()
+        self._background = None  # (model copy, lock) of ``in_background`` encodes
         self._queries = Gatherer(lambda texts: list(self.encode(texts)))
+
+    @contextlib.contextmanager
+    def in_background(self):
+        """This thread's encodes inside give way: they run on a copy of the model (an ask
+        never waits for their batch on the lock), and before each of their batches they wait
+        until no other encode (an ask's) is running or waiting. The vectors are the same."""
+        before = getattr(self._local, "background", False)
+        self._local.background = True
+        try:
+            yield
+        finally:
+            self._local.background = before
 
     @property
     def fingerprint(self) -> str:
@@ -162,18 +183,33 @@ class SentenceEncoder:
     def __repr__(self) -> str:
         return f"SentenceEncoder({self.fingerprint}, device={self.device!r})"
 
+    def _model(self) -> tuple[object, threading.Lock]:
+        """The model and its lock for this thread: ``in_background``, a copy of the model with
+        its own lock and tokenizer (made on first use), so an ask never waits for a background
+        batch; the same weights, so the same vectors."""
+        if not getattr(self._local, "background", False):
+            return self.model, self._lock
+        with self._lock:
+            if self._background is None:
+                import copy
+
+                self._background = (copy.deepcopy(self.model), threading.Lock())
+        return self._background
+
     def _lengths(self, texts: list[str]) -> list[int]:
         """Word pieces per text as the model will see them (special tokens in, truncated)."""
-        with self._lock:  # a fast tokenizer must not be used from two threads at once
-            ids = self.model.tokenizer(texts, truncation=True, max_length=self.max_seq_length,
-                                       return_attention_mask=False,
-                                       return_token_type_ids=False)["input_ids"]
+        model, lock = self._model()
+        with lock:  # a fast tokenizer must not be used from two threads at once
+            ids = model.tokenizer(texts, truncation=True, max_length=self.max_seq_length,
+                                  return_attention_mask=False,
+                                  return_token_type_ids=False)["input_ids"]
         return [len(x) for x in ids]
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        with self._lock:
-            vec = self.model.encode(texts, batch_size=len(texts), normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False)
+        model, lock = self._model()
+        with lock:
+            vec = model.encode(texts, batch_size=len(texts), normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vec, dtype=np.float32)
 
     def encode(self, texts: list[str], *, batch_size: int | None = None,
@@ -183,6 +219,18 @@ class SentenceEncoder:
         Texts are ordered by word-piece count (longest first) and cut into batches of
         ``batch_size`` texts, so a batch pads little. ``progress(done, total)`` is called after
         every chunk of about ``CHUNK`` texts (total = len(texts))."""
+        if getattr(self._local, "background", False):
+            return self._encode(texts, batch_size, progress, background=True)
+        with self._urgent_done:
+            self._urgent += 1
+        try:
+            return self._encode(texts, batch_size, progress, background=False)
+        finally:
+            with self._urgent_done:
+                self._urgent -= 1
+                self._urgent_done.notify_all()
+
+    def _encode(self, texts, batch_size, progress, *, background: bool) -> np.ndarray:
         texts = list(texts)
         n = len(texts)
         out = np.zeros((n, self.dim), dtype=np.float32)
@@ -195,6 +243,9 @@ class SentenceEncoder:
         done = n - len(todo)
         batches = [todo[s:s + bs] for s in range(0, len(todo), bs)]
         for b, ids in enumerate(batches):
+            if background:
+                with self._urgent_done:
+                    self._urgent_done.wait_for(lambda: self._urgent == 0)
             out[ids] = self._encode_batch([texts[i] for i in ids])
             done += len(ids)
             if progress is not None and ((b + 1) % per_chunk == 0 or b + 1 == len(batches)):

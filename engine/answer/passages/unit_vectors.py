@@ -4,10 +4,11 @@ The quote stage reads the sentence encoder's vector of candidate units: each uni
 "heading path: text" for the linear score (``sentences.score``), or each unit and heading path
 for the passage ranker (``ranking``). Those texts are the manual's, the same at every ask, so
 each is encoded once and its vector kept in the library (``storage.unit_vectors``), keyed by the
-text's digest: all of a document's at once (``precompute``: ``engine ingest --unit-vectors`` or
-the memory worker's idle time), or, for texts not stored yet, the first time an ask needs them
-(``StoredEncoder`` stores what it had to encode). An ask about a stored document then encodes
-only its question.
+text's digest: all of a document's at once (``precompute``: ``engine ingest``, or after an
+upload the app's background passage worker, ``engine.passage_worker``, a chunk stored at a
+time), or, for texts not stored yet, the first time an ask needs them (``StoredEncoder`` stores
+what it had to encode). An ask about a stored document then encodes only its question; one
+made while the background worker runs encodes only its candidates not stored yet.
 """
 from __future__ import annotations
 
@@ -96,7 +97,8 @@ class StoredEncoder:
             out[missing] = vecs
             self.misses += len(missing)
             new = {keys[i]: vecs[j].astype("<f2") for j, i in enumerate(missing)}
-            self.known.update((k, v.astype(np.float32)) for k, v in new.items())
+            with _LOCK:  # the background writer and other asks add to the same dict
+                self.known.update((k, v.astype(np.float32)) for k, v in new.items())
             if self.store is not None:
                 self.store({k: v.tobytes() for k, v in new.items()})
         return out
@@ -117,17 +119,55 @@ def stored_encoder(rt, doc_ids: list[int], kind: str) -> StoredEncoder:
         store = (lambda items, d=doc_ids[0]: rt.library.add_unit_vectors(d, fp, items))
     else:
         for d in doc_ids:
-            known = {**known, **known_vectors(rt, d, kind)}
+            rows = known_vectors(rt, d, kind)
+            with _LOCK:  # copied while no writer adds to it
+                known = {**known, **rows}
     return StoredEncoder(rt.encoder, known, store)
 
 
-def precompute(rt, doc_id: int, index: PassageIndex, kind: str, progress=None) -> int:
-    """Encode and store every text of the document not stored yet (in the encoder's batches,
-    ``progress(done, total)``); how many were added."""
+def pending_texts(rt, doc_id: int, index: PassageIndex, kind: str) -> list[str]:
+    """The document's texts of ``kind`` whose vectors are not stored yet, in the encoder's
+    order (most word pieces first, as ``SentenceEncoder.encode`` batches them)."""
     known = known_vectors(rt, doc_id, kind)
     todo = [t for t in texts_of(index, kind) if digest(t) not in known]
+    lengths = getattr(rt.encoder, "_lengths", None)
+    if lengths is not None and len(todo) > 1:
+        n = lengths(todo)
+        todo = [todo[i] for i in sorted(range(len(todo)), key=lambda i: (-n[i], i))]
+    return todo
+
+
+# Texts encoded and stored together by ``precompute`` (a multiple of the CPU batch of 64): what
+# an interrupted run loses at most, and how often an ask beside it sees the new vectors.
+STORE_EVERY = 512
+
+
+def precompute(rt, doc_id: int, index: PassageIndex, kind: str, progress=None, *,
+               store_every: int | None = None, stop=None) -> int:
+    """Encode and store every text of the document not stored yet, ``store_every`` texts at a
+    time (each chunk stored as it is encoded, so an interrupted run resumes from there), in the
+    encoder's batches; ``progress(done, total)``; ``stop()``: true to stop after a chunk. How
+    many were added (a text an ask stored meanwhile is not encoded again).
+
+    The texts are put in the encoder's own order first and cut into chunks of whole batches,
+    so every batch holds the texts it holds when all of them are encoded in one call: the
+    vectors do not depend on the chunking (a ``store_every`` below the encoder's batch, as
+    tests set it, makes smaller batches)."""
+    todo = pending_texts(rt, doc_id, index, kind)
     if not todo:
         return 0
-    StoredEncoder(rt.encoder, known, lambda items: rt.library.add_unit_vectors(
-        doc_id, fingerprint(rt.encoder, kind), items)).encode(todo, progress=progress)
-    return len(todo)
+    known = known_vectors(rt, doc_id, kind)
+    enc = StoredEncoder(rt.encoder, known, lambda items: rt.library.add_unit_vectors(
+        doc_id, fingerprint(rt.encoder, kind), items))
+    every = max(1, int(store_every or STORE_EVERY))
+    batch = max(1, int(getattr(rt.encoder, "batch_size", 64)))
+    step = every // batch * batch or every  # whole batches (fewer texts: smaller batches)
+    total = len(todo)
+    for start in range(0, total, step):
+        if stop is not None and stop():
+            break
+        part = todo[start:start + step]
+        report = None if progress is None else (
+            lambda done, _n, s=start: progress(s + done, total))
+        enc.encode(part, progress=report)
+    return enc.misses
