@@ -47,7 +47,7 @@ def test_every_mode_runs_on_a_tiny_llama(tiny_rt, mode):
     assert set(out["metrics"]) == {"ttft_ms", "total_ms", "route_ms", "prefill_tokens",
                                    "generated_tokens", "peak_mem_mb", "evidence_ms", "quote_ms",
                                    "query_vector_ms", "queue_ms", "prefill_ms", "decode_ms",
-                                   "check_ms", "cpu_wait_ms"}
+                                   "check_ms", "cpu_wait_ms", "rerank_ms", "rerank_tokens"}
     # every mode carries the quote (the manual's words), generation or not
     assert out["quote"] is not None and out["not_covered"] is False
     assert set(out["quote"]) == {"text", "doc", "node", "heading", "page", "page_label", "ocr",
