@@ -68,19 +68,25 @@ def test_the_three_passages_are_readable_and_no_line_contradicts_another(browser
         page.close()
 
 
+def _ask_for_one_line(page, question: str, line: str) -> None:
+    """Ask ``question`` and wait for ``line`` in the notice, the validator's own line gone (it is
+    taken away after a few seconds): the line stays, alone, with no red badge."""
+    page.locator("#ask-question textarea").fill(question)
+    page.locator("#ask-button").click()
+    page.wait_for_function("(l) => (document.querySelector('#ask-notice')?.innerText || '')"
+                           ".includes(l)", arg=line)
+    page.wait_for_function("() => !document.querySelector('.validation-error')",
+                           timeout=TIMEOUT_MS)
+    assert line in _notice(page)
+    no_error_badge(page)
+
+
 def _no_manual(page, url: str) -> None:
     """No manual chosen: one line in the notice, no red badge; it stays while the page goes on
     (the validator's own line, which Gradio takes away after a few seconds, is gone)."""
     page.goto(url)
     page.get_by_role("tab", name="Ask").click()
-    page.locator("#ask-question textarea").fill("How do I patch a command?")
-    page.locator("#ask-button").click()
-    page.wait_for_function("(l) => (document.querySelector('#ask-notice')?.innerText || '')"
-                           ".includes(l)", arg=NO_MANUAL)
-    page.wait_for_function("() => !document.querySelector('.validation-error')",
-                           timeout=TIMEOUT_MS)
-    assert NO_MANUAL in _notice(page)
-    no_error_badge(page)
+    _ask_for_one_line(page, "How do I patch a command?", NO_MANUAL)
     assert not page.locator("#passages").is_visible()
     _no_contradiction(page, "no manual")
 
@@ -163,14 +169,7 @@ def _empty_question(page, rt) -> None:
     cards = page.locator("#passages .passage")
     passages = cards.all_inner_texts()
     assert passages
-    page.locator("#ask-question textarea").fill("   ")
-    page.locator("#ask-button").click()
-    page.wait_for_function("(l) => (document.querySelector('#ask-notice')?.innerText || '')"
-                           ".includes(l)", arg=EMPTY_QUESTION)
-    page.wait_for_function("() => !document.querySelector('.validation-error')",
-                           timeout=TIMEOUT_MS)
-    assert EMPTY_QUESTION in _notice(page)
-    no_error_badge(page)
+    _ask_for_one_line(page, "   ", EMPTY_QUESTION)
     assert cards.all_inner_texts() == passages
     _no_contradiction(page, "empty question")
     # the next ask takes the line away
