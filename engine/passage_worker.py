@@ -20,6 +20,7 @@ import contextlib
 import logging
 import threading
 from storage import DocumentNotFound
+from storage.faults import classify
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ class PassageWorker:
         try:
             ids = [d.id for d in self.rt.library.list_documents()]
         except Exception as e:  # noqa: BLE001 - the library unreachable: an upload queues its own
+            if classify(e) is None:  # a bug is raised
+                raise
             log.warning("passage vectors to resume were not queued: %s", e)
             return
         with self._cond:

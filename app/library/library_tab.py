@@ -58,9 +58,11 @@ def ready_line(s: AppState, doc_id: int) -> str:
     vectors are (engine/passage_worker.py; queued here)."""
     try:
         done, total = s.writer.passages.submit(doc_id)
-    except Exception:  # noqa: BLE001 - the count is a nicety; asks encode what they need
-        log.exception("queueing the passage vectors of #%d", doc_id)
-        return lines.READY_TO_ASK
+    except Exception as e:  # noqa: BLE001 - a storage fault only (a bug is raised)
+        if classify(e) is None:
+            raise
+        log.warning("queueing the passage vectors of #%d: %s", doc_id, classify(e))
+        return lines.READY_TO_ASK  # the count is a nicety; asks encode what they need
     if done >= total:  # every passage stored (or no sentence encoder: none to store)
         return lines.READY_TO_ASK
     said = lines.preparing_passages(done, total)
