@@ -33,6 +33,7 @@ def run(manuals: list[str] | None, n_sections: int, linear_only: bool = False) -
 
     from engine.answer.passages import quote as quoting
     from engine.answer.passages import ranking, sentences
+    from engine.answer.question import Question
     from engine.answer.passages.pages import _norm, locate_page
     from engine.answer.passages.passage_index import PassageIndex
     from engine.document.build import build_tree
@@ -62,10 +63,11 @@ def run(manuals: list[str] | None, n_sections: int, linear_only: bool = False) -
 
         for q in (q for q in questions if q.manual == key):
             found = walk(q.question)
-            before = sentences.score(encoder, q.question, sentences.candidates(found))
+            asked = Question.read(q.question)
+            before = sentences.score(encoder, asked, sentences.candidates(found))
             variants = [(VARIANTS[0], before, sentences.THRESHOLD)]
             if not linear_only:
-                after, _ = ranking.rank(ranker, encoder, q.question, sentences.candidates(found),
+                after, _ = ranking.rank(ranker, encoder, asked, sentences.candidates(found),
                                         {1: index}, lambda d, n: n, {1: tree.pages})
                 variants.append((VARIANTS[1], after, ranker.threshold))
             for name, ranked, bar in variants:

@@ -99,19 +99,20 @@ def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
         for q in QUESTIONS:
             found = walk(q)
             t = time.perf_counter()
-            ranked = sentences.score(encoder, q, sentences.candidates(found), window_words=0)
+            asked = Question.read(q)
+            ranked = sentences.score(encoder, asked, sentences.candidates(found), window_words=0)
             quoting.choose(q, ranked)
             times["linear, units scored alone (window_words=0)"].append(
                 (time.perf_counter() - t) * 1e3)
             t = time.perf_counter()
-            ranked = sentences.score(encoder, q, sentences.candidates(found))
+            ranked = sentences.score(encoder, asked, sentences.candidates(found))
             quoting.choose(q, ranked)
             times["linear, units scored with their windows (the default)"].append(
                 (time.perf_counter() - t) * 1e3)
             t = time.perf_counter()
             first = index is None
             index = index or PassageIndex.build(1, tree)
-            ranked, _ = ranking.rank(ranker, encoder, q, sentences.candidates(found), {1: index},
+            ranked, _ = ranking.rank(ranker, encoder, asked, sentences.candidates(found), {1: index},
                                      lambda d, n: n, {1: tree.pages})
             quoting.choose(q, ranked, ranker.threshold)
             ms = (time.perf_counter() - t) * 1e3
@@ -131,7 +132,7 @@ def second_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
     from engine.answer.passages import inventory, rerank, sentences
     from engine.answer.passages import quote as quoting
     from engine.answer.passages.passage_index import PassageIndex
-    from engine.answer.question import as_question
+    from engine.answer.question import Question
     from engine.document.build import build_tree
     from engine.memory.backbone import load_backbone
     from engine.routing.dense import load_encoder
@@ -153,23 +154,22 @@ def second_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
     inv = None
     for _ in range(rounds):
         for q in QUESTIONS:
-            found = walk(q)
+            found, qq = walk(q), Question.read(q)
             t = time.perf_counter()
-            ranked = sentences.score(encoder, q, sentences.candidates(found))
+            ranked = sentences.score(encoder, qq, sentences.candidates(found))
             quoting.choose(q, ranked)
             linear = (time.perf_counter() - t) * 1e3
             times[names[0]].append(linear)
             t = time.perf_counter()
             first = inv is None
             inv = inv or inventory.Inventory.build(PassageIndex.build(1, tree))
-            qq = as_question(q)
             extra = (inventory.extra_sections(tree, 1, inv, list(qq.tokens),
                                               {s.node_id for s in found}, lambda n: n)
                      if inventory.asks_for_a_name(qq.kind) else [])
-            quoting.choose(q, sentences.score(encoder, q, sentences.candidates(found + extra)))
+            quoting.choose(q, sentences.score(encoder, qq, sentences.candidates(found + extra)))
             times[names[2] if first else names[1]].append((time.perf_counter() - t) * 1e3)
             t = time.perf_counter()
-            ranked = sentences.score(encoder, q, sentences.candidates(found))
+            ranked = sentences.score(encoder, qq, sentences.candidates(found))
             done = rerank.rerank(scorer, q, ranked, sentences.THRESHOLD)
             quoting.choose(q, done.ranked)
             times[names[3]].append((time.perf_counter() - t) * 1e3)

@@ -55,7 +55,7 @@ def collect(manuals: list[str] | None, top: int, n_sections: int, questions_file
     from engine.answer.passages import quote as quoting
     from engine.answer.passages import inventory, rerank, sentences
     from engine.answer.passages.passage_index import PassageIndex
-    from engine.answer.question import as_question
+    from engine.answer.question import Question
     from engine.answer.passages.pages import _norm, locate_page
     from engine.document.build import build_tree
     from engine.memory.backbone import load_backbone
@@ -119,19 +119,19 @@ def collect(manuals: list[str] | None, top: int, n_sections: int, questions_file
             for q in mine:
                 t = time.perf_counter()
                 found = walk(q.question)
-                ranked = sentences.score(encoder, q.question, sentences.candidates(found))
+                qq = Question.read(q.question)
+                ranked = sentences.score(encoder, qq, sentences.candidates(found))
                 linear_ms = (time.perf_counter() - t) * 1e3
                 known: dict[str, float] = {}
                 cands, ql_ms, tokens, n_top = judged(q, ranked, known)
                 row = {"id": q.id, "manual": key, "pages": m.pages, "question": q.question,
                        "linear_ms": round(linear_ms, 1), "ql_ms": round(ql_ms, 1),
                        "ql_tokens": tokens, "ql_top": n_top, "candidates": cands}
-                qq = as_question(q.question)
                 if inventory.asks_for_a_name(qq.kind):
                     t = time.perf_counter()
                     extra = inventory.extra_sections(tree, 1, inv, list(qq.tokens),
                                                      {s.node_id for s in found}, lambda n: n)
-                    ranked2 = sentences.score(encoder, q.question,
+                    ranked2 = sentences.score(encoder, qq,
                                               sentences.candidates(found + extra))
                     row["inventory_ms"] = round((time.perf_counter() - t) * 1e3, 1)
                     row["inventory_sections"] = len(extra)

@@ -146,7 +146,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         page = f", p.{sa.page_label or sa.page}" if sa.page else ""
         print(f"short answer: {sa.term}  ({sa.text}{page})\n")
     out = answer.as_json()
-    if answer.passages:  # the three passages as the screen shows them (engine.answer.shown)
+    if answer.passages.shown:  # the three passages as the screen shows them (engine.answer.shown)
         print(f"the manual's passages, best first ({places_line(out['places'])}):")
         for c in cards(out["passages"]):
             print("\n".join(c.lines()))

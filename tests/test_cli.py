@@ -40,10 +40,12 @@ def test_a_folded_answer_is_printed_under_its_line(no_reader_env, capsys):
     import engine.ask
     import engine.runtime
     from engine.answer.checks.form import read_form
-    from engine.answer.response import Answer, Metrics
+    from engine.answer.response import Answer, Generation, Metrics
+    from engine.answer.request import Passages
+    from engine.answer.checks.review import Review
 
     form = read_form("The answer is:", "length", 4)  # a real 4-token answer (test_form.py)
-    answer = Answer(text=form.text, mode="text", cited=[], gate={}, metrics=Metrics(), form=form)
+    answer = Answer(text=form.text, mode="text", cited=[], metrics=Metrics(), generation=Generation(form=form))
     no_reader_env.setattr(engine.runtime.Runtime, "load", classmethod(lambda cls, s: None))
     no_reader_env.setattr(engine.ask, "ask", lambda *a, **k: answer)
     assert main(["ask", "1", "Which command expands a macro once?"]) == 0
@@ -60,7 +62,9 @@ def test_the_three_passages_are_printed_as_the_screen_shows_them(no_reader_env, 
     import engine.runtime
     from engine.answer.checks.key_line import KeyLine
     from engine.answer.passages.quote import Quote
-    from engine.answer.response import Answer, Metrics
+    from engine.answer.response import Answer, Generation, Metrics
+    from engine.answer.request import Passages
+    from engine.answer.checks.review import Review
 
     def q(text, score, page):
         return Quote(text=text, doc_id=1, node_id=page, heading=f"Patching › part {page} of 4",
@@ -69,9 +73,9 @@ def test_the_three_passages_are_printed_as_the_screen_shows_them(no_reader_env, 
     passages = [q("\\patchcmd{<command>}{<search>}{<replace>}\nThis command patches a macro.",
                   1.40, 8), q("\\apptocmd{<command>}{<code>}\nAppends code.", 1.39, 9),
                 q("Patching is fragile with arguments.", 1.0, 10)]
-    answer = Answer(text="", mode="quote", cited=[], gate={}, metrics=Metrics(),
-                    quote=passages[0], passages=passages,
-                    key_line=KeyLine("l i n e . ”", None, "Patching", "”", False))
+    answer = Answer(text="", mode="quote", cited=[], metrics=Metrics(),
+                    passages=Passages(quote=passages[0], shown=tuple(passages)),
+                    review=Review(key_line=KeyLine("l i n e . ”", None, "Patching", "”", False)))
     no_reader_env.setattr(engine.runtime.Runtime, "load", classmethod(lambda cls, s: None))
     no_reader_env.setattr(engine.ask, "ask", lambda *a, **k: answer)
     assert main(["ask", "1", "How do I patch a command?", "--mode", "quote"]) == 0

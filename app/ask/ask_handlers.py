@@ -80,14 +80,14 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
             text += ev.text
             yield {t.answer: text, t.metrics: generating_md(mode, None, text)}
         elif isinstance(ev, AnswerReady):
-            a = ev.answer  # a quote found after generation (memory, full, flat) comes now
+            a, ready = ev.answer, ev  # a quote found after generation (memory, full, flat) comes now
             late = ({} if quoted
                     else quote_updates(t, *quote_outputs(s, a.quote, a.not_covered, a.traits)))
             answered = {**final_updates(s, t, a, req.doc, user), **late}
             yield answered
-    if answered is not None and a.query_id is not None:  # logged after the answer was shown:
-        # the same outputs (a client's last result keeps its shape), its feedback and history
-        yield {**answered, t.view: replace(answered[t.view], query_id=a.query_id),
+    if answered is not None and ready.query_id is not None:  # logged after it was shown: the
+        # same outputs (a client's last result keeps its shape), its feedback and history
+        yield {**answered, t.view: replace(answered[t.view], query_id=ready.query_id),
                t.history: history_rows(s, req.doc, user=user)}
 
 

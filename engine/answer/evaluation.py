@@ -169,7 +169,7 @@ def answer_of(ans: Answer) -> ProbeAnswer:
                        flagged=ans.check.flagged if ans.check is not None else None,
                        folded=ans.folded if ans.check is not None else None,
                        not_covered=ans.not_covered,
-                       passages=tuple(p.text for p in ans.passages))
+                       passages=tuple(p.text for p in ans.passages.shown))
 
 
 # -- the route against the gold section ----------------------------------------------------------
@@ -260,17 +260,17 @@ def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> 
             "passages": list(a.passages),
             "quote_score": ans.quote.score if ans.quote is not None else None,
             # each passage's score, the quote's first (the screen's "more than one candidate")
-            "passage_scores": [p.score for p in ans.passages],
+            "passage_scores": [p.score for p in ans.passages.shown],
             # the passages as a person reads them (engine.answer.shown.card): signature, where,
             # text; the Evaluation tab's rows show them
-            "passage_cards": [c.lines() for c in cards([p.as_json() for p in ans.passages])],
+            "passage_cards": [c.lines() for c in cards([p.as_json() for p in ans.passages.shown])],
             # the key line (checks.key_line), whether the screen shows it (engine.answer.shown)
             # and whether it holds the key
             "key_line": ans.key_line.text if ans.key_line is not None else None,
             "key_line_shown": key_line_shown(
                 ans.key_line.as_json() if ans.key_line is not None else None,
                 ans.quote.as_json() if ans.quote is not None else None)
-            and places([p.as_json() for p in ans.passages]).verdict == ONE,
+            and places([p.as_json() for p in ans.passages.shown]).verdict == ONE,
             "key_line_holds": ans.key_line is not None and holds(q, ans.key_line.text),
             "answer": a.text, "not_covered": a.not_covered, "flagged": a.flagged,
             "folded": a.folded, "check": check, "degenerate": ans.degenerate,

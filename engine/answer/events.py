@@ -1,6 +1,6 @@
 """What ``engine.ask.ask_stream`` yields, in order: one ``RouteReady`` when routing ends (before
 any generation, with the quote), zero or more ``TokenChunk`` (the text decoded since the previous chunk), one
-``AnswerReady`` with the final Answer."""
+``AnswerReady`` with the final Answer (its ``query_id`` once logged)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,3 +28,6 @@ class TokenChunk:
 @dataclass
 class AnswerReady:
     answer: Answer
+    # its row in the query log: set when the stream is read past this event and the answer is
+    # logged (None until then, when not logged, or when logging failed); the Answer is frozen
+    query_id: int | None = None

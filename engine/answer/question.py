@@ -1,6 +1,8 @@
 """The question as every stage reads it, read once per ask: its text, its words (the lexical
-channel's tokens), the kind of passage it asks for, its options, and the vectors routing encodes
-it as (H2MT 3.3). Routing, the passages, the modes and the check all take this one object."""
+channel's tokens), the kind of passage it asks for, whether it asks for front or back matter,
+and the vectors routing encodes it as (H2MT 3.3). Routing, the passages, the modes and the
+check all take this one object; the ask's options are the request's
+(``engine.answer.request.Request``), not the question's."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -9,6 +11,7 @@ import numpy as np
 import torch
 
 from engine.answer.passages.answer_type import question_type
+from engine.document.matter import asks_for_matter
 from engine.routing import lexical
 
 
@@ -20,13 +23,14 @@ class Question:
     text: str
     tokens: tuple[str, ...]
     kind: str | None  # engine.answer.passages.answer_type: HOWTO, OPTION, SYNTAX, DEFINITION
-    opts: object | None = None  # engine.answer.options.AskOptions (it imports the passages)
+    matter: bool = False  # asks for front or back matter (engine.document.matter)
     dense: np.ndarray | None = None
     vector: torch.Tensor | None = None
 
     @classmethod
-    def read(cls, text: str, opts=None) -> Question:
-        return cls(text, tuple(lexical.tokenize(text)), question_type(text), opts)
+    def read(cls, text: str) -> Question:
+        return cls(text, tuple(lexical.tokenize(text)), question_type(text),
+                   asks_for_matter(text))
 
     @property
     def words(self) -> frozenset[str]:
@@ -34,8 +38,3 @@ class Question:
 
     def encoded(self, dense, vector) -> Question:
         return replace(self, dense=dense, vector=vector)
-
-
-def as_question(question: Question | str) -> Question:
-    """A caller's question as read: one that holds only the text (a bench, a test) is read here."""
-    return question if isinstance(question, Question) else Question.read(question)

@@ -1,31 +1,107 @@
-"""One ask from its check to its answer (``Request``): the mode, the question read once
-(``engine.answer.question``), the documents it reads and, once routed, the route. The pipeline
-(``engine.ask``) makes it; a mode's plan and the check read it; nothing writes to it."""
+"""One ask from its check to its answer (``Request``): the typed record every stage reads and
+extends. ``engine.ask.check`` makes it (the mode, the options, the question read once, the
+documents); each stage of ``engine.ask`` returns it with its own slot filled, once: ``route``,
+``passages``, ``step``, ``generated``, ``finished``, ``review``, ``query_id``. The Answer is a
+view of the finished record (``engine.answer.response.Answer.of``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Mapping
 
 from engine.answer.question import Question
+
+if TYPE_CHECKING:  # the modes, the passages and the check import this module
+    from engine.answer.checks.form import Form
+    from engine.answer.checks.review import Review
+    from engine.answer.generation.decoding import GenerationResult
+    from engine.answer.modes.base import Mode, Step
+    from engine.answer.options import AskOptions
+    from engine.answer.passages.evidence import EvidenceLine
+    from engine.answer.passages.quote import Quote
+    from engine.answer.passages.sentences import Sentence
+    from engine.answer.passages.short_answer import ShortAnswer
+    from engine.answer.response import Metrics
+    from engine.document.tree import Tree
+    from engine.routing.router import Route, RoutingTree
+    from engine.runtime import Runtime
+    from storage import MemoryProgress
+
+
+@dataclass(frozen=True)
+class Passages:
+    """Where the answer stands in the manual: the routed sections' units ranked against the
+    question (best first), the quote (None: below the bar), the quote and up to two more
+    entries' passages, and the manual's term that answers (``passages.short_answer``)."""
+
+    ranked: tuple[Sentence, ...] = ()
+    quote: Quote | None = None
+    shown: tuple[Quote, ...] = ()
+    short_answer: ShortAnswer | None = None
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What the plan's generation gave: its text as streamed, its result (None: nothing was
+    generated, or a served reader failed) and a served reader's failure (one line)."""
+
+    text: str
+    result: GenerationResult | None = None
+    reader_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The generated text made an answer (``engine.ask.finish``): cleaned as the mode says, the
+    warnings so far, the evidence lines, the gate, why the output is no answer (``degenerate``),
+    its form, whether a loop was cut off (``trimmed``), whether it now ends where it was cut
+    (``ended``) and whether it stopped mid-answer at a limit (``cut``)."""
+
+    text: str
+    warnings: tuple[str, ...] = ()
+    evidence: tuple[EvidenceLine, ...] = ()
+    gate: Mapping[int, list[int]] = field(default_factory=dict)
+    degenerate: str | None = None
+    form: Form | None = None
+    trimmed: bool = False
+    ended: bool = False
+    cut: bool = False
 
 
 @dataclass(frozen=True)
 class Request:
-    rt: object  # engine.runtime.Runtime
-    mode: object  # engine.answer.modes.base.Mode (which reads this request)
+    rt: Runtime
+    mode: Mode  # which reads this request
+    opts: AskOptions
     question: Question
     doc_ids: tuple[int, ...]
-    trees: Mapping[int, object]  # doc_id -> engine.document.tree.Tree, in the request's order
-    routing: object  # engine.routing.routing_tree.RoutingTree of the documents
-    pending: object | None  # storage.MemoryProgress of memories still being written (None: all)
+    trees: Mapping[int, Tree]  # doc_id -> its tree, in the request's order
+    routing: RoutingTree  # of the documents
+    pending: MemoryProgress | None  # memories still being written (None: all written)
     reader: object | None  # the model that reads text, when the mode needs one
-    route: object | None = None  # engine.routing.trace.Route, once routed
+    metrics: Metrics  # each stage's time and the generation's counts (the runner writes them)
+    asker: str | None = None  # who asked (the query log's)
+    started: float = 0.0  # perf_counter the answer's clock (TTFT, total) runs from
+    route: Route | None = None  # once routed
+    passages: Passages | None = None
+    step: Step | None = None  # the mode's plan
+    generated: Generated | None = None
+    finished: Finished | None = None
+    review: Review | None = None
+    query_id: int | None = None  # its row in the query log, once logged
+
+    def filled(self, **slots) -> Request:
+        """This request with stage slots filled (each once: refilling one is a bug)."""
+        again = [k for k in slots if k not in ("question", "started") and getattr(self, k) is not None]
+        if again:
+            raise RuntimeError(f"request slots filled twice: {again}")
+        return replace(self, **slots)
 
     @property
-    def opts(self):
-        """The ask's options (engine.answer.options.AskOptions)."""
-        return self.question.opts
+    def ranked(self) -> list[Sentence]:
+        """The ranked units (empty until the passages stage ran)."""
+        return list(self.passages.ranked) if self.passages is not None else []
 
-    def routed(self, question: Question, route) -> Request:
-        """This request after routing: the question with its vectors, and the route."""
-        return replace(self, question=question, route=route)
+    @property
+    def quote(self) -> Quote | None:
+        """The quote (None until the passages stage ran, or below the bar)."""
+        return self.passages.quote if self.passages is not None else None

@@ -3,17 +3,19 @@ the app's view, the query log)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Mapping
 
-from engine.answer.checks.check import Check
 from engine.answer.checks.form import Form
-from engine.answer.checks.key_line import KeyLine
-from engine.answer.checks.verdict import Verdict
+from engine.answer.checks.review import Review
 from engine.answer.modes import MODES, ModeTraits
 from engine.answer.passages.evidence import EvidenceLine
-from engine.answer.passages.quote import Quote
-from engine.answer.passages.short_answer import ShortAnswer
+from engine.answer.passages.grounding import label_citations
+from engine.answer.request import Passages
 from engine.answer.shown import ONE, key_line_shown, places
 from engine.routing.router import Route
+
+if TYPE_CHECKING:
+    from engine.answer.request import Request
 
 
 @dataclass
@@ -47,8 +49,10 @@ class Metrics:
     prefill_tokens: int = 0
     generated_tokens: int = 0
     peak_mem_mb: float = 0.0
-    evidence_ms: float = 0.0  # finding the evidence lines after generation
-    quote_ms: float = 0.0  # scoring the routed sections' sentences and choosing the quote
+    evidence_ms: float = 0.0  # the finish stage: clean-up, form and evidence lines
+    # the passages stage: the routed sections' units scored, the quote, the passages shown
+    # and the short answer
+    quote_ms: float = 0.0
     # part of quote_ms: the second stage (engine.answer.passages.rerank; 0 when off) and the
     # sequence positions its one batched pass read (the measured work)
     rerank_ms: float = 0.0
@@ -63,39 +67,101 @@ class Metrics:
     cpu_wait_ms: float = 0.0  # waiting for a place among the CPU stages (engine.serving.cpu_slots)
 
 
-@dataclass
+@dataclass(frozen=True)
+class Generation:
+    """What the model generated, made an answer (``engine.ask.generate`` and ``finish``): the
+    gate's loops, why generation ended, the cut, why the output is no answer and its form, the
+    evidence lines, the log-probabilities and sources, and who read the text."""
+
+    gate: Mapping[int, list[int]] = field(default_factory=dict)  # routed id -> loops per layer
+    stop: str | None = None  # why generation ended (GenerationResult.stop); None: no generation
+    cut: bool = False  # stopped at the token (or time) limit, mid-answer
+    cut_at: int | None = None  # generated tokens when cut
+    degenerate: str | None = None  # why the output is not an answer (generation.cleanup)
+    repetition_cut: bool = False  # a loop at the end was cut off (generation.cleanup.trim_loop)
+    form: Form | None = None  # what makes it no answer whatever its score (checks.form)
+    evidence: list[EvidenceLine] = field(default_factory=list)  # supporting lines, best first
+    logprobs: list[float] | None = None  # the generated tokens' log-probabilities (not in JSON)
+    sources: tuple[str, ...] = ()  # the texts the reader was given (not in JSON)
+    reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
+    reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
+
+
+def _read(part: str, name: str) -> property:
+    """A read of one field of a part, under the name the readers of an answer use."""
+    return property(lambda self: getattr(getattr(self, part), name),
+                    doc=f"``self.{part}.{name}``")
+
+
+@dataclass(frozen=True)
 class Answer:
+    """The finished ask as the CLI, the app, the API and the query log read it: a frozen view
+    of the request's record (``Answer.of``), in parts: the route, the passages
+    (``engine.answer.request.Passages``), the generation, the review
+    (``engine.answer.checks.review.Review``) and the metrics; ``as_json`` is its one JSON."""
+
     text: str
     mode: str
     cited: list[Citation]
-    gate: dict[int, list[int]]  # routed node id -> extra loops per gated layer
     metrics: Metrics
     route: Route | None = None
     warning: str | None = None  # shown to the user beside the answer (e.g. a left-out channel)
-    evidence: list[EvidenceLine] = field(default_factory=list)  # supporting sentences, best first
-    cut: bool = False  # generation stopped at the token (or time) limit, mid-answer
-    cut_at: int | None = None  # generated tokens when cut
-    degenerate: str | None = None  # why the output is not an answer (generation.cleanup)
-    stop: str | None = None  # why generation ended (GenerationResult.stop); None: no generation
-    repetition_cut: bool = False  # a loop at the end was cut off (generation.cleanup.trim_loop)
-    quote: Quote | None = None  # the manual's best passage, verbatim (engine.answer.passages.quote)
-    passages: list[Quote] = field(default_factory=list)  # the quote, then up to two more entries
-    short_answer: ShortAnswer | None = None  # the manual's term, first (passages.short_answer)
-    not_covered: bool = False  # no sentence of the routed sections reached the threshold
-    check: Check | None = None  # the generated answer against its sources (checks.check)
-    reader: str | None = None  # who read the text (Runtime.reader_label); None: no reader
-    reader_error: str | None = None  # a served reader's failure, one line; the answer is empty
+    passages: Passages = field(default_factory=Passages)
+    generation: Generation = field(default_factory=Generation)
+    review: Review = field(default_factory=Review)
     traits: ModeTraits | None = None  # what its mode does (None: its mode's, from MODES)
-    verdict: Verdict | None = None  # the calibrated confidence (checks.verdict)
-    form: Form | None = None  # what makes it no answer whatever its score (checks.form)
-    key_line: KeyLine | None = None  # the manual's line that answers (checks.key_line)
-    logprobs: list[float] | None = None  # the generated tokens' log-probabilities (not in JSON)
-    sources: tuple[str, ...] = ()  # the texts the reader was given (not in JSON)
     query_id: int | None = None  # its row in the query log (None: not logged)
+
+    quote = _read("passages", "quote")  # the manual's best passage, verbatim (passages.quote)
+    short_answer = _read("passages", "short_answer")  # the manual's term (passages.short_answer)
+    check = _read("review", "check")  # the generated answer against its sources (checks.check)
+    verdict = _read("review", "verdict")  # the calibrated confidence (checks.verdict)
+    key_line = _read("review", "key_line")  # the manual's line that answers (checks.key_line)
+    gate = _read("generation", "gate")
+    stop = _read("generation", "stop")
+    cut = _read("generation", "cut")
+    cut_at = _read("generation", "cut_at")
+    degenerate = _read("generation", "degenerate")
+    repetition_cut = _read("generation", "repetition_cut")
+    form = _read("generation", "form")
+    evidence = _read("generation", "evidence")
+    logprobs = _read("generation", "logprobs")
+    sources = _read("generation", "sources")
+    reader = _read("generation", "reader")
+    reader_error = _read("generation", "reader_error")
 
     def __post_init__(self) -> None:
         if self.traits is None:
-            self.traits = MODES[self.mode].traits()
+            object.__setattr__(self, "traits", MODES[self.mode].traits())
+
+    @classmethod
+    def of(cls, req: Request) -> Answer:
+        """The answer of a request whose stages ran to its review (``engine.ask``): its text
+        with " (cut at N tokens)" when cut mid-answer, its warnings in one line."""
+        mode, done, made = req.mode, req.finished, req.generated
+        result, said = made.result, req.review
+        cut = done.cut
+        text = f"{done.text} (cut at {result.generated_tokens} tokens)" if cut else done.text
+        warnings = [*done.warnings, *([said.warning] if said.warning is not None else [])]
+        cited = label_citations([citation(req.routing, i) for i in req.step.cited], req.trees)
+        generation = Generation(
+            gate=done.gate, stop=result.stop if result is not None else None, cut=cut,
+            cut_at=result.generated_tokens if cut else None, degenerate=done.degenerate,
+            repetition_cut=done.trimmed, form=done.form, evidence=list(done.evidence),
+            logprobs=result.logprobs if result is not None else None,
+            sources=tuple(req.step.sources),
+            reader=req.rt.reader_label if req.reader is not None else None,
+            reader_error=made.reader_error if req.reader is not None else None)
+        return cls(text=text, mode=mode.name, cited=cited, metrics=req.metrics,
+                   route=req.route if mode.shows_route else None,
+                   warning=" ".join(warnings) or None, passages=req.passages,
+                   generation=generation, review=said, traits=mode.traits(),
+                   query_id=req.query_id)
+
+    @property
+    def not_covered(self) -> bool:
+        """No sentence of the routed sections reached the threshold: no quote."""
+        return self.passages.quote is None
 
     @property
     def folded(self) -> bool:
@@ -120,7 +186,7 @@ class Answer:
 
     def as_json(self) -> dict:
         """The answer as JSON: the CLI's --json, the app's API and its figure data."""
-        route, where = None, places([p.as_json() for p in self.passages])
+        route, where = None, places([p.as_json() for p in self.passages.shown])
         if self.route is not None:
             route = [{k: r[k] for k in ("id", "parent", "doc_id", "node_id", "title", "depth",
                                         "page_start", "page_end", "score", "prob", "status",
@@ -136,7 +202,7 @@ class Answer:
                 "repetition_cut": self.repetition_cut,
                 "evidence": [asdict(e) for e in self.evidence],
                 "quote": self.quote.as_json() if self.quote is not None else None,
-                "passages": [p.as_json() for p in self.passages],
+                "passages": [p.as_json() for p in self.passages.shown],
                 "short_answer": (self.short_answer.as_json() if self.short_answer is not None
                                  else None),
                 "not_covered": self.not_covered,

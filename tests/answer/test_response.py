@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from engine.answer.checks.check import Check
 from engine.answer.checks.terms import Term
-from engine.answer.response import Answer, Metrics
+from engine.answer.response import Answer, Generation, Metrics
+from engine.answer.checks.review import Review
 
 
-def _answer(**kw) -> Answer:
-    return Answer(text="Use --frob.", mode="text", cited=[], gate={}, metrics=Metrics(), **kw)
+def _answer(check=None, degenerate=None) -> Answer:
+    return Answer(text="Use --frob.", mode="text", cited=[], metrics=Metrics(),
+                  review=Review(check=check), generation=Generation(degenerate=degenerate))
 
 
 def test_folded_when_flagged_or_degenerate():

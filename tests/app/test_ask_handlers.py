@@ -138,18 +138,19 @@ def test_a_flagged_answer_is_folded_and_a_clean_one_shown(tab):
     from app.ask.ask_handlers import answer_updates
     from engine.answer.checks.check import check_answer
     from engine.answer.response import Answer, Metrics
+    from engine.answer.checks.review import Review
 
     _, t, _ = tab
     text = "Prime it with --frob."
     check = check_answer(text, ["Open the vent plug and fill the casing."], "How?")
-    a = Answer(text=text, mode="text", cited=[], gate={}, metrics=Metrics(), check=check)
+    a = Answer(text=text, mode="text", cited=[], metrics=Metrics(), review=Review(check=check))
     out = answer_updates(t, a, a.as_json(), text)
     assert out[t.answer_box]["visible"] is False and out[t.answer_fold]["visible"] is True
     assert out[t.answer] == text  # API clients still receive the answer's text
     assert "<summary>The model&#x27;s answer names --frob" in out[t.answer_fold]["value"]
     assert "Prime it with <mark>--frob</mark>." in out[t.answer_fold]["value"]
-    clean = Answer(text="Fill the casing.", mode="text", cited=[], gate={}, metrics=Metrics(),
-                   check=check_answer("Fill the casing.", ["fill the casing"], "How?"))
+    clean = Answer(text="Fill the casing.", mode="text", cited=[], metrics=Metrics(),
+                   review=Review(check=check_answer("Fill the casing.", ["fill the casing"], "How?")))
     out = answer_updates(t, clean, clean.as_json(), clean.text)
     assert out[t.answer] == "Fill the casing." and out[t.answer_box]["visible"] is True
     assert out[t.answer_fold]["visible"] is False

@@ -8,7 +8,8 @@ from app.views.icicle import manual_figure
 from app.views.layout import tidy_layout
 from app.views.route_tables import route_rows
 from app.views.visible_tree import marker_id, visible_tree
-from engine.answer.response import Answer, Metrics
+from engine.answer.response import Answer, Generation, Metrics
+from engine.answer.request import Passages
 from engine.routing.router import Route
 from tests.support.routes import PARENTS, STATUS, make_route
 
@@ -81,8 +82,8 @@ def test_titles_are_escaped_in_hover_and_labels():
 
 def test_gate_loops_on_selected_nodes():
     route = make_route(PARENTS, STATUS)
-    answer = Answer(text="", mode="memory", cited=[], gate={4: [1, 0, 2], 6: [0, 0, 0]},
-                    metrics=Metrics(), route=route)
+    answer = Answer(text="", mode="memory", cited=[], metrics=Metrics(), route=route,
+                    generation=Generation(gate={4: [1, 0, 2], 6: [0, 0, 0]}))
     fig = route_figure(route, answer)
     (sel,) = [t for t in fig.data if (t.meta or {}).get("status") == "selected"]
     idx = [row[0] for row in sel.customdata].index(4)
@@ -311,8 +312,8 @@ def test_the_quotes_section_is_starred_and_an_undrawn_one_marks_its_ancestor():
     for rid, at, channel in ((6, 6, "routed section"), (9, 4, "flat BM25")):
         quote = Quote(text="Some words of the manual.", doc_id=1, node_id=rid, heading="H",
                       page=1, score=0.9, rid=rid, channel=channel)
-        answer = Answer(text="", mode="quote", cited=[], gate={}, metrics=Metrics(), route=route,
-                        quote=quote)
+        answer = Answer(text="", mode="quote", cited=[], metrics=Metrics(), route=route,
+                        passages=Passages(quote=quote))
         (star,) = [t for t in route_figure(route, answer).data if (t.meta or {}).get("kind") == "quote"]
         assert star.customdata[0][0] == rid and channel in star.hovertext[0]
         drawn = {row[0] for t in route_figure(route).data if t.customdata is not None

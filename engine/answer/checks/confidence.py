@@ -99,12 +99,29 @@ def similarity(encoder, answer: str, sources: list[str],
     return float(best.mean()), float(best.min())
 
 
-def answer_signals(encoder, question: Question | str, answer: str, sources: list[str], quote: str | None,
-                   key: KeyLine | None, check: Check | None, logprobs: list[float] | None,
-                   stop: str | None, margin: float, quote_score: float,
-                   manual_encoder=None) -> dict[str, float]:
-    """The signals of one generated answer (module docstring), by name (``manual_encoder``:
-    ``similarity``'s)."""
+@dataclass(frozen=True)
+class Reading:
+    """What one generated answer is read against: the question, the texts its model was given
+    (``sources``), the quote and its score, the generation's log-probabilities and stop, the
+    route's margin (``route_margin``), and the encoders ``similarity`` uses (None: off)."""
+
+    question: Question
+    sources: list[str]
+    quote: str | None = None
+    quote_score: float = 0.0
+    logprobs: list[float] | None = None
+    stop: str | None = None
+    margin: float = 0.0
+    encoder: object | None = None
+    manual_encoder: object | None = None
+
+
+def answer_signals(answer: str, given: Reading, key: KeyLine | None,
+                   check: Check | None) -> dict[str, float]:
+    """The signals of one generated answer (module docstring), by name."""
+    question, sources, quote, logprobs = given.question, given.sources, given.quote, given.logprobs
+    stop, margin, quote_score = given.stop, given.margin, given.quote_score
+    encoder, manual_encoder = given.encoder, given.manual_encoder
     found = _answer_terms(answer)
     kind = wanted(question)
     checked = check.checked if check is not None else 0

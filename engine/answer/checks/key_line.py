@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 
 from engine.answer.checks import terms
 from engine.answer.passages.answer_type import HOWTO, OPTION, SYNTAX
-from engine.answer.question import Question, as_question
+from engine.answer.question import Question
 from engine.answer.checks.check import QUANTITY
 from engine.answer.passages.units import introduces, is_code_line
 
@@ -72,10 +72,10 @@ class KeyLine:
         return asdict(self)
 
 
-def wanted(question: Question | str) -> str | None:
+def wanted(question: Question) -> str | None:
     """What kind of line ``question`` asks for: ``OPTION``, ``COMMAND`` (how-to), ``SYNTAX``,
     ``VALUE``, ``FILE``; None when it asks for none (a definition, an explanation)."""
-    q = as_question(question or "")
+    q = question
     if _FILE_Q.search(q.text):
         return FILE
     if QUANTITY.search(q.text) or _DEFAULT_Q.search(q.text):
@@ -105,13 +105,13 @@ def _lines(text: str, kind: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def choose(question: Question | str, ranked: list, shown: list, quote=None, answer: str = "",
+def choose(question: Question, ranked: list, shown: list, quote=None, answer: str = "",
            page_of=None) -> KeyLine | None:
     """The key line (module docstring) from ``ranked`` (every unit of the routed sections,
     ``sentences.Sentence``), ``shown`` (the units the reader was given) and the quote (its
     units are found in ``ranked`` by text); None when the question wants no line or no line
     qualifies. ``page_of(sentence)``: a unit's page (``grounding.sentence_pager``)."""
-    q = as_question(question or "")
+    q = question
     kind = wanted(q)
     if kind is None or not ranked:
         return None

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from engine.answer.checks import key_line
 from engine.answer.checks.check import Check, check_answer
-from engine.answer.checks.confidence import answer_signals, route_margin
-from engine.answer.checks.verdict import judge, unfitted_reader
+from engine.answer.checks.key_line import KeyLine
+from engine.answer.checks.confidence import Reading, answer_signals, route_margin
+from engine.answer.checks.verdict import Verdict, judge, unfitted_reader
 from engine.answer.passages.grounding import manual_sentences_encoder, sentence_pager
 from engine.answer.request import Request
 
@@ -18,36 +19,37 @@ class Review:
     """What the check stage found: the key line, the check and the verdict (each None when it
     does not apply), and a line for the user (None: nothing to say)."""
 
-    key_line: object | None  # key_line.KeyLine
-    check: Check | None
-    verdict: object | None  # verdict.Verdict
+    key_line: KeyLine | None = None
+    check: Check | None = None
+    verdict: Verdict | None = None
     warning: str | None = None
 
 
-def review(req: Request, text: str, result, sources: tuple[str, ...], quote, ranked: list,
-           ended: bool) -> Review:
-    """Check an answer ``text`` (``result``: its generation, None when nothing was generated)
-    against ``sources`` (what its model was given to read), the quote and ``ranked`` (the routed
-    sections' units, best first); ``ended``: the text was cut where a loop or a cut began."""
-    rt, question = req.rt, req.question
+def review(req: Request) -> Review:
+    """Check the finished answer (``req.finished``; ``req.generated.result``: its generation,
+    None when nothing was generated) against the step's sources (what its model was given to
+    read), the quote and the ranked units (``req.passages``, best first)."""
+    rt, question, done = req.rt, req.question, req.finished
+    result = req.generated.result if req.generated is not None else None
+    sources, quote, ranked = req.step.sources, req.quote, req.ranked
     quote_text = quote.text if quote is not None else None
     key = None
     if ranked:  # the manual's line for a question that asks for a name or a value
         given = "\n".join(sources)
         key = key_line.choose(question, ranked, [s for s in ranked if s.text in given], quote,
-                              text if result is not None else "", sentence_pager(rt))
+                              done.text if result is not None else "", sentence_pager(rt))
     if result is None:
         return Review(key, None, None)
     # stopped by a limit or the repetition stop, not by the model: the text may end mid-name
-    stopped = result.stop != "eos" and not ended
-    check = check_answer(text, list(sources), question.text, quote_text, cut=stopped)
-    signals = answer_signals(rt.encoder, question, text, list(sources), quote_text, key,
-                             check, result.logprobs, result.stop, route_margin(req.route),
-                             quote.score if quote is not None else 0.0,
-                             manual_encoder=manual_sentences_encoder(rt, req.trees))
+    stopped = result.stop != "eos" and not done.ended
+    check = check_answer(done.text, list(sources), question.text, quote_text, cut=stopped)
+    signals = answer_signals(done.text, Reading(
+        question, list(sources), quote_text, quote.score if quote is not None else 0.0,
+        result.logprobs, result.stop, route_margin(req.route), rt.encoder,
+        manual_sentences_encoder(rt, req.trees)), key, check)
     model = rt.learned("answer_check")
     warning = unfitted_reader(model, rt.settings, req.reader)
     if warning is not None:
         model = None
-    return Review(key, check, judge(model, signals, question, text, check, key, quote_text),
+    return Review(key, check, judge(model, signals, question, done.text, check, key, quote_text),
                   warning)

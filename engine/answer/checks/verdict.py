@@ -53,7 +53,7 @@ def _missing_from(answer: str, text: str | None) -> list[terms.Term]:
             if t.kind not in UNCHECKED_KINDS and not terms.contains(norm, t.key)]
 
 
-def reason(weakest: str, question: Question | str, answer: str, check: Check | None,
+def reason(weakest: str, question: Question, answer: str, check: Check | None,
            key: KeyLine | None, quote: str | None) -> str:
     """One line saying why an answer is doubted, from its weakest signal."""
     if weakest in ("unsupported", "supported_share", "denies", "number_conflict") and \
@@ -99,7 +99,7 @@ def unfitted_reader(model, settings, reader) -> str | None:
             "shown without the check's confidence: only the check's rules can fold it.")
 
 
-def judge(model, signals: dict[str, float], question: Question | str, answer: str, check: Check | None,
+def judge(model, signals: dict[str, float], question: Question, answer: str, check: Check | None,
           key: KeyLine | None, quote: str | None) -> Verdict:
     """The verdict on one answer under ``model`` (``confidence.Confidence``; None: no score)."""
     if model is None:

@@ -11,12 +11,12 @@ from engine.answer.passages.evidence import EvidenceLine, Section, evidence_line
 from engine.answer.passages.pages import locate_page, pages_lookup
 from engine.answer.passages import ranking
 from engine.answer.passages import rerank as second_stage
-from engine.answer.question import Question, as_question
+from engine.answer.question import Question
+from engine.answer.request import Request
 from engine.answer.passages.passage_index import index_for
 from engine.answer.passages.inventory import asks_for_a_name, inventory_for
 from engine.answer.passages.inventory import extra_sections as inventory_extra
 from engine.answer.passages.unit_vectors import SENTENCES, quote_kind, stored_encoder
-from engine.document.matter import asks_for_matter
 
 
 def sections(routing, trees: dict, cited: list[int]) -> list[Section]:
@@ -55,23 +55,22 @@ def quote_bar(rt, threshold: float | None) -> float:
     return ranker.threshold if ranker is not None else sentence_evidence.THRESHOLD
 
 
-def ranked_sentences(rt, routing, trees: dict, question: Question | str, route,
-                     query_dense=None) -> list[sentence_evidence.Sentence]:
+def ranked_sentences(rt, routing, trees: dict, q: Question,
+                     route) -> list[sentence_evidence.Sentence]:
     """The candidate passages scored against the question, best first: with the passage ranker
     (engine.answer.passages.ranking) the routed sections' units and the flat passage BM25's best over
     each whole manual, else the routed sections' units by the linear score
-    (engine.answer.passages.sentences); ``query_dense``: the question's dense vector when routing had it.
+    (engine.answer.passages.sentences), with the question's dense vector when routing had it.
     Front and back matter only when the question asks for it (engine.document.matter)."""
     if route is None:
         return []
-    q = as_question(question)
-    query_dense = q.dense if query_dense is None else query_dense
+    query_dense = q.dense
     found = [sentence_evidence.SectionText(
         rid=s.rid, doc_id=s.doc_id, node_id=s.node_id,
         heading=heading_path(s.tree, s.node_id) or routing.title[s.rid], body=s.node.text,
         page_start=s.node.page_start, page_end=s.node.page_end, lead=entry_lead(s.tree, s.node))
         for s in routed_sections(routing, trees, sorted(route.selected),
-                                 asks_for_matter(q.text))]
+                                 q.matter)]
     if getattr(rt.settings, "quote_inventory", False) and asks_for_a_name(q.kind):
         found += inventory_sections(rt, routing, trees, q, found)
     routed = sentence_evidence.candidates(found)
@@ -121,22 +120,22 @@ def sentence_pager(rt):
     return page_of
 
 
-def find_quote(rt, routing, trees: dict, question: Question | str, route, query_dense,
-               threshold: float | None, timings: dict | None = None,
+def find_quote(req: Request, timings: dict | None = None,
                ) -> tuple[list[sentence_evidence.Sentence], quoting.Quote | None]:
-    """(ranked sentences, the quote or None below the bar: ``quote_bar``). With the second
-    stage on (``Settings.quote_rerank``) its best candidates are reordered first
-    (``engine.answer.passages.rerank``); ``timings`` gets its "rerank_ms" and
-    "rerank_tokens"."""
-    ranked = ranked_sentences(rt, routing, trees, question, route, query_dense)
+    """(the request's ranked sentences, the quote or None below the bar: ``quote_bar`` of its
+    ``quote_threshold``). With the second stage on (``Settings.quote_rerank``) its best
+    candidates are reordered first (``engine.answer.passages.rerank``); ``timings`` gets its
+    "rerank_ms" and "rerank_tokens"."""
+    rt, trees, question = req.rt, req.trees, req.question
+    bar = quote_bar(rt, req.opts.quote_threshold)
+    ranked = ranked_sentences(rt, req.routing, trees, question, req.route)
     scorer = second_stage.scorer_for(rt)
     if scorer is not None:
-        done = second_stage.rerank(scorer, as_question(question).text, ranked,
-                                   quote_bar(rt, threshold))
+        done = second_stage.rerank(scorer, question.text, ranked, bar)
         ranked = done.ranked
         if timings is not None:
             timings.update(rerank_ms=done.ms, rerank_tokens=done.tokens)
-    quote = quoting.choose(as_question(question).text, ranked, quote_bar(rt, threshold), sentence_pager(rt))
+    quote = quoting.choose(question.text, ranked, bar, sentence_pager(rt))
     if quote is not None and quote.doc_id in trees:
         tree = trees[quote.doc_id]
         quote.page_label = tree.page_label(quote.page)

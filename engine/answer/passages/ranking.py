@@ -32,11 +32,10 @@ import numpy as np
 
 from engine.answer.logistic import Logistic
 from engine.answer.passages.answer_type import DEFINITION, HOWTO, OPTION, SYNTAX, fits
-from engine.answer.question import Question, as_question
+from engine.answer.question import Question
 from engine.answer.passages.sections import CONTEXT_EXCLUDED_KINDS
 from engine.answer.passages.passage_index import FLAT_TOP, PassageIndex
 from engine.answer.passages.sentences import ENCODED, Sentence, heading_match
-from engine.document.matter import asks_for_matter
 from engine.routing import lexical
 
 FEATURES = ("pool_bm25", "pool_rank", "flat_bm25", "flat_rank", "routed", "flat", "cosine",
@@ -76,14 +75,14 @@ def identifiers(text: str) -> set[str]:
     return {w for w in out if len(w) > 1}
 
 
-def pool(routed: list[Sentence], indexes: dict, question: Question | str,
+def pool(routed: list[Sentence], indexes: dict, question: Question,
          rid_of) -> tuple[list[Candidate], dict]:
     """The candidates (module docstring) and the question's flat BM25 per document
     ({doc_id: scores over its passages}). ``indexes``: {doc_id: PassageIndex};
     ``rid_of(doc_id, node_id)``: the routed id of a node."""
-    q = as_question(question)
+    q = question
     tokens = list(q.tokens)
-    with_matter = asks_for_matter(q.text)
+    with_matter = q.matter
     out = [Candidate(s, True, False) for s in routed]
     at = {(s.doc_id, s.node_id, s.index): c for s, c in zip(routed, out)}
     texts = {s.text for s in routed}
@@ -119,11 +118,11 @@ def pool(routed: list[Sentence], indexes: dict, question: Question | str,
     return out, flat_scores
 
 
-def features(question: Question | str, cands: list[Candidate], chosen: list[int], cos: np.ndarray,
+def features(question: Question, cands: list[Candidate], chosen: list[int], cos: np.ndarray,
              head_cos: np.ndarray, pool_bm: np.ndarray, indexes: dict, flat_scores: dict,
              section_scores: dict, pages: dict) -> np.ndarray:
     """One row of ``FEATURES`` per chosen candidate (module docstring)."""
-    q = as_question(question)
+    q = question
     qtype, qtok = q.kind, set(q.tokens)
     qid = identifiers(q.text)
     default_q = bool(_DEFAULT_Q.search(q.text))
@@ -169,14 +168,14 @@ def features(question: Question | str, cands: list[Candidate], chosen: list[int]
     return np.asarray(rows, dtype=np.float32).reshape(len(chosen), len(FEATURES))
 
 
-def encode_and_describe(encoder, question: Question | str, cands: list[Candidate], indexes: dict,
+def encode_and_describe(encoder, question: Question, cands: list[Candidate], indexes: dict,
                         flat_scores: dict, pages: dict, query_vec=None,
                         encoded: int = ENCODED) -> tuple[list[int], np.ndarray]:
     """(the candidates scored: the ``encoded`` best by pool BM25 and every flat one, their
     feature rows); shared by the ranker at ask time and the training data builder."""
     if not cands:
         return [], np.zeros((0, len(FEATURES)), np.float32)
-    q = as_question(question)
+    q = question
     sents = [c.sentence for c in cands]
     idx = lexical.LexicalIndex([lexical.evidence_tokens([s.path], s.text, title_boost=1)
                                 for s in sents])
@@ -210,11 +209,11 @@ class PassageRanker(Logistic):
         return cls.load_checked(path, FEATURES)
 
 
-def rank(ranker: PassageRanker, encoder, question: Question | str, routed: list[Sentence], indexes: dict,
+def rank(ranker: PassageRanker, encoder, question: Question, routed: list[Sentence], indexes: dict,
          rid_of, pages: dict, query_vec=None) -> tuple[list[Sentence], dict[int, Candidate]]:
     """Every candidate, ``score`` = the ranker's probability (0 for those not scored), best
     first; and the candidates by ``id`` of their sentence (their channels)."""
-    q = as_question(question)
+    q = question
     cands, flat_scores = pool(routed, indexes, q, rid_of)
     if not cands:
         return [], {}

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from engine.answer.passages.answer_type import fits
-from engine.answer.question import Question, as_question
+from engine.answer.question import Question
 from engine.answer.passages.sections import block
 from engine.answer.passages.units import split_units
 from engine.routing import lexical
@@ -156,7 +156,7 @@ def windows(sents: list[Sentence], words: int = WINDOW_WORDS,
     return out
 
 
-def score(encoder, question: Question | str, sents: list[Sentence],
+def score(encoder, question: Question, sents: list[Sentence],
           lexical_weight: float = LEXICAL_WEIGHT, encoded: int = ENCODED,
           query_vec: np.ndarray | None = None, heading_weight: float = HEADING_WEIGHT,
           type_weight: float = TYPE_WEIGHT, window_words: int = WINDOW_WORDS) -> list[Sentence]:
@@ -168,7 +168,7 @@ def score(encoder, question: Question | str, sents: list[Sentence],
     question's vector when the caller has it (routing encoded it already)."""
     if not sents:
         return []
-    q = as_question(question)
+    q = question
     texts = windows(sents, window_words)
     index = lexical.LexicalIndex([lexical.evidence_tokens([s.path], t, title_boost=1)
                                   for s, t in zip(sents, texts)])

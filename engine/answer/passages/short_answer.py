@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.answer.logistic import Logistic
-from engine.answer.question import Question, as_question
+from engine.answer.question import Question
 from engine.answer.passages.quote import Quote
 from engine.answer.passages.units import is_code_line, is_command_line, signature_lines
 from engine.routing import lexical
@@ -132,12 +132,12 @@ FEATURES = ("quote", "passage", "first_line", "place", "code_line", "term_in_que
             *(f"asks_{t}" for t in ("syntax", "option", "howto", "definition", "none")))
 
 
-def features(question: Question | str, cands: list[Term], passages: list[Quote],
+def features(question: Question, cands: list[Term], passages: list[Quote],
              encoder) -> np.ndarray:
     """One row of ``FEATURES`` per candidate; ``encoder`` (the sentence encoder,
     ``engine.routing.dense``) gives the cosine of the question to the term's line and to the
     term read as words."""
-    q = as_question(question)
+    q = question
     asked, qtype = set(q.tokens), (q.kind or "none").lower()
     line_cos, term_cos = np.zeros(len(cands)), np.zeros(len(cands))
     if cands:
@@ -184,10 +184,10 @@ class TermScorer(Logistic):
         return cls.load_checked(path, FEATURES)
 
 
-def short_answer(question: Question | str, passages: list[Quote], scorer: TermScorer | None,
+def short_answer(question: Question, passages: list[Quote], scorer: TermScorer | None,
                  encoder) -> ShortAnswer | None:
     """The best term of the passages when the scorer is confident of it, else None."""
-    q = as_question(question)
+    q = question
     if scorer is None or not passages or WHY.match(q.text):
         return None
     cands = terms(passages)

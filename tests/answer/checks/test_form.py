@@ -14,7 +14,8 @@ import pytest
 
 from engine.answer.checks.check import check_answer, unsupported_terms
 from engine.answer.checks.form import read_form, repeated_sentence, trim_leak, whole_sentences
-from engine.answer.response import Answer, Metrics
+from engine.answer.response import Answer, Generation, Metrics
+from engine.answer.checks.review import Review
 
 # etoolbox, "How do I patch a command?", max_new_tokens=22: the product's first example stopped
 # at its token cap inside the command's name.
@@ -197,14 +198,15 @@ def test_a_name_the_passages_do_not_hold_folds_whatever_the_score():
     assert form.fault is None  # its form is an answer's; its names are not the manual's
     check = check_answer(form.text, ["To debug a patch, use \\tracingpatches."],
                          "What are the steps to debug a patch?", "\\tracingpatches")
-    ans = Answer(text=form.text, mode="text", cited=[], gate={}, metrics=Metrics(), check=check,
-                 form=form)
+    ans = Answer(text=form.text, mode="text", cited=[], metrics=Metrics(),
+                 review=Review(check=check), generation=Generation(form=form))
     assert ans.folded and ans.fold_line.startswith("The model's answer names pip")
     assert ans.as_json()["form"] == {"fault": None, "line": None, "note": None, "trimmed": None}
 
 
 def test_the_form_s_line_comes_first_on_a_folded_answer():
     form = read_form(*DIFFERENCE)
-    ans = Answer(text=form.text, mode="text", cited=[], gate={}, metrics=Metrics(), form=form)
+    ans = Answer(text=form.text, mode="text", cited=[], metrics=Metrics(),
+                 generation=Generation(form=form))
     assert ans.folded and ans.fold_line == form.line
     assert ans.as_json()["form"]["fault"] == "cut"

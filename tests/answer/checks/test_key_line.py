@@ -7,6 +7,7 @@ import pytest
 from engine.answer.checks import key_line
 from engine.answer.passages import quote as quoting
 from engine.answer.passages import sentences as S
+from engine.answer.question import Question
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +26,11 @@ def etoolbox(corpus_tree):
 
 
 def line_for(encoder, sections, question, answer=""):
-    ranked = S.score(encoder, question, S.candidates(sections))
+    asked = Question.read(question)
+    ranked = S.score(encoder, asked, S.candidates(sections))
     shown = S.select(ranked, lambda t: len(t.split()) * 2)
     quote = quoting.choose(question, ranked)
-    return key_line.choose(question, ranked, shown, quote, answer), ranked
+    return key_line.choose(asked, ranked, shown, quote, answer), ranked
 
 
 def test_how_do_i_patch_a_command_gives_the_patchcmd_line_and_its_page(encoder, etoolbox):
@@ -48,7 +50,7 @@ def test_an_option_question_gets_an_option_line(encoder, etoolbox):
 
 
 def test_a_question_asking_for_no_line_gets_none(encoder, etoolbox):
-    assert key_line.wanted("What is etoolbox?") is None
+    assert key_line.wanted(Question.read("What is etoolbox?")) is None
     key, _ = line_for(encoder, etoolbox, "What is etoolbox?")
     assert key is None
 
@@ -61,4 +63,4 @@ def test_a_question_asking_for_no_line_gets_none(encoder, etoolbox):
     ("What is the syntax of \\ifdef?", key_line.SYNTAX),
 ])
 def test_what_a_question_wants(question, kind):
-    assert key_line.wanted(question) == kind
+    assert key_line.wanted(Question.read(question)) == kind

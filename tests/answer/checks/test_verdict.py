@@ -8,6 +8,7 @@ from engine.answer.checks.check import check_answer
 from engine.answer.checks.confidence import SIGNALS, Confidence, repetition
 from engine.answer.checks.key_line import KeyLine
 from engine.answer.checks.verdict import judge, reason
+from engine.answer.question import Question
 
 QUOTE = "-T number\n--tabsize= number\nSet the displayed tab length to number columns."
 
@@ -25,38 +26,38 @@ def signals(**changes) -> dict[str, float]:
 
 def test_an_option_the_passage_does_not_give_is_named_in_the_line():
     answer = "Use the --tabwidth option."
-    line = reason("quote_agree", "Which option sets the tab width?", answer, None, None, QUOTE)
+    line = reason("quote_agree", Question.read("Which option sets the tab width?"), answer, None, None, QUOTE)
     assert line == ("The answer names an option (--tabwidth) that the quoted passage does not "
                     "give.")
 
 
 def test_a_which_option_question_answered_without_an_option():
-    line = reason("type_miss", "Which option sets the tab width?", "Set it in the settings.",
+    line = reason("type_miss", Question.read("Which option sets the tab width?"), "Set it in the settings.",
                   None, None, QUOTE)
     assert line == "The question asks for an option, and the answer names none."
 
 
 def test_the_key_lines_term_missing_from_the_answer():
     key = KeyLine("--tabsize= number", 12, "Options", "--tabsize", True)
-    line = reason("key_agree", "Which option sets the tab width?", "Use -x.", None, key, QUOTE)
+    line = reason("key_agree", Question.read("Which option sets the tab width?"), "Use -x.", None, key, QUOTE)
     assert line == ("The answer does not give --tabsize, which the manual's line for this "
                     "question gives.")
 
 
 def test_the_checks_own_line_is_kept_for_its_signals():
     check = check_answer("Use --frob.", [QUOTE], "Which option?")
-    assert reason("unsupported", "Which option?", "Use --frob.", check, None, QUOTE) == check.line
+    assert reason("unsupported", Question.read("Which option?"), "Use --frob.", check, None, QUOTE) == check.line
 
 
 def test_judge_folds_below_the_threshold_with_the_weakest_signals_line():
     m = model({"type_miss": -2.0, "sim_mean": 1.0})
-    low = judge(m, signals(type_miss=1.0), "Which option sets the tab width?", "Set it.", None,
+    low = judge(m, signals(type_miss=1.0), Question.read("Which option sets the tab width?"), "Set it.", None,
                 None, QUOTE)
     assert low.low and low.weakest == "type_miss" and "asks for an option" in low.reason
-    high = judge(m, signals(type_miss=0.0, sim_mean=0.9), "Which option sets the tab width?",
+    high = judge(m, signals(type_miss=0.0, sim_mean=0.9), Question.read("Which option sets the tab width?"),
                  "Use -T.", None, None, QUOTE)
     assert not high.low and high.reason is None and high.score > low.score
-    assert judge(None, signals(), "q", "a", None, None, None).score is None
+    assert judge(None, signals(), Question.read("q"), "a", None, None, None).score is None
 
 
 def test_repetition_counts_repeated_word_trigrams():
@@ -67,16 +68,17 @@ def test_repetition_counts_repeated_word_trigrams():
 def test_a_reader_without_log_probabilities_gets_the_documented_default():
     """A served reader returns no log-probabilities: the signals say so and take the default
     the shipped model was fitted with (bench.calibration fits on copies without them)."""
-    from engine.answer.checks.confidence import LOGPROB_DEFAULT, answer_signals
+    from engine.answer.checks.confidence import LOGPROB_DEFAULT, Reading, answer_signals
 
     answer = "Use --tabsize."
     check = check_answer(answer, [QUOTE], "Which option sets the tab width?", QUOTE)
-    s = answer_signals(None, "Which option sets the tab width?", answer, [QUOTE], QUOTE, None,
-                       check, None, "eos", 0.2, 1.1)
+    asked = Question.read("Which option sets the tab width?")
+    s = answer_signals(answer, Reading(asked, [QUOTE], QUOTE, 1.1, None, "eos", 0.2), None,
+                       check)
     assert (s["lp_mean"], s["lp_min"], s["lp_known"]) == (*LOGPROB_DEFAULT, 0.0)
     assert s["type_miss"] == 0.0 and s["key_agree"] == 0.5 and set(s) == set(SIGNALS)
-    given = answer_signals(None, "Which option sets the tab width?", answer, [QUOTE], QUOTE,
-                           None, check, [-0.1, -2.0], "eos", 0.2, 1.1)
+    given = answer_signals(answer, Reading(asked, [QUOTE], QUOTE, 1.1, [-0.1, -2.0], "eos", 0.2),
+                           None, check)
     assert (given["lp_mean"], given["lp_min"], given["lp_known"]) == (-1.05, -2.0, 1.0)
 
 

@@ -3,6 +3,8 @@ quote from them, and an answer's evidence lines, on the widgets manual."""
 from __future__ import annotations
 
 from engine.answer.passages.grounding import answer_evidence, find_quote, ranked_sentences, sections
+from engine.answer.question import Question
+from engine import ask as pipeline
 from engine.ask import AskOptions, ask
 from engine.documents import load_documents, routing_tree
 from tests.support.runtime import tiny_rt  # noqa: F401  (the widgets manual on a tiny random Llama)
@@ -14,12 +16,15 @@ def test_sentences_quote_and_evidence_come_from_the_routed_sections(tiny_rt):
     route = ask(rt, doc, question, AskOptions(mode="route", k=2), log=False).route
     docs = load_documents(rt, [doc])
     routing, trees = routing_tree(rt, docs), {doc: docs[doc].tree}
-    ranked = ranked_sentences(rt, routing, trees, question, route)
+    ranked = ranked_sentences(rt, routing, trees, Question.read(question), route)
     assert ranked and {s.rid for s in ranked} <= set(route.selected)
     assert [s.score for s in ranked] == sorted((s.score for s in ranked), reverse=True)
-    _, quote = find_quote(rt, routing, trees, question, route, None, 0.0)
+    routed = pipeline.route(pipeline.check(rt, doc, question, AskOptions(mode="route", k=2, quote_threshold=0.0)))
+    assert routed.route.selected == route.selected
+    _, quote = find_quote(routed)
     assert quote is not None and quote.rid == ranked[0].rid and ranked[0].text in quote.text
-    assert find_quote(rt, routing, trees, question, route, None, 1e9)[1] is None
+    high = pipeline.route(pipeline.check(rt, doc, question, AskOptions(mode="route", k=2, quote_threshold=1e9)))
+    assert find_quote(high)[1] is None
     cited = sorted(route.selected)
     found = sections(routing, trees, cited)
     assert [s.node_id for s in found] == [routing.origin[i][1] for i in cited
@@ -27,4 +32,4 @@ def test_sentences_quote_and_evidence_come_from_the_routed_sections(tiny_rt):
     lines = answer_evidence(rt, routing, trees, "Large widgets need a 12 V supply.", cited)
     assert lines and "12 V" in lines[0].text
     assert answer_evidence(rt, routing, trees, "  ", cited) == []
-    assert ranked_sentences(rt, routing, trees, question, None) == []
+    assert ranked_sentences(rt, routing, trees, Question.read(question), None) == []

@@ -9,7 +9,7 @@ import pytest
 from engine.answer.passages import inventory, sentences
 from engine.answer.passages import quote as quoting
 from engine.answer.passages.passage_index import PassageIndex
-from engine.answer.question import as_question
+from engine.answer.question import Question
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_a_name_question_finds_its_entry_through_the_inventory(etoolbox):
     inv = inventory.Inventory.build(PassageIndex.build(1, tree))
     names = {re.match(r"\\?\w+", e[2]).group(0) for e in inv.entries}
     assert {"\\newbool", "\\patchcmd", "\\newbool"} <= names and len(inv.entries) > 100
-    q = as_question("How do I define a new boolean flag?")
+    q = Question.read("How do I define a new boolean flag?")
     assert inventory.asks_for_a_name(q.kind)
     found = inv.best(list(q.tokens))
     newbool = next(e[0] for e in inv.entries if e[2].startswith("\\newbool"))

@@ -13,6 +13,7 @@ from engine.answer.passages.passage_index import PassageIndex
 from engine.document.hygiene import mark_evidence_hygiene
 from engine.document.matter import LISTING, TITLE_PAGE, asks_for_matter, matter_kind
 from engine.settings import SHIPPED_PASSAGE_RANKER
+from engine.answer.question import Question
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def _ask(ranker, encoder, tree, question, routed_ids):
     sections = [S.SectionText(rid=n, doc_id=1, node_id=n, heading=heading_path(tree, n),
                               body=tree.node(n).text, page_start=tree.node(n).page_start,
                               page_end=tree.node(n).page_end) for n in routed_ids]
-    ranked, cands = ranking.rank(ranker, encoder, question, S.candidates(sections), {1: index},
+    ranked, cands = ranking.rank(ranker, encoder, Question.read(question), S.candidates(sections), {1: index},
                                  lambda d, n: n, {1: tree.pages})
     return ranked, quoting.choose(question, ranked, ranker.threshold)
 

@@ -9,6 +9,7 @@ from engine.answer.passages import rerank, sentences
 from engine.answer.passages.sentences import Sentence
 from engine.ask import AskOptions, ask
 from engine.settings import Settings, SettingsError
+from engine.answer.question import Question
 from tests.support.runtime import make_runtime, widgets_runtime  # noqa: F401
 
 
@@ -117,7 +118,7 @@ def test_the_second_stage_puts_the_entry_before_a_same_word_entry_on_a_big_manua
     from engine.routing.dense import load_encoder
 
     q = "Which command-line option sets the name of the output file?"
-    ranked = sentences.score(load_encoder("cpu"), q,
+    ranked = sentences.score(load_encoder("cpu"), Question.read(q),
                              sentences.candidates(stood_in_walk(gmsh_tree, 50)(q)))
     assert not ranked[0].text.startswith("-o file")
     assert any(s.text.startswith("-o file") for s in ranked[:rerank.TOP])

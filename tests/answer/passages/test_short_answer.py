@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from engine.answer.passages import short_answer as sa
 from engine.answer.passages.quote import Quote
+from engine.answer.question import Question
 
 PATCH = ("\\patchcmd[⟨prefix⟩]{⟨command⟩}{⟨search⟩}{⟨replace⟩}{⟨success⟩}{⟨failure⟩}\n"
          "This command extracts the replacement text of a ⟨command⟩, replaces ⟨search⟩with "
@@ -52,7 +53,7 @@ def test_the_shipped_scorer_ranks_the_entry_s_name_first_for_a_name_question(enc
     assert shipped is not None, "assets/short_answer.json is shipped"
     scorer = replace(shipped, threshold=0.0)  # its pick, however unsure (the bar is its own)
     passages = [quote(PATCH), quote(PRETOCMD, 14)]
-    got = sa.short_answer("Which command patches a command's replacement text?", passages, scorer,
+    got = sa.short_answer(Question.read("Which command patches a command's replacement text?"), passages, scorer,
                           encoder)
     assert got is not None and got.term == "\\patchcmd" and got.page == 13
     assert got.text.startswith("\\patchcmd[") and 0 < got.score <= 1
@@ -62,11 +63,11 @@ def test_the_shipped_scorer_ranks_the_entry_s_name_first_for_a_name_question(enc
 def test_no_short_answer_for_a_why_question_no_scorer_or_no_term():
     scorer = sa.TermScorer.load()
     passages = [quote(PATCH)]
-    assert sa.short_answer("Why does patching fail for my command?", passages, scorer,
+    assert sa.short_answer(Question.read("Why does patching fail for my command?"), passages, scorer,
                            None) is None
-    assert sa.short_answer("Which command patches a command?", passages, None, None) is None
+    assert sa.short_answer(Question.read("Which command patches a command?"), passages, None, None) is None
     prose = [quote("The manual is written for people who use it every day.")]
-    assert sa.short_answer("Which command patches a command?", prose, scorer, None) is None
+    assert sa.short_answer(Question.read("Which command patches a command?"), prose, scorer, None) is None
 
 
 def test_a_scorer_fitted_on_other_features_is_refused(tmp_path):
@@ -88,7 +89,7 @@ def test_a_short_answer_is_always_a_term_the_passages_hold(encoder, texts, quest
     n = len(sa.FEATURES)
     always = sa.TermScorer(names=sa.FEATURES, mean=np.zeros(n), scale=np.ones(n),
                            coef=np.zeros(n), intercept=5.0, threshold=0.5)
-    got = sa.short_answer(question, passages, always, encoder)  # any term at all is given
+    got = sa.short_answer(Question.read(question), passages, always, encoder)  # any term at all is given
     if got is not None:
         assert any(got.term in p.text and got.text in p.text for p in passages)
 
