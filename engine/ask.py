@@ -148,7 +148,7 @@ def passages(req: Request) -> Request:
     req.metrics.rerank_tokens = second.get("rerank_tokens", 0)
     shown = find_passages(rt, req.trees, ranked, quote, req.opts.quote_threshold)
     short = short_answer(req.question, shown, rt.learned("short_answer"), rt.encoder)
-    return req.filled(passages=Passages(tuple(ranked), quote, tuple(shown), short))
+    return req.filled(passages=Passages(tuple(ranked), quote, tuple(shown), short, quote is None))
 
 
 def plan(req: Request) -> Request:

@@ -31,12 +31,14 @@ if TYPE_CHECKING:  # the modes, the passages and the check import this module
 class Passages:
     """Where the answer stands in the manual: the routed sections' units ranked against the
     question (best first), the quote (None: below the bar), the quote and up to two more
-    entries' passages, and the manual's term that answers (``passages.short_answer``)."""
+    entries' passages, the manual's term that answers (``passages.short_answer``), and whether
+    no unit reached the bar (``not_covered``: the stage ran and found no quote)."""
 
     ranked: tuple[Sentence, ...] = ()
     quote: Quote | None = None
     shown: tuple[Quote, ...] = ()
     short_answer: ShortAnswer | None = None
+    not_covered: bool = False
 
 
 @dataclass(frozen=True)

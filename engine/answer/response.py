@@ -114,6 +114,7 @@ class Answer:
 
     quote = _read("passages", "quote")  # the manual's best passage, verbatim (passages.quote)
     short_answer = _read("passages", "short_answer")  # the manual's term (passages.short_answer)
+    not_covered = _read("passages", "not_covered")  # no unit of the routed sections reached the bar
     check = _read("review", "check")  # the generated answer against its sources (checks.check)
     verdict = _read("review", "verdict")  # the calibrated confidence (checks.verdict)
     key_line = _read("review", "key_line")  # the manual's line that answers (checks.key_line)
@@ -157,11 +158,6 @@ class Answer:
                    warning=" ".join(warnings) or None, passages=req.passages,
                    generation=generation, review=said, traits=mode.traits(),
                    query_id=req.query_id)
-
-    @property
-    def not_covered(self) -> bool:
-        """No sentence of the routed sections reached the threshold: no quote."""
-        return self.passages.quote is None
 
     @property
     def folded(self) -> bool:
