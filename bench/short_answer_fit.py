@@ -43,6 +43,7 @@ def right(q, c: sa.Term) -> bool:
 
 def candidates(rows: list[dict]) -> list[dict]:
     """Per question: its candidates' features and labels (right: the term holds the key)."""
+    from engine.answer.question import Question
     from engine.routing.dense import load_encoder
 
     encoder = load_encoder("cpu")
@@ -56,7 +57,7 @@ def candidates(rows: list[dict]) -> list[dict]:
         cands = sa.terms(passages) if not sa.WHY.match(q.question) else []
         out.append({"id": q.id, "manual": q.manual, "kind": q.kind, "question": q.question,
                     "terms": [c.term for c in cands], "lines": [c.line for c in cands],
-                    "x": sa.features(q.question, cands, passages, encoder),
+                    "x": sa.features(Question.read(q.question), cands, passages, encoder),
                     "y": np.array([right(q, c) for c in cands], dtype=bool),
                     "line_right": [holds(q, f"{c.term} {c.line}") for c in cands]})
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
+from inspect import isgeneratorfunction
 from typing import Callable, Iterator
 
 from engine.answer.checks.check import unsupported_terms
@@ -278,8 +279,8 @@ def route_ready(req: Request) -> RouteReady:
 @dataclass(frozen=True)
 class Stage:
     """One row of the table: the stage, the Metrics field its time goes to (None: not timed
-    there), whether it holds a CPU place (the generation streams events and holds none; the
-    log waits on storage), and the event said after it (None: none)."""
+    there), whether it holds a CPU place (the log, which waits on storage, holds none; nor does
+    a stage that streams events, a generator: the generation), and the event said after it."""
 
     run: Callable
     timed: str | None = None
@@ -288,7 +289,7 @@ class Stage:
 
 
 STAGES = {"route": Stage(route, "route_ms"), "passages": Stage(passages, "quote_ms"),
-          "plan": Stage(plan, then=route_ready), "generate": Stage(generate, cpu=False),
+          "plan": Stage(plan, then=route_ready), "generate": Stage(generate),
           "finish": Stage(finish, "evidence_ms"), "review": Stage(review, "check_ms"),
           "log": Stage(log_answer, cpu=False)}
 
@@ -310,8 +311,8 @@ def _staged(req: Request, stage: Stage) -> Iterator:
     """One stage run and timed (a CPU stage in a place of ``rt.cpu_slots``, the wait apart),
     then its event; returns the request it made."""
     metrics, t = req.metrics, time.perf_counter()
-    if stage.run is generate:
-        req = yield from generate(req)
+    if isgeneratorfunction(stage.run):  # it streams its own events
+        req = yield from stage.run(req)
     elif stage.cpu:
         with req.rt.cpu_slots.held() as waited:
             metrics.cpu_wait_ms += waited * 1e3

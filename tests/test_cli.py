@@ -45,7 +45,8 @@ def test_a_folded_answer_is_printed_under_its_line(no_reader_env, capsys):
     from engine.answer.checks.review import Review
 
     form = read_form("The answer is:", "length", 4)  # a real 4-token answer (test_form.py)
-    answer = Answer(text=form.text, mode="text", cited=[], metrics=Metrics(), generation=Generation(form=form))
+    answer = Answer(text=form.text, mode="text", cited=[], metrics=Metrics(),
+                    generation=Generation(form=form))
     no_reader_env.setattr(engine.runtime.Runtime, "load", classmethod(lambda cls, s: None))
     no_reader_env.setattr(engine.ask, "ask", lambda *a, **k: answer)
     assert main(["ask", "1", "Which command expands a macro once?"]) == 0

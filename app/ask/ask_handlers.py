@@ -80,7 +80,7 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
             text += ev.text
             yield {t.answer: text, t.metrics: generating_md(mode, None, text)}
         elif isinstance(ev, AnswerReady):
-            a, ready = ev.answer, ev  # a quote found after generation (memory, full, flat) comes now
+            a, ready = ev.answer, ev  # a quote found after generation (memory, full, flat)
             late = ({} if quoted
                     else quote_updates(t, *quote_outputs(s, a.quote, a.not_covered, a.traits)))
             answered = {**final_updates(s, t, a, req.doc, user), **late}

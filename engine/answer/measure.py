@@ -1,4 +1,5 @@
-"""Measuring one answer: when the first new token's logits exist (TTFT), each generated token's
+"""Measuring one answer: its metrics (``Metrics``: each stage's time, the tokens, the peak
+memory), when the first new token's logits exist (TTFT), each generated token's
 log-probability (the answer check's confidence reads them) and the memory a call adds at its
 peak."""
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 import resource
 import threading
 import time
+from dataclasses import dataclass
 
 import torch
 from transformers import LogitsProcessor
@@ -78,3 +80,34 @@ class PeakMemory:
             self._thread.join()
             self.peak = max(self.peak, self._rss_bytes())
             self.mb = (self.peak - self.base) / 2**20
+
+
+@dataclass
+class Metrics:
+    """TTFT (from the call to the first generated token's logits), total time, routing time,
+    prefill tokens (sequence positions of the prompt, slots included), generated tokens, and peak
+    memory (``engine.answer.measure.PeakMemory``)."""
+
+    ttft_ms: float = 0.0
+    total_ms: float = 0.0
+    route_ms: float = 0.0
+    query_vector_ms: float = 0.0  # part of route_ms: the H2MT query vector (a backbone pass)
+    prefill_tokens: int = 0
+    generated_tokens: int = 0
+    peak_mem_mb: float = 0.0
+    evidence_ms: float = 0.0  # the finish stage: clean-up, form and evidence lines
+    # the passages stage: the routed sections' units scored, the quote, the passages shown
+    # and the short answer
+    quote_ms: float = 0.0
+    # part of quote_ms: the second stage (engine.answer.passages.rerank; 0 when off) and the
+    # sequence positions its one batched pass read (the measured work)
+    rerank_ms: float = 0.0
+    rerank_tokens: int = 0
+    # the answer's stages after the plan: waiting for a place in the generation worker, the
+    # prompt's forward pass, the generated tokens, and the check stage (key line to verdict);
+    # None where not known (nothing generated; a served reader: no queue or prefill)
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    check_ms: float = 0.0
+    cpu_wait_ms: float = 0.0  # waiting for a place among the CPU stages (engine.serving.cpu_slots)

@@ -10,21 +10,25 @@ from typing import TYPE_CHECKING, Mapping
 
 from engine.answer.question import Question
 
-if TYPE_CHECKING:  # the modes, the passages and the check import this module
+if TYPE_CHECKING:
+    from engine.answer.checks.check import Check
     from engine.answer.checks.form import Form
-    from engine.answer.checks.review import Review
-    from engine.answer.generation.decoding import GenerationResult
-    from engine.answer.modes.base import Mode, Step
-    from engine.answer.options import AskOptions
+    from engine.answer.checks.key_line import KeyLine
+    from engine.answer.checks.verdict import Verdict
+    from engine.answer.generation.decoding import Plan
+    from engine.answer.measure import Metrics
     from engine.answer.passages.evidence import EvidenceLine
     from engine.answer.passages.quote import Quote
     from engine.answer.passages.sentences import Sentence
     from engine.answer.passages.short_answer import ShortAnswer
-    from engine.answer.response import Metrics
     from engine.document.tree import Tree
     from engine.routing.router import Route, RoutingTree
-    from engine.runtime import Runtime
+    from engine.serving.reader import Reader
+    from engine.serving.request import GenerationResult
     from storage import MemoryProgress
+# Named and not imported: ``Runtime`` (engine.runtime), ``Mode`` (engine.answer.modes.base) and
+# ``AskOptions`` (engine.answer.options) import this module, through the modes, and an import
+# under TYPE_CHECKING is an import all the same (tests/test_layout.py: no import circle).
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,31 @@ class Finished:
 
 
 @dataclass(frozen=True)
+class Step:
+    """A mode's plan for one question: the prompt (None: nothing is generated), the routed ids
+    it reads or cites, a warning for the user (or None), the texts the answer is checked
+    against (``engine.answer.checks.check``: what the model was given to read), and the text
+    the answer must be a span of (``Decoding.copy_from``; None: decoded freely)."""
+
+    plan: Plan | None
+    cited: list[int]
+    warning: str | None = None
+    sources: tuple[str, ...] = ()
+    copy_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Review:
+    """What the check stage found: the key line, the check and the verdict (each None when it
+    does not apply), and a line for the user (None: nothing to say)."""
+
+    key_line: KeyLine | None = None
+    check: Check | None = None
+    verdict: Verdict | None = None
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
 class Request:
     rt: Runtime
     mode: Mode  # which reads this request
@@ -79,7 +108,7 @@ class Request:
     trees: Mapping[int, Tree]  # doc_id -> its tree, in the request's order
     routing: RoutingTree  # of the documents
     pending: MemoryProgress | None  # memories still being written (None: all written)
-    reader: object | None  # the model that reads text, when the mode needs one
+    reader: Reader | None  # the model that reads text, when the mode needs one
     metrics: Metrics  # each stage's time and the generation's counts (the runner writes them)
     asker: str | None = None  # who asked (the query log's)
     started: float = 0.0  # perf_counter the answer's clock (TTFT, total) runs from
@@ -93,7 +122,8 @@ class Request:
 
     def filled(self, **slots) -> Request:
         """This request with stage slots filled (each once: refilling one is a bug)."""
-        again = [k for k in slots if k not in ("question", "started") and getattr(self, k) is not None]
+        again = [k for k in slots
+                 if k not in ("question", "started") and getattr(self, k) is not None]
         if again:
             raise RuntimeError(f"request slots filled twice: {again}")
         return replace(self, **slots)

@@ -6,11 +6,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
 from engine.answer.checks.form import Form
-from engine.answer.checks.review import Review
 from engine.answer.modes import MODES, ModeTraits
 from engine.answer.passages.evidence import EvidenceLine
 from engine.answer.passages.grounding import label_citations
-from engine.answer.request import Passages
+from engine.answer.measure import Metrics
+from engine.answer.request import Passages, Review
 from engine.answer.shown import ONE, key_line_shown, places
 from engine.routing.router import Route
 
@@ -34,37 +34,6 @@ def citation(r, rid: int) -> Citation:
     """The citation of routed node ``rid`` of RoutingTree ``r``."""
     return Citation(id=rid, doc_id=r.origin[rid][0], node_id=r.origin[rid][1], title=r.title[rid],
                     page_start=r.pages[rid][0], page_end=r.pages[rid][1])
-
-
-@dataclass
-class Metrics:
-    """TTFT (from the call to the first generated token's logits), total time, routing time,
-    prefill tokens (sequence positions of the prompt, slots included), generated tokens, and peak
-    memory (``engine.answer.measure.PeakMemory``)."""
-
-    ttft_ms: float = 0.0
-    total_ms: float = 0.0
-    route_ms: float = 0.0
-    query_vector_ms: float = 0.0  # part of route_ms: the H2MT query vector (a backbone pass)
-    prefill_tokens: int = 0
-    generated_tokens: int = 0
-    peak_mem_mb: float = 0.0
-    evidence_ms: float = 0.0  # the finish stage: clean-up, form and evidence lines
-    # the passages stage: the routed sections' units scored, the quote, the passages shown
-    # and the short answer
-    quote_ms: float = 0.0
-    # part of quote_ms: the second stage (engine.answer.passages.rerank; 0 when off) and the
-    # sequence positions its one batched pass read (the measured work)
-    rerank_ms: float = 0.0
-    rerank_tokens: int = 0
-    # the answer's stages after the plan: waiting for a place in the generation worker, the
-    # prompt's forward pass, the generated tokens, and the check stage (key line to verdict);
-    # None where not known (nothing generated; a served reader: no queue or prefill)
-    queue_ms: float | None = None
-    prefill_ms: float | None = None
-    decode_ms: float | None = None
-    check_ms: float = 0.0
-    cpu_wait_ms: float = 0.0  # waiting for a place among the CPU stages (engine.serving.cpu_slots)
 
 
 @dataclass(frozen=True)

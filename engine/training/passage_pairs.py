@@ -30,6 +30,7 @@ from engine.answer.passages.sections import CONTEXT_EXCLUDED_KINDS
 from engine.answer.passages.passage_index import PassageIndex
 from engine.answer.passages.ranking import FEATURES, encode_and_describe, pool
 from engine.answer.passages.sentences import SectionText, candidates
+from engine.answer.question import Question
 from engine.routing import lexical
 from engine.training.data import HEADING_TEMPLATES
 
@@ -132,8 +133,9 @@ def manual_rows(encoder, tree, seed: str) -> tuple[np.ndarray, np.ndarray, np.nd
     rows, labels, groups = [], [], []
     for qi, q in enumerate(queries):
         routed = routed_units(index, tree, q.question, {n for n, _ in q.positives}, rng)
-        cands, flat = pool(routed, {0: index}, q.question, lambda d, n: n)
-        chosen, feats = encode_and_describe(encoder, q.question, cands, {0: index}, flat,
+        asked = Question.read(q.question)
+        cands, flat = pool(routed, {0: index}, asked, lambda d, n: n)
+        chosen, feats = encode_and_describe(encoder, asked, cands, {0: index}, flat,
                                             {0: tree.pages})
         for i, row in zip(chosen, feats):
             s = cands[i].sentence

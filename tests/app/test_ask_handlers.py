@@ -150,7 +150,8 @@ def test_a_flagged_answer_is_folded_and_a_clean_one_shown(tab):
     assert "<summary>The model&#x27;s answer names --frob" in out[t.answer_fold]["value"]
     assert "Prime it with <mark>--frob</mark>." in out[t.answer_fold]["value"]
     clean = Answer(text="Fill the casing.", mode="text", cited=[], metrics=Metrics(),
-                   review=Review(check=check_answer("Fill the casing.", ["fill the casing"], "How?")))
+                   review=Review(check=check_answer("Fill the casing.", ["fill the casing"],
+                                                    "How?")))
     out = answer_updates(t, clean, clean.as_json(), clean.text)
     assert out[t.answer] == "Fill the casing." and out[t.answer_box]["visible"] is True
     assert out[t.answer_fold]["visible"] is False

@@ -3,26 +3,12 @@ that answers the question (``key_line``), what the answer names that its sources
 (``check``), the answer's signals (``confidence``) and the verdict on them (``verdict``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from engine.answer.checks import key_line
-from engine.answer.checks.check import Check, check_answer
-from engine.answer.checks.key_line import KeyLine
+from engine.answer.checks.check import check_answer
 from engine.answer.checks.confidence import Reading, answer_signals, route_margin
-from engine.answer.checks.verdict import Verdict, judge, unfitted_reader
+from engine.answer.checks.verdict import Said, judge, unfitted_reader
 from engine.answer.passages.grounding import manual_sentences_encoder, sentence_pager
-from engine.answer.request import Request
-
-
-@dataclass(frozen=True)
-class Review:
-    """What the check stage found: the key line, the check and the verdict (each None when it
-    does not apply), and a line for the user (None: nothing to say)."""
-
-    key_line: KeyLine | None = None
-    check: Check | None = None
-    verdict: Verdict | None = None
-    warning: str | None = None
+from engine.answer.request import Request, Review
 
 
 def review(req: Request) -> Review:
@@ -51,5 +37,5 @@ def review(req: Request) -> Review:
     warning = unfitted_reader(model, rt.settings, req.reader)
     if warning is not None:
         model = None
-    return Review(key, check, judge(model, signals, question, done.text, check, key, quote_text),
-                  warning)
+    return Review(key, check, judge(model, signals, Said(question, done.text, check, key,
+                                                          quote_text)), warning)

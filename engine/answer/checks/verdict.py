@@ -53,9 +53,22 @@ def _missing_from(answer: str, text: str | None) -> list[terms.Term]:
             if t.kind not in UNCHECKED_KINDS and not terms.contains(norm, t.key)]
 
 
-def reason(weakest: str, question: Question, answer: str, check: Check | None,
-           key: KeyLine | None, quote: str | None) -> str:
+@dataclass(frozen=True)
+class Said:
+    """One answer as the verdict's line reads it: the question, the answer's text, the check's
+    findings, the key line and the quote's text (None where there is none)."""
+
+    question: Question
+    answer: str
+    check: Check | None = None
+    key: KeyLine | None = None
+    quote: str | None = None
+
+
+def reason(weakest: str, said: Said) -> str:
     """One line saying why an answer is doubted, from its weakest signal."""
+    question, answer, check, key, quote = (said.question, said.answer, said.check, said.key,
+                                           said.quote)
     if weakest in ("unsupported", "supported_share", "denies", "number_conflict") and \
             check is not None and check.line:
         return check.line
@@ -99,8 +112,7 @@ def unfitted_reader(model, settings, reader) -> str | None:
             "shown without the check's confidence: only the check's rules can fold it.")
 
 
-def judge(model, signals: dict[str, float], question: Question, answer: str, check: Check | None,
-          key: KeyLine | None, quote: str | None) -> Verdict:
+def judge(model, signals: dict[str, float], said: Said) -> Verdict:
     """The verdict on one answer under ``model`` (``confidence.Confidence``; None: no score)."""
     if model is None:
         return Verdict(None, None, signals)
@@ -108,5 +120,5 @@ def judge(model, signals: dict[str, float], question: Question, answer: str, che
     v = Verdict(score, model.threshold, signals)
     if v.low:
         v.weakest = model.weakest(signals)
-        v.reason = reason(v.weakest, question, answer, check, key, quote)
+        v.reason = reason(v.weakest, said)
     return v

@@ -7,10 +7,10 @@ from dataclasses import asdict, dataclass
 from typing import ClassVar
 
 
-from engine.answer.generation.decoding import GenerationResult, Plan
+from engine.answer.generation.decoding import GenerationResult
 from engine.answer.passages.quote import Quote
 from engine.answer.passages.sentences import Sentence
-from engine.answer.request import Request
+from engine.answer.request import Request, Step
 
 
 @dataclass(frozen=True)
@@ -27,20 +27,6 @@ class ModeTraits:
 
     def as_json(self) -> dict:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class Step:
-    """A mode's plan for one question: the prompt (None: nothing is generated), the routed ids
-    it reads or cites, a warning for the user (or None), the texts the answer is checked
-    against (``engine.answer.checks.check``: what the model was given to read), and the text
-    the answer must be a span of (``Decoding.copy_from``; None: decoded freely)."""
-
-    plan: Plan | None
-    cited: list[int]
-    warning: str | None = None
-    sources: tuple[str, ...] = ()
-    copy_from: str | None = None
 
 
 # The Ask options (engine.answer.options.AskOptions) every mode reads: each routes and finds a

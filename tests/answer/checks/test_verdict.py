@@ -7,7 +7,7 @@ import numpy as np
 from engine.answer.checks.check import check_answer
 from engine.answer.checks.confidence import SIGNALS, Confidence, repetition
 from engine.answer.checks.key_line import KeyLine
-from engine.answer.checks.verdict import judge, reason
+from engine.answer.checks.verdict import Said, judge, reason
 from engine.answer.question import Question
 
 QUOTE = "-T number\n--tabsize= number\nSet the displayed tab length to number columns."
@@ -26,38 +26,40 @@ def signals(**changes) -> dict[str, float]:
 
 def test_an_option_the_passage_does_not_give_is_named_in_the_line():
     answer = "Use the --tabwidth option."
-    line = reason("quote_agree", Question.read("Which option sets the tab width?"), answer, None, None, QUOTE)
+    line = reason("quote_agree", Said(Question.read("Which option sets the tab width?"), answer,
+                                     None, None, QUOTE))
     assert line == ("The answer names an option (--tabwidth) that the quoted passage does not "
                     "give.")
 
 
 def test_a_which_option_question_answered_without_an_option():
-    line = reason("type_miss", Question.read("Which option sets the tab width?"), "Set it in the settings.",
-                  None, None, QUOTE)
+    line = reason("type_miss", Said(Question.read("Which option sets the tab width?"),
+                                    "Set it in the settings.", None, None, QUOTE))
     assert line == "The question asks for an option, and the answer names none."
 
 
 def test_the_key_lines_term_missing_from_the_answer():
     key = KeyLine("--tabsize= number", 12, "Options", "--tabsize", True)
-    line = reason("key_agree", Question.read("Which option sets the tab width?"), "Use -x.", None, key, QUOTE)
+    line = reason("key_agree", Said(Question.read("Which option sets the tab width?"), "Use -x.",
+                                   None, key, QUOTE))
     assert line == ("The answer does not give --tabsize, which the manual's line for this "
                     "question gives.")
 
 
 def test_the_checks_own_line_is_kept_for_its_signals():
     check = check_answer("Use --frob.", [QUOTE], "Which option?")
-    assert reason("unsupported", Question.read("Which option?"), "Use --frob.", check, None, QUOTE) == check.line
+    assert reason("unsupported", Said(Question.read("Which option?"), "Use --frob.", check, None,
+                                      QUOTE)) == check.line
 
 
 def test_judge_folds_below_the_threshold_with_the_weakest_signals_line():
     m = model({"type_miss": -2.0, "sim_mean": 1.0})
-    low = judge(m, signals(type_miss=1.0), Question.read("Which option sets the tab width?"), "Set it.", None,
-                None, QUOTE)
+    asked = Question.read("Which option sets the tab width?")
+    low = judge(m, signals(type_miss=1.0), Said(asked, "Set it.", None, None, QUOTE))
     assert low.low and low.weakest == "type_miss" and "asks for an option" in low.reason
-    high = judge(m, signals(type_miss=0.0, sim_mean=0.9), Question.read("Which option sets the tab width?"),
-                 "Use -T.", None, None, QUOTE)
+    high = judge(m, signals(type_miss=0.0, sim_mean=0.9), Said(asked, "Use -T.", None, None, QUOTE))
     assert not high.low and high.reason is None and high.score > low.score
-    assert judge(None, signals(), Question.read("q"), "a", None, None, None).score is None
+    assert judge(None, signals(), Said(Question.read("q"), "a")).score is None
 
 
 def test_repetition_counts_repeated_word_trigrams():

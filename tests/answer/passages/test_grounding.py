@@ -19,12 +19,15 @@ def test_sentences_quote_and_evidence_come_from_the_routed_sections(tiny_rt):
     ranked = ranked_sentences(rt, routing, trees, Question.read(question), route)
     assert ranked and {s.rid for s in ranked} <= set(route.selected)
     assert [s.score for s in ranked] == sorted((s.score for s in ranked), reverse=True)
-    routed = pipeline.route(pipeline.check(rt, doc, question, AskOptions(mode="route", k=2, quote_threshold=0.0)))
+    def routed_at(bar):  # the request as the passages stage gets it
+        return pipeline.route(pipeline.check(rt, doc, question,
+                                             AskOptions(mode="route", k=2, quote_threshold=bar)))
+
+    routed = routed_at(0.0)
     assert routed.route.selected == route.selected
     _, quote = find_quote(routed)
     assert quote is not None and quote.rid == ranked[0].rid and ranked[0].text in quote.text
-    high = pipeline.route(pipeline.check(rt, doc, question, AskOptions(mode="route", k=2, quote_threshold=1e9)))
-    assert find_quote(high)[1] is None
+    assert find_quote(routed_at(1e9))[1] is None
     cited = sorted(route.selected)
     found = sections(routing, trees, cited)
     assert [s.node_id for s in found] == [routing.origin[i][1] for i in cited

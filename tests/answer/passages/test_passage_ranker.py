@@ -71,7 +71,8 @@ def _ask(ranker, encoder, tree, question, routed_ids):
     sections = [S.SectionText(rid=n, doc_id=1, node_id=n, heading=heading_path(tree, n),
                               body=tree.node(n).text, page_start=tree.node(n).page_start,
                               page_end=tree.node(n).page_end) for n in routed_ids]
-    ranked, cands = ranking.rank(ranker, encoder, Question.read(question), S.candidates(sections), {1: index},
+    ranked, cands = ranking.rank(ranker, encoder, Question.read(question),
+                                 S.candidates(sections), {1: index},
                                  lambda d, n: n, {1: tree.pages})
     return ranked, quoting.choose(question, ranked, ranker.threshold)
 

@@ -6,6 +6,7 @@ import pytest
 
 from engine.answer.passages import quote as quoting
 from engine.answer.passages import sentences as S
+from engine.answer.question import Question
 
 SECTIONS = [
     S.SectionText(rid=1, doc_id=1, node_id=10, heading="Installing", page_start=3, page_end=3,
@@ -29,12 +30,12 @@ def encoder():
 
 
 def ranked(encoder, question):
-    return S.score(encoder, question, S.candidates(SECTIONS))
+    return S.score(encoder, Question.read(question), S.candidates(SECTIONS))
 
 
 def test_the_quote_is_the_best_sentence_and_its_sequel_verbatim(encoder):
     question = "Which power supply voltage does a large widget need?"
-    alone = S.score(encoder, question, S.candidates(SECTIONS), window_words=0)
+    alone = S.score(encoder, Question.read(question), S.candidates(SECTIONS), window_words=0)
     assert alone[0].text == "Large widgets need a 12 V supply."  # each unit read alone
     r = ranked(encoder, question)  # each unit read with its window (the quote from it)
     assert r[0].node_id == 20 and r[0].score >= r[-1].score
@@ -60,11 +61,11 @@ def test_a_how_to_question_quotes_its_best_sentence_forward(encoder):
 def test_only_the_best_sentences_by_words_are_encoded(encoder):
     """``encoded`` caps the encoder's work; the others stay ranked, with cosine 0."""
     question = "Which power supply voltage does a large widget need?"
-    few = S.score(encoder, question, S.candidates(SECTIONS), encoded=2)
+    few = S.score(encoder, Question.read(question), S.candidates(SECTIONS), encoded=2)
     assert sum(1 for s in few if s.cosine != 0.0) == 2 and len(few) == len(S.candidates(SECTIONS))
     assert few[0].node_id == 20 and few[0].cosine != 0.0
     # nothing matched by words: every sentence is encoded
-    none = S.score(encoder, "Zzyzx qwvb?", S.candidates(SECTIONS), encoded=2)
+    none = S.score(encoder, Question.read("Zzyzx qwvb?"), S.candidates(SECTIONS), encoded=2)
     assert sum(1 for s in none if s.cosine != 0.0) == len(none)
 
 
@@ -100,7 +101,7 @@ def test_how_to_quote_holds_the_command_and_the_sentence_it_leans_on(encoder, co
             _real_section(tree, "Installation via Docker", 2),
             _real_section(tree, "Installation from Source Distribution", 3)]
     question = "How do I install Why3 with opam?"
-    q = quoting.choose(question, S.score(encoder, question, S.candidates(secs)))
+    q = quoting.choose(question, S.score(encoder, Question.read(question), S.candidates(secs)))
     assert q is not None and q.heading == "Installation via Opam"
     assert q.text.startswith("The simplest way to install Why3 is via Opam")
     assert "It is as simple as\nopam install why3" in q.text
@@ -110,7 +111,7 @@ def test_r_help_quote_holds_the_command(encoder, corpus_tree):
     tree = corpus_tree("r-intro.pdf")
     secs = [_real_section(tree, "Getting help with functions and features")]
     question = "How do I get help about a function such as solve?"
-    q = quoting.choose(question, S.score(encoder, question, S.candidates(secs)))
+    q = quoting.choose(question, S.score(encoder, Question.read(question), S.candidates(secs)))
     assert q is not None and "> help(solve)" in q.text.split("\n")
 
 
@@ -120,7 +121,7 @@ def test_the_reader_gets_the_same_passage_with_its_lines(encoder, corpus_tree):
     tree = corpus_tree("why3-manual.pdf")
     secs = [_real_section(tree, "Installation via Opam", 1)]
     question = "How do I install Why3 with opam?"
-    ranked = S.score(encoder, question, S.candidates(secs))
+    ranked = S.score(encoder, Question.read(question), S.candidates(secs))
     assert ranked[0].text == "It is as simple as\nopam install why3" and ranked[0].kind == "intro"
     kept = S.select(ranked, lambda t: len(t.split()), budget=40)
     assert [s.text.split("\n")[0][:24] for s in kept[:2]] == [
@@ -162,7 +163,7 @@ def test_a_text_two_sections_share_is_each_ones_and_read_once():
     cands = S.candidates(sections)
     assert [c.node_id for c in cands].count(20) == [c.node_id for c in cands].count(10) == 4
     question = "What is the initial state of a flag created with \\newtoggle?"
-    ranked = S.score(None, question, cands)  # words alone: the heading names \newtoggle
+    ranked = S.score(None, Question.read(question), cands)  # words alone: the heading names \newtoggle
     q = quoting.choose(question, ranked, threshold=0.0)
     assert q.node_id == 20 and "initial state of newly defined flags is false" in q.text
     kept = S.select(ranked, lambda t: len(t.split()), budget=10_000, threshold=0.0)
@@ -203,7 +204,7 @@ def test_a_quote_opening_on_a_short_line_is_paged_by_its_next_unit():
                                         page_start=1, page_end=3, body=body)])
     assert sents[0].text == "system)"
     question = "How do I make the system boot to multi-user by default?"
-    ranked = S.score(None, question, sents)
+    ranked = S.score(None, Question.read(question), sents)
     ranked.sort(key=lambda s: s.index != 0)  # the short line ranked first, as it was
     page_of = lambda s: locate_page(s.text, s.page_start, s.page_end, pages)  # noqa: E731
     assert page_of(sents[0]) is None  # too short to look for
