@@ -141,49 +141,66 @@ def collect(manuals: list[str] | None, top: int, n_sections: int, questions_file
             print(f"{key}: {len(mine)} questions", flush=True)
 
 
-def rescore(rows: list[dict], top: int, out: Path) -> None:
-    """Each row's ``top`` candidates scored again by the shipped scorer
-    (``rerank.QueryLikelihood`` on the passage a quote from each shows, which the row holds),
-    written as a new candidates file: the second stage measured without building the trees
-    again (``collect`` recorded the candidates)."""
+def rescore(rows: list[dict], top: int, out: Path, scorer: str = "likelihood",
+            weights: Path | None = None) -> None:
+    """Each row's ``top`` candidates scored again by a second-stage scorer on the passage a
+    quote from each shows (which the row holds), written as a new candidates file: the second
+    stage measured without building the trees again (``collect`` recorded the candidates).
+    ``scorer`` "likelihood" (``rerank.QueryLikelihood``, field "ql") or "cross"
+    (``cross_encoder.CrossEncoder``, field "ce", ``weights`` its fitted tensors; the other
+    field is kept)."""
     import torch
 
-    from engine.answer.passages import rerank
-    from engine.memory.backbone import load_backbone
-    from engine.settings import Settings
+    from engine.answer.passages import cross_encoder, rerank
 
     torch.set_num_threads(1)
-    bb = load_backbone(Settings.from_env())
-    scorer = rerank.QueryLikelihood(rerank.bfloat16_copy(bb.model), bb.tokenizer)
+    if scorer == "cross":
+        model, key = cross_encoder.load(weights or cross_encoder.ASSET), "ce"
+    else:
+        from engine.memory.backbone import load_backbone
+        from engine.settings import Settings
+
+        bb = load_backbone(Settings.from_env())
+        model, key = rerank.QueryLikelihood(rerank.bfloat16_copy(bb.model), bb.tokenizer), "ql"
     with open(out, "w") as f:
         for r in rows:
             head = r["candidates"][:top]
             t = time.perf_counter()
-            ql, tokens = scorer.scores(r["question"], [c["quote"] for c in head])
-            r["ql_ms"], r["ql_tokens"] = round((time.perf_counter() - t) * 1e3, 1), tokens
+            got, tokens = model.scores(r["question"], [c["quote"] for c in head])
+            r[f"{key}_ms"], r[f"{key}_tokens"] = round((time.perf_counter() - t) * 1e3, 1), tokens
             for i, c in enumerate(r["candidates"]):
-                c["ql"] = float(ql[i]) if i < len(head) else None
+                c[key] = float(got[i]) if i < len(head) else None
             for c in r.get("inventory") or []:
-                c["ql"] = None  # not scored again: the inventory's replay reads the linear order
+                c[key] = None  # not scored again: the inventory's replay reads the linear order
             f.write(json.dumps(r) + "\n")
             f.flush()
 
 
 # -- replay ---------------------------------------------------------------------------------------
 
-def order(row: dict, top: int, weight: float | None, field: str = "candidates") -> list[dict]:
+def _weights(weight) -> dict | None:
+    """A weight (the likelihood's, the earlier form), a {field: weight} or None (linear)."""
+    return weight if weight is None or isinstance(weight, dict) else {"ql": weight}
+
+
+def order(row: dict, top: int, weight, field: str = "candidates") -> list[dict]:
     """The candidates in the order the quote stage would read them: linear (``weight`` None),
-    or the ``top`` best reordered by the blend (``rerank.blend``); ``field`` "inventory": with
-    the inventory's sections (a name question; the others have none and read the routed)."""
-    from engine.answer.passages.rerank import blend
+    or the ``top`` best reordered by the blend ``z(linear) + sum w z(score)`` over the
+    ``weight`` {score field: w} ("ql" the likelihood, "ce" the cross-encoder; a number: the
+    likelihood's); ``field`` "inventory": with the inventory's sections (a name question; the
+    others have none and read the routed)."""
+    from engine.answer.passages.rerank import _z
 
     cands = row.get(field) or row["candidates"]
-    if weight is None:
+    weights = _weights(weight)
+    if weights is None:
         return cands
-    head = [c for c in cands[:top] if c["ql"] is not None]
+    head = [c for c in cands[:top] if all(c.get(k) is not None for k in weights)]
     if len(head) < 2:
         return cands
-    mixed = blend([c["score"] for c in head], [c["ql"] for c in head], weight)
+    mixed = _z(np.array([c["score"] for c in head], float))
+    for k, w in weights.items():
+        mixed = mixed + w * _z(np.array([c[k] for c in head], float))
     return [head[i] for i in np.argsort(-mixed, kind="stable")] + cands[len(head):]
 
 
@@ -211,15 +228,18 @@ def verdicts(row: dict, top: int, weight: float | None,
             any(p["holds"] for p in shown))
 
 
-def held_out(rows: list[dict], top: int) -> dict[str, float]:
-    """Each manual's weight chosen on the other manuals' questions (module docstring)."""
+def held_out(rows: list[dict], top: int, grid=None) -> dict:
+    """Each manual's weight chosen on the other manuals' questions (module docstring) among
+    ``grid`` (weights or {field: weight}; default the likelihood's ``WEIGHTS``)."""
+    grid = list(grid or WEIGHTS)
     by = defaultdict(list)
     for r in rows:
         by[r["manual"]].append(r)
     chosen = {}
     for m in by:
         others = [r for r in rows if r["manual"] != m]
-        chosen[m] = max(WEIGHTS, key=lambda w: (sum(verdicts(r, top, w)[0] for r in others), -w))
+        chosen[m] = max(grid, key=lambda w: (sum(verdicts(r, top, w)[0] for r in others),
+                                             -sum(_weights(w).values())))
     return chosen
 
 
@@ -240,26 +260,42 @@ def table(rows: list[dict], variants: list[tuple[str, object]]) -> str:
     return "\n".join(out)
 
 
-def report(rows: list[dict], tops: list[int]) -> str:
+def _blend_variants(rows, top, grid, name, alone, lines) -> list:
+    chosen = held_out(rows, top, grid)
+    lines.append(f"{name}, top {top}: weight chosen per held-out manual: " + ", ".join(
+        f"{m} {'/'.join(f'{w:g}' for w in _weights(c).values())}"
+        for m, c in sorted(chosen.items())))
+    out = [(f"{name} blend, top {top}, weight held out by manual",
+            lambda r, c=chosen: verdicts(r, top, c[r["manual"]]))]
+    if alone is not None:
+        out.append((f"{name} alone, top {top}", lambda r: verdicts(r, top, alone)))
+    return out
+
+
+def report(rows: list[dict], tops: list[int], cross_tops: list[int] = ()) -> str:
     variants = [("linear (shipped)", lambda r: verdicts(r, 0, None))]
     if any("inventory" in r for r in rows):
         variants.append(("linear + entry inventory (name questions)",
                          lambda r: verdicts(r, 0, None, "inventory")))
     lines = []
     for top in tops:
-        chosen = held_out(rows, top)
-        lines.append(f"top {top}: weight chosen per held-out manual: "
-                     + ", ".join(f"{m} {w:g}" for m, w in sorted(chosen.items())))
-        variants.append((f"blend, top {top}, weight held out by manual",
-                         lambda r, t=top, c=chosen: verdicts(r, t, c[r["manual"]])))
-        if any("inventory" in r for r in rows):
-            variants.append((f"entry inventory + blend, top {top}, weight held out",
-                             lambda r, t=top, c=chosen: verdicts(r, t, c[r["manual"]],
-                                                                 "inventory")))
-        for w in (0.5, 1.0, 100.0):
-            name = (f"blend, top {top}, weight {w:g}" if w < 100 else
-                    f"likelihood alone, top {top}")
-            variants.append((name, lambda r, t=top, w=w: verdicts(r, t, w)))
+        variants += _blend_variants(rows, top, WEIGHTS, "likelihood", 100.0, lines)
+        variants.append((f"likelihood blend, top {top}, weight 0.5",
+                         lambda r, t=top: verdicts(r, t, 0.5)))
+    cross = [r for r in rows if "ce_ms" in r]
+    if cross and len(cross) == len(rows):
+        for top in cross_tops:
+            variants += _blend_variants(rows, top, [{"ce": w} for w in WEIGHTS], "cross",
+                                        {"ce": 100.0}, lines)
+            variants.append((f"cross blend, top {top}, weight 1",
+                             lambda r, t=top: verdicts(r, t, {"ce": 1.0})))
+        both = [{"ql": a, "ce": b} for a in (0.0, 0.25, 0.5, 0.75, 1.0)
+                for b in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)]
+        variants += _blend_variants(rows, max(tops), both, "likelihood + cross", None, lines)
+        ms, toks = [r["ce_ms"] for r in rows], [r["ce_tokens"] for r in rows]
+        lines.append(f"cross-encoder over each question's rescored top: median "
+                     f"{np.median(ms):.0f} ms (p90 {np.percentile(ms, 90):.0f}), batch "
+                     f"positions median {np.median(toks):.0f}")
     ms = np.array([r["ql_ms"] for r in rows])
     lin = np.array([r["linear_ms"] for r in rows])
     toks = np.array([r["ql_tokens"] for r in rows])
@@ -270,7 +306,7 @@ def report(rows: list[dict], tops: list[int]) -> str:
                      f"{np.median([r['inventory_sections'] for r in inv]):.0f} sections added, "
                      f"linear stage with them median "
                      f"{np.median([r['inventory_ms'] for r in inv]):.0f} ms")
-    lines.append(f"second stage over each question's recorded top: median {np.median(ms):.0f} ms "
+    lines.append(f"likelihood over each question's recorded top: median {np.median(ms):.0f} ms "
                  f"(p90 {np.percentile(ms, 90):.0f}), batch positions median "
                  f"{np.median(toks):.0f}; "
                  f"the linear stage median {np.median(lin):.0f} ms; {len(rows)} questions "
@@ -291,20 +327,26 @@ def main(argv=None) -> None:
     r.add_argument("--rows", type=Path, nargs="+", required=True,
                    help="candidates.jsonl files (a question in several: the last one's row)")
     r.add_argument("--tops", default="4,8,12")
+    r.add_argument("--cross-tops", default="8,12,20,30",
+                   help="the cross-encoder's tops (rows rescored with --scorer cross)")
     s = sub.add_parser("rescore")
     s.add_argument("--rows", type=Path, required=True)
     s.add_argument("--top", type=int, default=8)
     s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--scorer", choices=("likelihood", "cross"), default="likelihood")
+    s.add_argument("--weights", type=Path, default=None,
+                   help="the cross-encoder's fitted tensors (default: the shipped asset)")
     a = ap.parse_args(argv)
     if a.cmd == "rescore":
-        rescore([json.loads(x) for x in open(a.rows)], a.top, a.out)
+        rescore([json.loads(x) for x in open(a.rows)], a.top, a.out, a.scorer, a.weights)
     elif a.cmd == "collect":
         collect(a.manuals.split(",") if a.manuals else None, a.top, a.sections, a.questions,
                 a.out)
     else:
         rows = list({r["id"]: r for r in (json.loads(x) for p in a.rows for x in open(p))}
                     .values())  # a question in several files: the last file's row
-        print(report(rows, [int(t) for t in a.tops.split(",")]))
+        print(report(rows, [int(t) for t in a.tops.split(",")],
+                     [int(t) for t in a.cross_tops.split(",") if t]))
 
 
 if __name__ == "__main__":

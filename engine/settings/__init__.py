@@ -278,9 +278,9 @@ class Settings:
             raise SettingsError(f"H2MT_ROUTER={self.router!r} is not one of {', '.join(ROUTERS)}")
         if self.walk not in WALKS:
             raise SettingsError(f"H2MT_WALK={self.walk!r} is not one of {', '.join(WALKS)}")
-        if self.quote_rerank not in ("none", "likelihood"):
-            raise SettingsError(f"H2MT_QUOTE_RERANK={self.quote_rerank!r} is not 'none' or "
-                                "'likelihood'")
+        if self.quote_rerank not in ("none", "likelihood", "cross"):
+            raise SettingsError(f"H2MT_QUOTE_RERANK={self.quote_rerank!r} is not 'none', "
+                                "'likelihood' or 'cross'")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
         for name in ("passage_ranker", "fusion", "answer_check", "short_answer"):  # _asset_choice reads them

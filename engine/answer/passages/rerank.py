@@ -16,6 +16,12 @@ to ``ENTRY_TOKENS`` tokens, all candidates in one batched forward pass. The new 
 candidates); the weight is chosen held out by manual on the dev probe (docs/results.md,
 "Second-stage ranking (issue 66)", where a plain-text prompt over the unit's window is
 measured too).
+
+Scorer "cross" (``cross_encoder.CrossEncoder``): the bundled MiniLM read as a cross-encoder,
+its top layers and head fitted on Debian man pages and FAQs (``engine.training.cross_fit``),
+over the ``CROSS_TOP`` best candidates, blended the same way with ``CROSS_WEIGHT``
+(docs/results.md, "The cross-encoder as the second stage"). A scorer carries its own ``top``
+and ``weight``.
 """
 from __future__ import annotations
 
@@ -26,10 +32,12 @@ import numpy as np
 
 from engine.answer.passages.sentences import Sentence
 
-RERANKERS = ("none", "likelihood")
+RERANKERS = ("none", "likelihood", "cross")
 TOP = 8  # candidates re-read (cost grows with TOP x ENTRY_TOKENS: docs/results.md)
 ENTRY_TOKENS = 40  # an entry's tokens the scorer reads (its signature and first sentence)
 WEIGHT = 0.5  # the likelihood's weight in the blend (held out by manual: docs/results.md)
+CROSS_TOP = 20  # candidates the cross-encoder re-reads
+CROSS_WEIGHT = 1.0  # its weight in the blend (held out by manual: docs/results.md)
 # the bundled instruction model's chat turns (ChatML, without the default system turn its
 # template would add) around the passage; the question is the assistant's reply
 OPENING = "<|im_start|>user\n"
@@ -58,6 +66,8 @@ class QueryLikelihood:
     """log P(question | entry) per token under a causal LM (module docstring). ``model``: a
     transformers causal LM (its ``.model`` body and ``lm_head``); the logits are taken at the
     question's positions only."""
+
+    top, weight = TOP, WEIGHT
 
     def __init__(self, model, tokenizer, entry_tokens: int = ENTRY_TOKENS):
         self.model, self.tok, self.entry_tokens = model, tokenizer, entry_tokens
@@ -101,10 +111,13 @@ def blend(linear: np.ndarray, second: np.ndarray, weight: float) -> np.ndarray:
     return _z(np.asarray(linear, float)) + weight * _z(np.asarray(second, float))
 
 
-def rerank(scorer, question: str, ranked: list[Sentence], threshold: float, top: int = TOP,
-           weight: float = WEIGHT) -> Reranked:
+def rerank(scorer, question: str, ranked: list[Sentence], threshold: float,
+           top: int | None = None, weight: float | None = None) -> Reranked:
     """``ranked`` (best first, the linear score) with its ``top`` best at or above
-    ``threshold`` reordered by the blend (module docstring); the rest in place."""
+    ``threshold`` reordered by the blend (module docstring); the rest in place. ``top`` and
+    ``weight`` default to the scorer's."""
+    top = getattr(scorer, "top", TOP) if top is None else top
+    weight = getattr(scorer, "weight", WEIGHT) if weight is None else weight
     head = [s for s in ranked[:top] if s.score >= threshold]
     if scorer is None or len(head) < 2:
         return Reranked(list(ranked))
@@ -121,15 +134,25 @@ def rerank(scorer, question: str, ranked: list[Sentence], threshold: float, top:
 def scorer_for(rt):
     """The runtime's second-stage scorer (``Settings.quote_rerank``), built once: the
     backbone's weights in bfloat16 on a CPU (half the time of float32 there; its own copy, the
-    reader keeps float32), as they are on a GPU. None when the setting is "none"."""
+    reader keeps float32), as they are on a GPU; or the cross-encoder (``cross_scorer``).
+    None when the setting is "none"."""
     how = getattr(rt.settings, "quote_rerank", "none")
     if how == "none":
         return None
     key = ("quote_rerank", how, rt.backbone.name)
     if key not in rt.cache:
-        rt.cache[key] = QueryLikelihood(bfloat16_copy(rt.backbone.model),
-                                        rt.backbone.tokenizer)
+        rt.cache[key] = (cross_scorer() if how == "cross" else
+                         QueryLikelihood(bfloat16_copy(rt.backbone.model), rt.backbone.tokenizer))
     return rt.cache[key]
+
+
+def cross_scorer():
+    """The cross-encoder (``cross_encoder.load``) with its ``top`` and ``weight``."""
+    from engine.answer.passages import cross_encoder
+
+    scorer = cross_encoder.load()
+    scorer.top, scorer.weight = CROSS_TOP, CROSS_WEIGHT
+    return scorer
 
 
 def bfloat16_copy(model):
