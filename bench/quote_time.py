@@ -121,12 +121,14 @@ def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
     return times
 
 
-def second_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
+def second_stage_times(pdf: Path, n_sections: int, rounds: int, how: str = "likelihood",
+                       top: int | None = None) -> dict:
     """{variant: [ms per question]} of the quote stage on a stood-in walk with issue 66's
     parts: the linear score (the default), with the entry inventory's sections for a name
     question (``engine.answer.passages.inventory``; the first ask builds it), and with the
-    query-likelihood second stage over its ``rerank.TOP`` best (``engine.answer.passages.
-    rerank``, the backbone in bfloat16); "likelihood share" is the second stage alone."""
+    second stage ``how`` over its best (``engine.answer.passages.rerank``: "likelihood", the
+    backbone in bfloat16 over ``rerank.TOP``, or "cross", the cross-encoder over
+    ``rerank.CROSS_TOP``; ``top`` another number); "<how> share" is the second stage alone."""
     import torch
 
     from engine.answer.passages import inventory, rerank, sentences
@@ -145,11 +147,12 @@ def second_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
     tree = build_tree(pdf, lambda t: tok.encode(t, add_special_tokens=False), tok.decode,
                       settings.node_token_limit)
     encoder = load_encoder("cpu")
-    scorer = rerank.QueryLikelihood(rerank.bfloat16_copy(bb.model), tok)
+    scorer = (rerank.cross_scorer() if how == "cross" else
+              rerank.QueryLikelihood(rerank.bfloat16_copy(bb.model), tok))
     walk = stood_in_walk(tree, n_sections)
     names = ("linear (the default)", "linear + entry inventory",
-             "first ask with the inventory (builds it)", "linear + likelihood second stage",
-             "likelihood share")
+             "first ask with the inventory (builds it)", f"linear + {how} second stage",
+             f"{how} share", f"{how} batch positions")
     times: dict = {k: [] for k in names}
     inv = None
     for _ in range(rounds):
@@ -170,10 +173,11 @@ def second_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
             times[names[2] if first else names[1]].append((time.perf_counter() - t) * 1e3)
             t = time.perf_counter()
             ranked = sentences.score(encoder, qq, sentences.candidates(found))
-            done = rerank.rerank(scorer, q, ranked, sentences.THRESHOLD)
+            done = rerank.rerank(scorer, q, ranked, sentences.THRESHOLD, top=top)
             quoting.choose(q, done.ranked)
             times[names[3]].append((time.perf_counter() - t) * 1e3)
             times[names[4]].append(done.ms)
+            times[names[5]].append(done.tokens)
     return times
 
 
@@ -188,10 +192,14 @@ def main(argv=None) -> None:
     ap.add_argument("--second-stage", action="store_true",
                     help="with --pdf: the linear score, the entry inventory and the "
                          "likelihood second stage (issue 66)")
+    ap.add_argument("--scorer", choices=("likelihood", "cross"), default="likelihood",
+                    help="with --second-stage: the second stage's scorer")
+    ap.add_argument("--top", type=int, default=None,
+                    help="with --second-stage: candidates re-read (default: the scorer's)")
     a = ap.parse_args(argv)
     if a.pdf is not None:
-        times = (second_stage_times if a.second_stage else quote_stage_times)(
-            a.pdf, a.sections, a.rounds)
+        times = (second_stage_times(a.pdf, a.sections, a.rounds, a.scorer, a.top)
+                 if a.second_stage else quote_stage_times(a.pdf, a.sections, a.rounds))
         report = {k: {"median_ms": round(median(v), 1), "n": len(v)} for k, v in times.items()}
         print(json.dumps(report, indent=1))
         if a.out:

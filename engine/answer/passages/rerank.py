@@ -36,8 +36,8 @@ RERANKERS = ("none", "likelihood", "cross")
 TOP = 8  # candidates re-read (cost grows with TOP x ENTRY_TOKENS: docs/results.md)
 ENTRY_TOKENS = 40  # an entry's tokens the scorer reads (its signature and first sentence)
 WEIGHT = 0.5  # the likelihood's weight in the blend (held out by manual: docs/results.md)
-CROSS_TOP = 20  # candidates the cross-encoder re-reads
-CROSS_WEIGHT = 1.0  # its weight in the blend (held out by manual: docs/results.md)
+CROSS_TOP = 8  # candidates the cross-encoder re-reads (8-30 measured: docs/results.md)
+CROSS_WEIGHT = 1.0  # the best fixed weight (held out by manual: 0; docs/results.md)
 # the bundled instruction model's chat turns (ChatML, without the default system turn its
 # template would add) around the passage; the question is the assistant's reply
 OPENING = "<|im_start|>user\n"
