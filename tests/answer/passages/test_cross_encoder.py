@@ -8,6 +8,7 @@ import torch
 from safetensors.torch import save_file
 
 from engine.answer.passages import cross_encoder, rerank, sentences
+from engine.answer.question import Question
 from engine.settings import Settings
 from tests.answer.passages.test_rerank import gmsh_tree  # noqa: F401  (the real manual)
 
@@ -57,7 +58,7 @@ def test_the_cross_encoder_puts_the_entry_before_a_same_word_entry_on_a_big_manu
     from engine.routing.dense import load_encoder
 
     q = "Which command-line option sets the name of the output file?"
-    ranked = sentences.score(load_encoder("cpu"), q,
+    ranked = sentences.score(load_encoder("cpu"), Question.read(q),
                              sentences.candidates(stood_in_walk(gmsh_tree, 50)(q)))
     assert ranked[0].text.startswith("-setstring")
     assert "-o file" not in rerank.passage_text(ranked[0], ranked)

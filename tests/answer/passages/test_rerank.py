@@ -55,7 +55,7 @@ def test_the_setting_is_checked_and_off_by_default():
     assert Settings().quote_rerank == "none"
     assert Settings.from_env({"H2MT_QUOTE_RERANK": "likelihood"}).quote_rerank == "likelihood"
     with pytest.raises(SettingsError, match="H2MT_QUOTE_RERANK"):
-        Settings(quote_rerank="cross")
+        Settings(quote_rerank="bogus")
 
 
 def test_the_query_likelihood_reads_the_question_after_each_entry(tiny_backbone):
