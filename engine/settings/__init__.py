@@ -126,7 +126,8 @@ class Settings:
     # The quote's second stage over the linear score's best candidates (issue 66,
     # ``engine.answer.passages.rerank``): "likelihood" = the backbone's zero-shot query
     # likelihood, each candidate entry read with the question, blended with the linear score;
-    # "none" = the linear order. Off by default (docs/results.md, "Second-stage ranking").
+    # "cross" = the bundled MiniLM as a fitted cross-encoder (assets/CROSS_ENCODER_CARD.md),
+    # blended the same way; "none" = the linear order. Off by default (docs/results.md, "Second-stage ranking").
     quote_rerank: str = "none"
     # The entry inventory (issue 66, ``engine.answer.passages.inventory``): a question that asks
     # for a name also reads the sections of the whole manual's best-matching named entries.

@@ -68,3 +68,19 @@ def test_the_cross_encoder_puts_the_entry_before_a_same_word_entry_on_a_big_manu
     assert "-o file Specify output file name" in rerank.passage_text(done.ranked[0], ranked)
     # the measured work: one pass over at most CROSS_TOP rows of MAX_LENGTH positions
     assert 0 < done.tokens <= rerank.CROSS_TOP * cross_encoder.MAX_LENGTH
+
+
+def test_an_answer_with_the_cross_stage_carries_its_bounded_share(tiny_backbone, tmp_path):
+    """Through the ask: the setting builds the cross-encoder once, and the answer's metrics
+    hold its time inside the quote's and its batch within CROSS_TOP rows of MAX_LENGTH."""
+    from engine.ask import AskOptions, ask
+    from tests.support.runtime import widgets_runtime
+
+    rt, doc = widgets_runtime(tiny_backbone, tmp_path)
+    rt.settings = rt.settings.with_(quote_rerank="cross")
+    on = ask(rt, doc, "Which supply do large widgets need?", AskOptions(mode="quote"),
+             log=False)
+    m = on.metrics
+    assert on.quote is not None and 0.0 < m.rerank_ms <= m.quote_ms
+    assert 0 < m.rerank_tokens <= rerank.CROSS_TOP * cross_encoder.MAX_LENGTH
+    assert isinstance(rerank.scorer_for(rt), cross_encoder.CrossEncoder)
