@@ -3,6 +3,7 @@ key fact (issue 42).
 
     python -m bench.probe [--manuals LIST] [--modes quote,text] [--limit N] [--out DIR]
                           [--db URL] [--option NAME=VALUE] [--check-only] [--from-rows ROWS]
+                          [--resume]
 
 Every manual of bench/probe/manuals.json is ingested with the product's own ingest (phase one:
 tree and routing evidence, as ``python -m engine ingest --text-only`` does; bench.qa's
@@ -17,7 +18,9 @@ every row (question, quote, its page, answer, the check, a route summary, timing
 answer) goes to OUT/rows.jsonl, the tables to OUT/summary.md. A generated answer's row also
 carries ``calibration`` (the answer check's signals, confidence, fold line and key line,
 labelled by the key fact: ``bench.calibration.calibration_fields``), and the run ends with the
-confidence's AUROC and risk-coverage curve (``bench.calibration.report``).
+confidence's AUROC and risk-coverage curve (``bench.calibration.report``). --resume keeps the
+rows already in OUT/rows.jsonl and asks only the (question, mode) pairs it lacks, so a run cut
+short goes on where it stopped.
 
 --check-only checks the question file instead (every regex compiles and matches the text of
 each of its gold pages) and exits non-zero on a failure.
@@ -146,6 +149,25 @@ def ask_options(pairs: list[str]) -> dict:
     return out
 
 
+def kept_rows(path: Path, questions: list[ProbeQuestion], modes: list[str]) -> list[dict]:
+    """The rows of an earlier run in ``path`` that a resumed run keeps: those of the chosen
+    questions and modes (a line cut by a kill is dropped and the file rewritten without it)."""
+    if not path.exists():
+        return []
+    wanted = {(q.id, m) for q in questions for m in modes}
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the last line of a killed run
+        if (r.get("id"), r.get("mode")) in wanted:
+            rows.append(r)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"resuming: {len(rows)} rows kept from {path}", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=Path, default=QUESTIONS_FILE)
@@ -162,6 +184,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="only check that every key's regex matches its gold pages")
     ap.add_argument("--from-rows", type=Path, default=None,
                     help="only summarise an existing rows.jsonl (e.g. of an interrupted run)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep OUT/rows.jsonl's rows and ask only the questions it lacks")
     args = ap.parse_args(argv)
     manuals = load_manuals()
     if args.from_rows:
@@ -199,10 +223,13 @@ def main(argv: list[str] | None = None) -> None:
     doc_ids = ingest_documents(rt, {m: manual_pdf(manuals[m]) for m in used}, no_ingest=False,
                                memories=False)
     args.out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
-    with open(args.out / "rows.jsonl", "w") as f:
+    rows = kept_rows(args.out / "rows.jsonl", questions, modes) if args.resume else []
+    done = {(r["id"], r["mode"]) for r in rows}
+    with open(args.out / "rows.jsonl", "a" if args.resume else "w") as f:
         for mode in modes:  # all quotes first: the cheap mode's figures come early
             for i, q in enumerate(questions, 1):
+                if (q.id, mode) in done:
+                    continue
                 row = ask_row(rt, doc_ids[q.manual], q, manuals[q.manual], mode, options)
                 rows.append(row)
                 f.write(json.dumps(row) + "\n")

@@ -1,6 +1,7 @@
 """The practical dev probe: its question file against the manuals' real pages, and its verdicts."""
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -165,3 +166,17 @@ def test_round_robin_takes_each_manual_in_turn(questions):
     got = round_robin(pick(questions, ["camlidl", "zsh"], 3))
     assert [q.manual for q in got] == ["camlidl", "zsh"] * 3
     assert [q.id for q in got if q.manual == "zsh"] == ["zsh-01", "zsh-02", "zsh-03"]
+
+
+def test_a_resumed_run_keeps_its_rows_and_drops_a_cut_line(tmp_path, questions):
+    from bench.probe import kept_rows
+
+    a, b = questions[0], questions[1]
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"id": a.id, "mode": "text"}) + "\n"
+                    + json.dumps({"id": "other-01", "mode": "text"}) + "\n"
+                    + '{"id": "' + b.id + '", "mo')  # cut by a kill
+    kept = kept_rows(path, [a, b], ["text"])
+    assert [r["id"] for r in kept] == [a.id]
+    assert path.read_text() == json.dumps({"id": a.id, "mode": "text"}) + "\n"
+    assert kept_rows(tmp_path / "none.jsonl", [a], ["text"]) == []
