@@ -122,6 +122,8 @@ def calibration_fields(a, holds) -> dict:
             "key_line": key, "key_hit": found(key["text"]) if key else None,
             "confidence": j["confidence"], "check": j["check"], "stop": a.stop,
             "folded": a.folded, "fold_line": a.fold_line, "logprobs": a.logprobs,
+            # what folds an answer whatever its confidence (its form, a degenerate output)
+            "form": j["form"], "degenerate": j["degenerate"],
             "sources": list(a.sources)}
 
 
