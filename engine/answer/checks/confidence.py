@@ -18,7 +18,13 @@
 - ``repetition``: the share of the answer's word 3-grams that repeat an earlier one;
 - ``route_margin``: the first selected node's routing probability minus its best sibling's;
   ``quote_score``: the quote's sentence score (0 without a quote);
-- ``cut``: generation stopped by a limit; ``words``: log of the answer's length in words.
+- ``cut``: generation stopped by a limit; ``words``: log of the answer's length in words;
+- ``entry_agree``, ``passages_agree``, ``other_entry``, ``quote_lead``: the answer against the
+  three passages the screen shows (``passage_signals``, issue 67): it names a term of the quote's
+  entry (its signature line's, else the quote's code terms; 0.5 without any), the share of its
+  key terms the three passages hold, it names a term of passage 2's or 3's signature that the
+  quote lacks (it follows another place), and the quote's score lead over passage 2
+  (``engine.answer.shown.places``' gap, at most ``LEAD_CAP``).
 
 ``Confidence`` is a logistic regression over them (scikit-learn's, fitted by
 ``bench.calibration`` on answers labelled by key-fact regexes; coefficients and standardisation
@@ -47,7 +53,10 @@ from engine.settings import DEFAULT_BACKBONE
 
 SIGNALS = ("unsupported", "supported_share", "denies", "number_conflict", "quote_agree",
            "key_agree", "type_miss", "sim_mean", "sim_min", "lp_mean", "lp_min", "lp_known",
-           "repetition", "route_margin", "quote_score", "cut", "words")
+           "repetition", "route_margin", "quote_score", "cut", "words", "entry_agree",
+           "passages_agree", "other_entry", "quote_lead")
+LEAD_CAP = 0.5  # the quote's lead over passage 2 counts up to this (a lone passage: the cap)
+_ENTRY_KINDS = frozenset({"option", "command", "file", "identifier", "code", "operator"})
 LOGPROB_DEFAULT = (-0.6, -4.0)  # (mean, min): about the median of the fitted answers' values
 ASSET = Path(__file__).resolve().parents[3] / "assets" / "answer_check.json"
 _WORD = re.compile(r"\w+")
@@ -64,6 +73,33 @@ def _share_in(found: list[terms.Term], text: str | None) -> float:
         return 1.0
     norm = terms.normalize(text)
     return sum(terms.contains(norm, t.key) for t in found) / len(found)
+
+
+def entry_terms(passage: str | None, whole: bool = True) -> set[str]:
+    """The normalised terms naming a passage's entry: those of its first line when that line
+    reads as a signature (a command line), else (``whole``) the code terms of all its text."""
+    from engine.answer.passages.units import is_command_line
+
+    lines = [x.strip() for x in (passage or "").splitlines() if x.strip()]
+    if not lines:
+        return set()
+    text = lines[0] if is_command_line(lines[0]) else "\n".join(lines) if whole else ""
+    return {terms.normalize(t.text) for t in terms.find_terms(text) if t.kind in _ENTRY_KINDS}
+
+
+def passage_signals(answer: str, passages: list[str], scores: list[float]) -> dict[str, float]:
+    """``entry_agree``, ``passages_agree``, ``other_entry``, ``quote_lead`` (module docstring) of
+    an answer against the passages shown (their texts and scores, the quote first)."""
+    said = terms.normalize(answer or "")
+    names = lambda ts: any(terms.contains(said, t) for t in ts)  # noqa: E731
+    quote = passages[0] if passages else None
+    own = entry_terms(quote)
+    others = set().union(*(entry_terms(p, whole=False) for p in passages[1:3])) - own
+    lead = LEAD_CAP if len(scores) < 2 else min(max(scores[0] - scores[1], 0.0), LEAD_CAP)
+    return {"entry_agree": 0.5 if not own else float(names(own)),
+            "passages_agree": _share_in(_answer_terms(answer), "\n".join(passages[:3])),
+            "other_entry": float(bool(others) and names(others) and not names(own)),
+            "quote_lead": lead if passages else 0.0}
 
 
 def repetition(answer: str) -> float:
@@ -103,7 +139,8 @@ def similarity(encoder, answer: str, sources: list[str],
 class Reading:
     """What one generated answer is read against: the question, the texts its model was given
     (``sources``), the quote and its score, the generation's log-probabilities and stop, the
-    route's margin (``route_margin``), and the encoders ``similarity`` uses (None: off)."""
+    route's margin (``route_margin``), the encoders ``similarity`` uses (None: off), and the
+    passages shown, the quote first (``engine.answer.passages.quote.passages``)."""
 
     question: Question
     sources: list[str]
@@ -114,6 +151,7 @@ class Reading:
     margin: float = 0.0
     encoder: object | None = None
     manual_encoder: object | None = None
+    passages: tuple = ()  # passages.quote.Quote, each with its text and score
 
 
 def answer_signals(answer: str, given: Reading, key: KeyLine | None,
@@ -143,7 +181,9 @@ def answer_signals(answer: str, given: Reading, key: KeyLine | None,
             "sim_mean": sim_mean, "sim_min": sim_min, "lp_mean": lp_mean, "lp_min": lp_min,
             "lp_known": known, "repetition": repetition(answer), "route_margin": margin,
             "quote_score": quote_score, "cut": float(stop in ("length", "time")),
-            "words": math.log1p(len((answer or "").split()))}
+            "words": math.log1p(len((answer or "").split())),
+            **passage_signals(answer, [p.text for p in given.passages],
+                              [p.score for p in given.passages])}
 
 
 def reader_of(settings) -> str:

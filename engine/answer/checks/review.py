@@ -32,7 +32,8 @@ def review(req: Request) -> Review:
     signals = answer_signals(done.text, Reading(
         question, list(sources), quote_text, quote.score if quote is not None else 0.0,
         result.logprobs, result.stop, route_margin(req.route), rt.encoder,
-        manual_sentences_encoder(rt, req.trees)), key, check)
+        manual_sentences_encoder(rt, req.trees),
+        req.passages.shown if req.passages is not None else ()), key, check)
     model = rt.learned("answer_check")
     warning = unfitted_reader(model, rt.settings, req.reader)
     if warning is not None:
