@@ -267,7 +267,9 @@ def evaluation_row(ans: Answer, q: ProbeQuestion, mode: str, wall_ms: float) -> 
             # the key line (checks.key_line), whether the screen shows it (engine.answer.shown)
             # and whether it holds the key
             "key_line": ans.key_line.text if ans.key_line is not None else None,
-            "key_line_shown": key_line_shown(
+            "key_line_shown": ans.as_json()["key_line_shown"],
+            # the rule before issue 67's check: a whole term of the quote, one clear place
+            "key_line_term": key_line_shown(
                 ans.key_line.as_json() if ans.key_line is not None else None,
                 ans.quote.as_json() if ans.quote is not None else None)
             and places([p.as_json() for p in ans.passages.shown]).verdict == ONE,

@@ -11,7 +11,7 @@ from engine.answer.passages.evidence import EvidenceLine
 from engine.answer.passages.grounding import label_citations
 from engine.answer.measure import Metrics
 from engine.answer.request import Passages, Review
-from engine.answer.shown import ONE, key_line_shown, places
+from engine.answer.shown import key_line_on_screen, places
 from engine.routing.router import Route
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ class Answer:
                                         "page_start", "page_end", "score", "prob", "status",
                                         "visit", "channels")}
                      for r in self.route.as_records()]
-        return {"answer": self.text, "mode": self.mode, "mode_traits": self.traits.as_json(),
+        out = {"answer": self.text, "mode": self.mode, "mode_traits": self.traits.as_json(),
                 "route": route,
                 "router": self.route.router if self.route is not None else None,
                 "alternatives": dict(self.route.alternatives) if self.route is not None else {},
@@ -178,12 +178,9 @@ class Answer:
                           if self.check is not None else None),
                 "confidence": self.verdict.as_json() if self.verdict is not None else None,
                 "key_line": self.key_line.as_json() if self.key_line is not None else None,
-                # shown only when a whole term of the quote's entry and the manual has one
-                # clear place (engine.answer.shown)
-                "key_line_shown": key_line_shown(
-                    self.key_line.as_json() if self.key_line is not None else None,
-                    self.quote.as_json() if self.quote is not None else None)
-                and where.verdict == ONE,
+                # a whole term of the quote's entry, one clear place, and the answer shown and
+                # naming its term (engine.answer.shown)
+                "key_line_shown": None,
                 # one clear place in the manual, or more than one candidate (engine.answer.shown)
                 "places": where.as_json(),
                 "reader": self.reader, "reader_error": self.reader_error,
@@ -192,3 +189,5 @@ class Answer:
                 "gate": {str(k): v for k, v in self.gate.items()},
                 "metrics": {k: round(v, 2) if isinstance(v, float) else v
                             for k, v in asdict(self.metrics).items()}}
+        out["key_line_shown"] = key_line_on_screen(out)
+        return out

@@ -12,6 +12,10 @@ MCP tool and the Evaluation rows (issue 67).
   a code span of the quote (a line of code, or one of its code terms), and its page is known;
   the answer's JSON shows it only where the manual has one clear place too (``places``): a
   line of the quote is no key when the quote itself is in doubt.
+- ``key_line_on_screen``: and, where the model answered, only when the answer check supports
+  the answer (it is shown, not folded) and the answer names the key line's term: the line is
+  said as the manual's answer only when the quote, the model's reading and the check agree
+  (chosen on the dev probe, docs/results.md "The answer check on the screen (issue 67)").
 """
 from __future__ import annotations
 
@@ -153,6 +157,19 @@ def key_line_shown(key: dict | None, quote: dict | None) -> bool:
         return True  # a line of code of the quote
     whole = {normalize(t.text) for t in find_terms(quote["text"]) if t.kind in _CODE_KINDS}
     return normalize(line) in whole  # one code term of the quote, alone on its line
+
+
+def key_line_on_screen(out: dict) -> bool:
+    """Whether the screen shows an answer's key line (``out``: the answer's JSON, its
+    ``key_line_shown`` aside; module docstring): a whole term of the quote's entry, one clear
+    place, and where the model answered, the answer shown and naming the line's term."""
+    if not key_line_shown(out.get("key_line"), out.get("quote")):
+        return False
+    if places(out.get("passages") or []).verdict != ONE:
+        return False
+    if out.get("confidence") is None:  # nothing generated (quote mode): the quote is the answer
+        return True
+    return not out["folded"] and out["confidence"]["signals"].get("key_agree") == 1.0
 
 
 # The places verdict in words (the CLI's line; the page's headline says the same,

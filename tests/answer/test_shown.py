@@ -49,3 +49,21 @@ def test_the_key_line_only_as_a_whole_term_of_the_quote():
     elsewhere = {"text": "\\ifbool{<name>}", "page": 14, "term": "\\ifbool", "heading": "B"}
     assert not key_line_shown(elsewhere, quote)  # not a term of the quote's entry
     assert not key_line_shown(sig, None)
+
+
+def test_the_key_line_on_screen_only_where_the_check_and_the_answer_agree():
+    """Issue 67: a key line the answer check cannot back is no answer the screen may state."""
+    from engine.answer.shown import key_line_on_screen
+
+    quote = _p("\\newbool{<name>}\nDefines a new boolean flag.", 1.3)
+    other = _p("\\ifbool{<name>}\nTests a flag.", 1.0)
+    key = {"text": "\\newbool{<name>}", "page": 13, "term": "\\newbool", "heading": "B"}
+    agree = {"confidence": {"signals": {"key_agree": 1.0}}, "folded": False}
+    out = {"key_line": key, "quote": quote, "passages": [quote, other], **agree}
+    assert key_line_on_screen(out)
+    assert not key_line_on_screen({**out, "folded": True})  # the check does not back the answer
+    assert not key_line_on_screen({**out, "confidence": {"signals": {"key_agree": 0.0}}})
+    close = [quote, _p("\\ifbool{<name>}", 1.3 - CLOSE_GAP / 2)]
+    assert not key_line_on_screen({**out, "passages": close})  # two candidate places
+    assert key_line_on_screen({**out, "confidence": None, "folded": False})  # quote mode
+    assert not key_line_on_screen({**out, "key_line": None})

@@ -97,6 +97,11 @@ def reason(weakest: str, said: Said) -> str:
         "words": "The answer is too short or too long to be checked well.",
         "key_agree": "The answer does not give the line the manual has for this question.",
         "quote_agree": "The answer's names are not those of the quoted passage.",
+        "entry_agree": "The answer does not name what passage 1 below documents.",
+        "passages_agree": "The answer names terms that none of the three passages below gives.",
+        "other_entry": "The answer follows passage 2 or 3 below rather than passage 1.",
+        "quote_lead": "Passage 1 below scores only a little above passage 2, and the answer "
+                      "may follow the wrong one.",
     }.get(weakest, "The answer is probably wrong: its words do not match the manual's passages.")
 
 
