@@ -55,8 +55,24 @@ def probe_answers(rows: list[dict]) -> list[dict]:
                     "ruled": bool(ruled),
                     "key": bool(r.get("key_line_term", r.get("key_line_shown"))),
                     "key_hit": bool(r.get("key_line_holds")),
-                    "key_agree": sig.get("key_agree") == 1.0})
+                    "key_agree": sig.get("key_agree") == 1.0,
+                    "folded_before": bool(r.get("folded")) or bool(ruled)})
     return out
+
+
+def before(rows: list[dict]) -> dict:
+    """The two figures as the rows were answered (the shipped check's folds, the key line as a
+    whole term of the quote where the manual has one clear place)."""
+    return screen(rows, np.array([0.0 if r["folded_before"] else 1.0 for r in rows]), 0.5,
+                  "term")
+
+
+def held_constant(rows: list[dict], names: list[str]) -> list[dict]:
+    """The rows with the signals ``names`` set to one value (a fit then cannot use them: the
+    ablation of ``--without``)."""
+    return [{**r, "confidence": {"signals": {**r["confidence"]["signals"],
+                                             **dict.fromkeys(names, 0.0)}}}
+            if r["confidence"]["signals"] else r for r in rows]
 
 
 def _scored(rows: list[dict]) -> list[dict]:
@@ -101,9 +117,9 @@ def screen(rows: list[dict], s: np.ndarray, threshold: float, rule: str) -> dict
         keys += key
         keys_wrong += key and not r["key_hit"]
         shown_n += shown
-    return {"questions": len(rows), "wrong_unmarked": wrong, "right": n_right,
-            "right_folded": right_folded, "answers_shown": shown_n, "key_lines": keys,
-            "key_lines_wrong": keys_wrong,
+    return {"questions": len(rows), "wrong_unmarked": int(wrong), "right": int(n_right),
+            "right_folded": int(right_folded), "answers_shown": int(shown_n),
+            "key_lines": int(keys), "key_lines_wrong": int(keys_wrong),
             "wrong_share": wrong / max(1, len(rows)), "folded_share": right_folded / max(1, n_right)}
 
 
@@ -174,8 +190,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rule", default="term+answer", choices=sorted(KEY_RULES))
     ap.add_argument("--c", type=float, default=None, help="a fixed C (default: chosen by LOMO)")
     ap.add_argument("--write", type=Path, default=None, help="write the model fitted on all")
+    ap.add_argument("--without", default="", help="comma-separated signals held constant")
     args = ap.parse_args(argv)
     rows = probe_answers([r for p in args.rows for r in read_rows(p)])
+    print(f"as answered (the shipped check, the key line's rule before): {before(rows)}")
+    rows = held_constant(rows, [n for n in args.without.split(",") if n])
     missing = [n for n in SIGNALS if rows and rows[0]["confidence"]["signals"]
                and n not in rows[0]["confidence"]["signals"]]
     if missing:
