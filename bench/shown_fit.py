@@ -36,10 +36,11 @@ from engine.answer.passages.scorer_version import passage_scorer
 TARGETS = (0.05, 0.10)  # wrong shown unmarked (of all), right folded (of the right answers)
 
 
-def probe_answers(rows: list[dict]) -> list[dict]:
+def probe_answers(rows: list[dict], flag_folds: bool = False) -> list[dict]:
     """The dev probe's text-mode rows as the fit reads them: the row's manual and id, its
     signals, ``right``, ``ruled`` (folded whatever its score, or no generated answer), the key
-    line's fields (``key``: shown as a whole term of the quote where the manual has one clear
+    line's fields (``flag_folds``: the rule check's flag folds by itself, as before issue 67;
+    else it is one of the confidence's signals only; ``key``: shown as a whole term of the quote where the manual has one clear
     place, ``engine.answer.shown``; ``key_hit``; ``key_agree``: the answer names it)."""
     out = []
     for r in rows:
@@ -48,15 +49,16 @@ def probe_answers(rows: list[dict]) -> list[dict]:
         cal = r.get("calibration") or {}
         sig = ((cal.get("confidence") or {}).get("signals")) or {}
         form = cal.get("form") or {}
+        flagged = bool((cal.get("check") or {}).get("flagged"))
         ruled = (not sig or r.get("not_covered") or bool(cal.get("degenerate"))
-                 or bool(form.get("fault")) or bool((cal.get("check") or {}).get("flagged")))
+                 or bool(form.get("fault")) or (flag_folds and flagged))
         out.append({"manual": r["manual"], "id": r["id"], "question": r["question"],
                     "confidence": {"signals": sig}, "right": bool(r["verdict"]["answer_holds"]),
                     "ruled": bool(ruled),
                     "key": bool(r.get("key_line_term", r.get("key_line_shown"))),
                     "key_hit": bool(r.get("key_line_holds")),
                     "key_agree": sig.get("key_agree") == 1.0,
-                    "folded_before": bool(r.get("folded")) or bool(ruled)})
+                    "folded_before": bool(r.get("folded")) or bool(ruled) or flagged})
     return out
 
 
@@ -190,9 +192,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rule", default="term+answer", choices=sorted(KEY_RULES))
     ap.add_argument("--c", type=float, default=None, help="a fixed C (default: chosen by LOMO)")
     ap.add_argument("--write", type=Path, default=None, help="write the model fitted on all")
+    ap.add_argument("--flag-folds", action="store_true",
+                    help="the rule check's flag folds by itself (as before issue 67)")
     ap.add_argument("--without", default="", help="comma-separated signals held constant")
     args = ap.parse_args(argv)
-    rows = probe_answers([r for p in args.rows for r in read_rows(p)])
+    rows = probe_answers([r for p in args.rows for r in read_rows(p)], args.flag_folds)
     print(f"as answered (the shipped check, the key line's rule before): {before(rows)}")
     rows = held_constant(rows, [n for n in args.without.split(",") if n])
     missing = [n for n in SIGNALS if rows and rows[0]["confidence"]["signals"]

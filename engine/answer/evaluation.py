@@ -125,9 +125,9 @@ class Verdict:
     quote_holds: bool  # the quote holds the key fact (no quote: False)
     quote_page: bool | None  # the quote begins on a gold page (None: no gold page given)
     answer_holds: bool  # the answer shown holds the key fact
-    marked: bool  # the user was warned: flagged, folded, or "not covered"
+    marked: bool  # the user was warned: folded (or flagged, where no fold is known), "not covered"
     wrong_unmarked: bool  # the answer lacks the fact and nothing warned the user
-    right_flagged: bool  # the answer holds the fact and was flagged or folded anyway
+    right_flagged: bool  # the answer holds the fact and was folded anyway
     quote_fragment: bool  # a quote of fewer than four words that is not a command line
     passages_hold: bool = False  # one of the passages shown (the quote or the two after it) does
 
@@ -147,13 +147,16 @@ def fragment(quote: str | None) -> bool:
 def judge(q: ProbeQuestion, a: ProbeAnswer) -> Verdict:
     """The per-question evaluation: a question and the product's answer -> verdicts."""
     right = holds(q, a.text)
-    marked = bool(a.flagged) or bool(a.folded) or a.not_covered
+    # a flag marks an answer only where it folds it: a flagged answer shown unfolded has no
+    # mark on the screen (the check's score decides, engine.answer.checks.verdict.folds)
+    folded = bool(a.folded) if a.folded is not None else bool(a.flagged)
+    marked = folded or a.not_covered
     return Verdict(
         quote_holds=a.quote is not None and holds(q, a.quote),
         quote_page=(a.quote_page in q.pages) if q.pages else None,
         answer_holds=right, marked=marked,
         wrong_unmarked=not right and not marked,
-        right_flagged=right and (bool(a.flagged) or bool(a.folded)),
+        right_flagged=right and folded,
         quote_fragment=fragment(a.quote),
         passages_hold=any(holds(q, p) for p in (a.passages or (a.quote,)) if p is not None))
 

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
 from engine.answer.checks.form import Form
+from engine.answer.checks.verdict import folds
 from engine.answer.modes import MODES, ModeTraits
 from engine.answer.passages.evidence import EvidenceLine
 from engine.answer.passages.grounding import label_citations
@@ -131,12 +132,12 @@ class Answer:
     @property
     def folded(self) -> bool:
         """Shown folded under a line saying why: no answer by its form (a preamble alone, cut
-        short, a sentence said twice, only a prompt line), flagged by the check, below the
-        confidence threshold, or degenerate."""
+        short, a sentence said twice, only a prompt line), below the confidence threshold
+        (flagged by the rule check where there is no score: ``checks.verdict.folds``), or
+        degenerate."""
         return self.degenerate is not None \
             or (self.form is not None and self.form.fault is not None) \
-            or (self.check is not None and self.check.flagged) \
-            or (self.verdict is not None and self.verdict.low)
+            or folds(self.check, self.verdict)
 
     @property
     def fold_line(self) -> str | None:
@@ -145,9 +146,10 @@ class Answer:
         any of them."""
         if self.form is not None and self.form.fault is not None:
             return self.form.line
-        if self.check is not None and self.check.flagged:
-            return self.check.line
-        return self.verdict.reason if self.verdict is not None and self.verdict.low else None
+        if not folds(self.check, self.verdict):
+            return None
+        return self.check.line if self.check is not None and self.check.flagged \
+            else self.verdict.reason
 
     def as_json(self) -> dict:
         """The answer as JSON: the CLI's --json, the app's API and its figure data."""

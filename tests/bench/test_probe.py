@@ -105,6 +105,10 @@ def test_judge_a_wrong_answer_shown_unmarked_and_one_flagged():
     flagged = judge(Q, ProbeAnswer(text="IFS is a colon.", quote=None, quote_page=None,
                                    flagged=True, folded=True))
     assert flagged.marked and not flagged.wrong_unmarked and not flagged.quote_holds
+    # flagged but shown unfolded (the check's score decides): no mark on the screen
+    shown = judge(Q, ProbeAnswer(text="IFS is a colon.", quote=None, quote_page=None,
+                                 flagged=True, folded=False))
+    assert shown.wrong_unmarked and not shown.marked
     not_covered = judge(Q, ProbeAnswer(text="The manual does not cover this.", quote=None,
                                        quote_page=None, not_covered=True))
     assert not_covered.marked and not not_covered.wrong_unmarked

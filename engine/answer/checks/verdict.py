@@ -117,6 +117,17 @@ def unfitted_reader(model, settings, reader) -> str | None:
             "shown without the check's confidence: only the check's rules can fold it.")
 
 
+def folds(check: Check | None, verdict: Verdict | None) -> bool:
+    """Whether the check folds an answer: its confidence under the threshold; without a score
+    (no fitted model, the check off, another reader) the rule check's flag (names the sources
+    lack). With a score the flag is one of its signals (``unsupported``, ``supported_share``),
+    no fold by itself: alone it folded right answers on the dev probe (docs/results.md, "The
+    answer check on the screen (issue 67)")."""
+    if verdict is not None and verdict.score is not None:
+        return verdict.low
+    return check is not None and check.flagged
+
+
 def judge(model, signals: dict[str, float], said: Said) -> Verdict:
     """The verdict on one answer under ``model`` (``confidence.Confidence``; None: no score)."""
     if model is None:

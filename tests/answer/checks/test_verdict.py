@@ -62,6 +62,22 @@ def test_judge_folds_below_the_threshold_with_the_weakest_signals_line():
     assert judge(None, signals(), Said(Question.read("q"), "a")).score is None
 
 
+def test_the_flag_folds_only_where_there_is_no_score():
+    """Issue 67: with a fitted model the rule check's flag is a signal, not a fold of its own
+    (it folded right answers); without a score the flag still folds."""
+    from engine.answer.checks.verdict import folds
+
+    flagged = check_answer("Use --frob.", [QUOTE], "Which option?")
+    assert flagged.flagged
+    m = model({"sim_mean": 1.0})
+    sure = judge(m, signals(sim_mean=0.9), "Which option?", "Use --frob.", flagged, None, QUOTE)
+    doubt = judge(m, signals(sim_mean=0.1), "Which option?", "Use --frob.", flagged, None, QUOTE)
+    assert not folds(flagged, sure) and folds(flagged, doubt)
+    unscored = judge(None, signals(), "Which option?", "Use --frob.", flagged, None, QUOTE)
+    assert folds(flagged, unscored) and folds(flagged, None)
+    assert not folds(None, None) and not folds(check_answer("Use -T.", [QUOTE], "?"), None)
+
+
 def test_repetition_counts_repeated_word_trigrams():
     assert repetition("use the tab key") == 0.0
     assert repetition("use the tab use the tab use the tab") > 0.5
