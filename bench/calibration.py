@@ -129,21 +129,24 @@ def calibration_fields(a, holds) -> dict:
 
 # -- fitting -------------------------------------------------------------------------------------
 
-def matrix(rows: list[dict], logprobs: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """(signals [n, len(SIGNALS)], labels [n]); ``logprobs=False``: as if the reader gave none."""
+def matrix(rows: list[dict], logprobs: bool = True,
+           names: tuple[str, ...] = SIGNALS) -> tuple[np.ndarray, np.ndarray]:
+    """(signals [n, len(names)], labels [n]); ``logprobs=False``: as if the reader gave none."""
     x = []
     for r in rows:
         s = dict(r["confidence"]["signals"])
         if not logprobs:
             s.update(lp_mean=LOGPROB_DEFAULT[0], lp_min=LOGPROB_DEFAULT[1], lp_known=0.0)
-        x.append([s[n] for n in SIGNALS])
+        x.append([s[n] for n in names])
     return np.array(x, dtype=float), np.array([bool(r["right"]) for r in rows])
 
 
-def fit(rows: list[dict], c: float = 0.5) -> tuple[np.ndarray, np.ndarray, LogisticRegression]:
-    """(mean, scale, model) fitted on ``rows`` and on their copies without log-probabilities."""
-    xa, y = matrix(rows)
-    xb, _ = matrix(rows, logprobs=False)
+def fit(rows: list[dict], c: float = 0.5, names: tuple[str, ...] = SIGNALS
+        ) -> tuple[np.ndarray, np.ndarray, LogisticRegression]:
+    """(mean, scale, model) fitted on ``rows`` (their signals ``names``) and on their copies
+    without log-probabilities."""
+    xa, y = matrix(rows, names=names)
+    xb, _ = matrix(rows, logprobs=False, names=names)
     x, y = np.vstack([xa, xb]), np.concatenate([y, y])
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
@@ -152,28 +155,31 @@ def fit(rows: list[dict], c: float = 0.5) -> tuple[np.ndarray, np.ndarray, Logis
     return mean, scale, model
 
 
-def as_confidence(mean, scale, model, threshold: float = 0.5) -> Confidence:
-    return Confidence(SIGNALS, mean, scale, model.coef_[0], float(model.intercept_[0]), threshold)
+def as_confidence(mean, scale, model, threshold: float = 0.5,
+                  names: tuple[str, ...] = SIGNALS) -> Confidence:
+    return Confidence(tuple(names), mean, scale, model.coef_[0], float(model.intercept_[0]),
+                      threshold)
 
 
 def scores(conf: Confidence, rows: list[dict], logprobs: bool = True) -> np.ndarray:
-    x, _ = matrix(rows, logprobs)
-    return np.array([conf.score(dict(zip(SIGNALS, v))) for v in x])
+    x, _ = matrix(rows, logprobs, conf.names)
+    return np.array([conf.score(dict(zip(conf.names, v))) for v in x])
 
 
 def auroc(y: np.ndarray, s: np.ndarray) -> float | None:
     return float(roc_auc_score(y, s)) if 0 < y.sum() < len(y) else None
 
 
-def by_manual(rows: list[dict], c: float = 0.5) -> dict[str, dict]:
+def by_manual(rows: list[dict], c: float = 0.5,
+              names: tuple[str, ...] = SIGNALS) -> dict[str, dict]:
     """Per manual: the AUROC of the model fitted (at ``c``) on the other manuals' rows (and
     without log-probabilities), with the manual's row count and right answers."""
     out = {}
     for m in sorted({r["manual"] for r in rows}):
         train = [r for r in rows if r["manual"] != m]
         test = [r for r in rows if r["manual"] == m]
-        conf = as_confidence(*fit(train, c))
-        _, y = matrix(test)
+        conf = as_confidence(*fit(train, c, names), names=names)
+        _, y = matrix(test, names=names)
         out[m] = {"rows": len(test), "right": int(y.sum()), "auroc": auroc(y, scores(conf, test)),
                   "auroc_no_logprobs": auroc(y, scores(conf, test, logprobs=False))}
     return out
@@ -185,11 +191,11 @@ def mean_auroc(folds: dict[str, dict]) -> float:
     return float(np.mean(got)) if got else 0.0
 
 
-def choose_c(rows: list[dict]) -> tuple[float, dict[str, dict]]:
+def choose_c(rows: list[dict], names: tuple[str, ...] = SIGNALS) -> tuple[float, dict[str, dict]]:
     """The regularisation (``C_GRID``) whose model, fitted on all manuals but one, ranks the
     held-out manual's answers best on average (leave one manual out), with its folds: a few
     dozen right answers and 17 signals overfit at sklearn's default."""
-    tried = {c: by_manual(rows, c) for c in C_GRID}
+    tried = {c: by_manual(rows, c, names) for c in C_GRID}
     best = max(C_GRID, key=lambda c: mean_auroc(tried[c]))
     return best, tried[best]
 

@@ -34,6 +34,11 @@ from engine.answer.checks.confidence import SIGNALS
 from engine.answer.passages.scorer_version import passage_scorer
 
 TARGETS = (0.05, 0.10)  # wrong shown unmarked (of all), right folded (of the right answers)
+# The signals a fit reads (``--signals``): all, those before issue 67, and a few (chosen on the
+# first 78 questions, docs/results.md: fewer signals rank held-out manuals better)
+SIGNAL_SETS = {"all": SIGNALS, "before": SIGNALS[:17],
+               "few": ("key_agree", "words", "lp_mean", "sim_mean", "type_miss", "quote_score",
+                       "quote_lead", "entry_agree")}
 
 
 def probe_answers(rows: list[dict], flag_folds: bool = False) -> list[dict]:
@@ -67,14 +72,6 @@ def before(rows: list[dict]) -> dict:
     whole term of the quote where the manual has one clear place)."""
     return screen(rows, np.array([0.0 if r["folded_before"] else 1.0 for r in rows]), 0.5,
                   "term")
-
-
-def held_constant(rows: list[dict], names: list[str]) -> list[dict]:
-    """The rows with the signals ``names`` set to one value (a fit then cannot use them: the
-    ablation of ``--without``)."""
-    return [{**r, "confidence": {"signals": {**r["confidence"]["signals"],
-                                             **dict.fromkeys(names, 0.0)}}}
-            if r["confidence"]["signals"] else r for r in rows]
 
 
 def _scored(rows: list[dict]) -> list[dict]:
@@ -140,14 +137,16 @@ def choose_threshold(rows: list[dict], s: np.ndarray, rule: str) -> float:
 
 # -- held out by manual --------------------------------------------------------------------------
 
-def held_out_scores(rows: list[dict], fixed_c: float | None = None) -> tuple[np.ndarray, dict]:
-    """Each row's score by a model fitted on the other manuals' rows (C chosen among those by
-    leave-one-manual-out, or ``fixed_c``), and each manual's C and AUROC."""
+def held_out_scores(rows: list[dict], fixed_c: float | None = None,
+                    names: tuple[str, ...] = SIGNALS) -> tuple[np.ndarray, dict]:
+    """Each row's score by a model fitted on the other manuals' rows (their signals ``names``;
+    C chosen among those by leave-one-manual-out, or ``fixed_c``), and each manual's C and
+    AUROC."""
     s, info = np.zeros(len(rows)), {}
     for m in sorted({r["manual"] for r in rows}):
         train = _scored([r for r in rows if r["manual"] != m])
-        c = fixed_c if fixed_c is not None else choose_c(train)[0]
-        conf = as_confidence(*fit(train, c))
+        c = fixed_c if fixed_c is not None else choose_c(train, names)[0]
+        conf = as_confidence(*fit(train, c, names), names=names)
         idx = [i for i, r in enumerate(rows) if r["manual"] == m]
         test = [rows[i] for i in idx]
         got = np.array([conf.score(r["confidence"]["signals"]) if r["confidence"]["signals"]
@@ -194,11 +193,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--write", type=Path, default=None, help="write the model fitted on all")
     ap.add_argument("--flag-folds", action="store_true",
                     help="the rule check's flag folds by itself (as before issue 67)")
-    ap.add_argument("--without", default="", help="comma-separated signals held constant")
+    ap.add_argument("--signals", default="all", choices=sorted(SIGNAL_SETS))
     args = ap.parse_args(argv)
     rows = probe_answers([r for p in args.rows for r in read_rows(p)], args.flag_folds)
     print(f"as answered (the shipped check, the key line's rule before): {before(rows)}")
-    rows = held_constant(rows, [n for n in args.without.split(",") if n])
     missing = [n for n in SIGNALS if rows and rows[0]["confidence"]["signals"]
                and n not in rows[0]["confidence"]["signals"]]
     if missing:
@@ -206,7 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(rows)} questions, {sum(r['right'] for r in rows)} answers right, "
           f"{sum(r['ruled'] for r in rows)} folded by the rules or not generated, "
           f"{len({r['manual'] for r in rows})} manuals")
-    s, info = held_out_scores(rows, args.c)
+    names = SIGNAL_SETS[args.signals]
+    s, info = held_out_scores(rows, args.c, names)
     y = np.array([r["right"] for r in rows])
     print(f"held-out AUROC (pooled) {auroc(y, s):.3f}; by manual:")
     for m, f in info.items():
@@ -219,8 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"chosen on all held-out scores: {t:.3f} -> {screen(rows, s, t, rule)}")
         print(f"each manual at the threshold chosen on the others: {nested}")
     if args.write:
-        c, folds = choose_c(_scored(rows))
-        conf = as_confidence(*fit(_scored(rows), c))
+        c, folds = choose_c(_scored(rows), names)
+        conf = as_confidence(*fit(_scored(rows), c, names), names=names)
         conf = replace(conf, threshold=choose_threshold(rows, s, args.rule))
         write_model(conf, args.write, {
             "passages": passage_scorer(), "fitted_on": sorted({r["manual"] for r in rows}),
