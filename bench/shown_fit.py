@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> None:
     if missing:
         raise SystemExit(f"error: the rows lack the signals {missing}: ask them again")
     print(f"{len(rows)} questions, {sum(r['right'] for r in rows)} answers right, "
-          f"{sum(r['ruled'] for r in rows)} folded by the rules or not generated, "
+          f"{sum(r['ruled'] for r in rows)} folded by the rules or not generated "
+          f"({sum(r['ruled'] and r['right'] for r in rows)} of them right), "
           f"{len({r['manual'] for r in rows})} manuals")
     names = SIGNAL_SETS[args.signals]
     s, info = held_out_scores(rows, args.c, names)

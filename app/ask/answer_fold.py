@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 
+from app.shared.lines import FOLDED_READING
 from engine.answer.checks.terms import code_spans
 
 _ENTITIES = {ord(c): f"&#{ord(c)};" for c in "\\`*_[]<>&#|~"}
@@ -62,7 +63,8 @@ def _marked_prose(text: str, start: int, end: int, spans: list[tuple[int, int]])
 
 def folded(line: str, body: str) -> str:
     """``body`` (Markdown) folded under ``line``: a click on the line opens it."""
-    return (f'<details class="answer-fold"><summary>{html.escape(line)}</summary>\n\n{body}\n\n'
+    return (f'<p class="fold-label">{html.escape(FOLDED_READING)}</p>\n'
+            f'<details class="answer-fold"><summary>{html.escape(line)}</summary>\n\n{body}\n\n'
             "</details>")
 
 

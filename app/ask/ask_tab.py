@@ -38,7 +38,7 @@ from app.ask.reader_view import reader_line, reader_markdown
 from app.shared import examples
 from app.shared.ask_request import APP_MAX_NEW_TOKENS, AskRequest
 from app.shared.binding import bind
-from app.shared.lines import PAGE_HINT
+from app.shared.lines import PAGE_HINT, READING
 from app.shared.memory_lines import doc_memory_line
 from app.shared.state import AppState, doc_choices
 from app.views import feedback
@@ -148,7 +148,7 @@ def build(s: AppState) -> AskTab:
                 # the box, not the Textbox, is hidden for a folded answer: /ask's first output
                 # stays the answer's text for API clients (README "API")
                 with gr.Column(elem_id="answer-box") as answer_box:
-                    answer = gr.Textbox(label="The model's reading of the passages below",
+                    answer = gr.Textbox(label=READING,
                                         lines=1, max_lines=12, interactive=False,
                                         elem_id="answer-text")
                 # the quote and the two passages after it, readable, in rank order; a click

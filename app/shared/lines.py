@@ -10,6 +10,7 @@ States and their lines:
   lines);
 - the evidence lines (``evidence_line``);
 - a manual's memories (``memories_state``): being indexed, being written, not written;
+- the model's answer shown or folded (``READING``, ``FOLDED_READING``);
 - the answer check's column in the Evaluation tab (``check_word``);
 - an example question file (``questions_line``);
 - a manual's passages still being prepared after its upload (``preparing_passages``).
@@ -113,6 +114,13 @@ def check_word(row: dict) -> str:
         return "flagged"
     return "folded" if row.get("folded") else "shown"
 
+
+# -- the model's answer ------------------------------------------------------------------------
+# Said above a folded answer (the answer check does not support it): the model's reading, not
+# the manual's fact (engine.answer.checks.verdict.folds); the answer box's label says the same
+# words for an answer shown.
+READING = "The model's reading of the passages below"
+FOLDED_READING = f"{READING}, folded: the answer check does not support it"
 
 # -- an answer in plain text (the Compare tab) ---------------------------------------------------
 

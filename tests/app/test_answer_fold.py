@@ -49,10 +49,13 @@ def test_a_flagged_answer_is_folded_under_its_line():
     answer = "Pass --frob to ngspice."
     check = check_answer(answer, ["ngspice reads a netlist."], "How?").as_json()
     md = answer_markdown(answer, check["unsupported"], check["line"])
-    assert md.startswith('<details class="answer-fold"><summary>The model&#x27;s answer names '
-                         "--frob, which the manual&#x27;s passages do not contain.</summary>")
+    # said as the model's reading, folded (issue 67), then the line saying why
+    label = '<p class="fold-label">The model&#x27;s reading of the passages below, folded: '
+    assert md.startswith(label)
+    assert ('<details class="answer-fold"><summary>The model&#x27;s answer names --frob, which '
+            "the manual&#x27;s passages do not contain.</summary>") in md
     assert "Pass <mark>--frob</mark> to ngspice." in md and md.endswith("</details>")
-    assert folded("a < b", "x").startswith('<details class="answer-fold"><summary>a &lt; b<')
+    assert '<details class="answer-fold"><summary>a &lt; b<' in folded("a < b", "x")
 
 
 @given(st.text(alphabet="ab `\n-_\\*", max_size=40), st.data())
