@@ -669,7 +669,8 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         browser, explorer_server, shared_dir, tmp_path):
     """On R's manual: the answer naming an identifier that its passages do not hold is folded
     under the check's line, below the quote, with that name marked (a click opens it); the next
-    answer, whose names all come from the manual, is shown as usual, unfolded."""
+    answer, whose names all come from the manual, has nothing marked, and if the confidence
+    folds it, its line is the confidence's reason, not the names'."""
     from engine.ingest import ingest_file
 
     url, rt = explorer_server
@@ -705,11 +706,15 @@ def test_a_flagged_answer_is_folded_under_the_quote_and_a_clean_one_is_not(
         shot(page, tmp_path, "answer-check-folded")
 
         rec = ask_and_wait(page, rt, doc.id, CLEAN_Q)
-        try:
-            page.wait_for_function("() => !document.querySelector('#answer-fold details')")
-        except Exception:
-            pytest.fail(f"the clean question's answer was folded: {rec.answer!r}")
-        assert page.locator("#answer-text").is_visible(), f"folded: {rec.answer!r}"
-        assert value(page, "#answer-text textarea").strip() == rec.answer.strip()
-        assert not page.locator("#answer-fold").is_visible()
+        # no name of this answer is missing from the manual: nothing is marked; since issue 67
+        # the check's confidence alone decides whether it is shown (it folds most right answers
+        # on unseen manuals, this one included: 0.377 against 0.680), and its line is then the
+        # confidence's reason, never a list of names
+        assert page.locator("#answer-fold mark").count() == 0
+        if page.locator("#answer-fold details").count():
+            line = page.locator("#answer-fold summary").inner_text()
+            assert "which the manual's passages do not contain" not in line, line
+            assert not page.locator("#answer-text").is_visible()
+        else:
+            assert value(page, "#answer-text textarea").strip() == rec.answer.strip()
         no_error_badge(page)
