@@ -69,11 +69,12 @@ def test_the_flag_folds_only_where_there_is_no_score():
 
     flagged = check_answer("Use --frob.", [QUOTE], "Which option?")
     assert flagged.flagged
-    m = model({"sim_mean": 1.0})
-    sure = judge(m, signals(sim_mean=0.9), "Which option?", "Use --frob.", flagged, None, QUOTE)
-    doubt = judge(m, signals(sim_mean=0.1), "Which option?", "Use --frob.", flagged, None, QUOTE)
+    m, said = model({"sim_mean": 1.0}), Said(Question.read("Which option?"), "Use --frob.",
+                                              flagged, None, QUOTE)
+    sure = judge(m, signals(sim_mean=0.9), said)
+    doubt = judge(m, signals(sim_mean=0.1), said)
     assert not folds(flagged, sure) and folds(flagged, doubt)
-    unscored = judge(None, signals(), "Which option?", "Use --frob.", flagged, None, QUOTE)
+    unscored = judge(None, signals(), said)
     assert folds(flagged, unscored) and folds(flagged, None)
     assert not folds(None, None) and not folds(check_answer("Use -T.", [QUOTE], "?"), None)
 
