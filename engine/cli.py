@@ -17,9 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-from engine.answer.modes import MODES
+from engine.answer.option_table import CLI, Option, offered
 from engine.document.builders import FILE_EXTENSIONS
-from engine.routing.fused import ROUTER_WORDS
 from engine.settings import Settings
 from engine.document.tree import DocumentError
 
@@ -112,18 +111,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from engine.ask import AskError, AskOptions, ask
+    from engine.ask import AskError, ask
     from engine.answer.shown import cards, places_line
     from engine.runtime import Runtime
 
     settings = _settings(args)
-    opts = AskOptions(mode=args.mode, k=args.k, max_depth=args.max_depth, budget=args.budget,
-                      gate=not args.no_gate, hier_pos=args.hier_pos,
-                      max_new_tokens=args.max_new_tokens,
-                      text_budget=(AskOptions.text_budget if args.text_budget is None
-                                   else args.text_budget),
-                      router=args.router or settings.router,
-                      text_packing=args.text_packing)
+    opts = cli_options(args, settings)
     try:  # bad option values: one line before anything is loaded, in every mode
         opts.validate(settings)
     except AskError as e:
@@ -184,6 +177,39 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return failed
 
 
+def option_flags(p: argparse.ArgumentParser, options: list[Option] | None = None) -> None:
+    """A flag per Ask option offered on the command line (``option_table.offered(CLI)``, or
+    ``options``): ``--max-depth N``, a choice's ``--router {...}``, a switch ``--hier-pos`` (off
+    by default) or ``--no-gate`` (on by default); left out: the option's default."""
+    for o in options if options is not None else offered(CLI):
+        flag = "--" + o.name.replace("_", "-")
+        if o.type is bool:
+            flag = flag if not o.default else "--no-" + o.name.replace("_", "-")
+            p.add_argument(flag, dest=o.name, action="store_false" if o.default else
+                           "store_true", help=f"{'off' if o.default else 'on'}: {o.help}")
+            continue
+        default = f" (default: {o.default})" if o.default is not None else ""
+        p.add_argument(flag, dest=o.name, type=o.type, default=None,
+                       choices=list(o.allowed()) if o.choices is not None else None,
+                       help=f"{o.help}{default}")
+
+
+def cli_options(args: argparse.Namespace, settings: Settings,
+                options: list[Option] | None = None):
+    """The AskOptions of the flags given (``option_flags``); one left out with a ``setting``
+    (the router) is the settings' (H2MT_ROUTER)."""
+    from engine.answer.options import AskOptions
+
+    given = {}
+    for o in options if options is not None else offered(CLI):
+        value = getattr(args, o.name)
+        if value is None and o.setting is not None:
+            value = getattr(settings, o.setting)
+        if value is not None:
+            given[o.name] = value
+    return AskOptions(**given)
+
+
 def cmd_tree(args: argparse.Namespace) -> int:
     from storage import DocumentNotFound, Library
 
@@ -241,7 +267,8 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: a subcommand each, the Ask options' flags from their table."""
     parser = OneLineParser(prog="python -m engine", description=__doc__.split("\n")[0])
     parser.add_argument("--debug", action="store_true",
                         help="tracebacks for storage faults too (also H2MT_DEBUG=1)")
@@ -269,25 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("ask", help="answer a question about a document or the whole library")
     p.add_argument("doc", help="document id, or 'all' for the whole library")
     p.add_argument("question")
-    p.add_argument("--mode", default="text", choices=list(MODES),
-                   help="; ".join(f"{name}: {m.label}" for name, m in MODES.items())
-                   + " (default: text)")
-    p.add_argument("--k", type=int, default=3, help="children kept per parent")
-    p.add_argument("--max-depth", type=int, help="deepest level routed to")
-    p.add_argument("--budget", type=int, help="most nodes selected")
-    p.add_argument("--no-gate", action="store_true", help="ArcAligner gate and LoRA off")
-    p.add_argument("--hier-pos", action="store_true", help="add HDT hierarchical position codes")
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--text-budget", type=int,
-                   help="backbone tokens of section text in text mode's context with "
-                        "--text-packing sections (default 1024)")
-    p.add_argument("--text-packing", choices=["sentences", "sections"], default="sentences",
-                   help="text mode's context: the best sentences (default) or whole sections "
-                        "(the earlier packing)")
-    p.add_argument("--router", choices=list(ROUTER_WORDS),
-                   help="how nodes are scored: " + "; ".join(
-                       f"{name}: {words}" for name, (words, _) in ROUTER_WORDS.items())
-                   + " (default: fused)")
+    option_flags(p)
     p.add_argument("--reader",
                    help="the model that reads text in text and full modes (H2MT_READER): "
                         "'smollm2', a model folder, a GGUF file, or the base URL of an "
@@ -319,8 +328,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds between looks for new work (default $H2MT_WORKER_POLL_S, 2)")
     common(p)
     p.set_defaults(func=cmd_worker)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request to a reader
     if not _debug(args):  # a connection the database dropped: said in our one line, not the

@@ -11,23 +11,25 @@ from app.shared.ask_request import AskRequest
 from app.views import feedback
 
 
-@dataclass
 class AskInputs:
-    """The components of the ask inputs, one per ``AskRequest`` field and named as it is."""
-    doc: gr.Dropdown
-    question: gr.Textbox
-    mode: gr.Radio
-    k: gr.Slider
-    max_depth: gr.Number
-    budget: gr.Number
-    gate: gr.Checkbox
-    hier_pos: gr.Checkbox
-    max_new_tokens: gr.Number
-    router: gr.Radio
+    """The components of the ask inputs, one per ``AskRequest`` input and named as it is
+    (``inputs.max_depth``)."""
+
+    def __init__(self, components: dict):
+        missing = set(AskRequest.names()) - set(components)
+        if missing:
+            raise ValueError(f"no control for {sorted(missing)}")
+        self.components = components
+
+    def __getattr__(self, name: str):
+        try:
+            return self.__dict__["components"][name]
+        except KeyError:
+            raise AttributeError(name) from None
 
     def in_order(self) -> list:
         """The components in ``AskRequest``'s order (/ask's positional parameters)."""
-        return [getattr(self, name) for name in AskRequest.names()]
+        return [self.components[name] for name in AskRequest.names()]
 
 
 @dataclass

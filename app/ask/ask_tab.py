@@ -39,6 +39,7 @@ from app.shared import examples
 from app.shared.ask_request import APP_MAX_NEW_TOKENS, AskRequest
 from app.shared.binding import bind
 from app.shared.lines import PAGE_HINT, READING
+from app.shared.option_controls import control, read_by
 from app.shared.memory_lines import doc_memory_line
 from app.shared.state import AppState, doc_choices
 from app.views import feedback
@@ -47,6 +48,7 @@ from app.views.answer_view import MODE_CHOICES, MODE_HELP, ROUTER_CHOICES
 from app.views.route_tables import AGREEMENT_COLUMNS, CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.views.view_state import ViewState
 from engine.answer.modes import MODES
+from engine.answer.option_table import ASK, offered
 from engine.memory.aggregate import POLICIES
 from engine.routing.fused import ROUTER_WORDS
 
@@ -54,16 +56,8 @@ from engine.routing.fused import ROUTER_WORDS
 # gate loops, doc, node, id
 ROUTE_WIDTHS = ["7%", "23%", "7%", "5%", "7%", "10%", "7%", "7%", "6%", "7%", "4%", "5%", "5%"]
 # The choices' help lines, shown on hover (app/ui.APP_CSS): each choice under the paper's name.
-def read_by(option: str) -> str:
-    """" (memory and flat modes)": the modes that read an Ask option (``Mode.reads``), for a
-    control's label; "" when every mode reads it."""
-    modes = [name for name, mode in MODES.items() if option in mode.reads()]
-    if len(modes) == len(MODES):
-        return ""
-    names = modes[0] if len(modes) == 1 else f"{', '.join(modes[:-1])} and {modes[-1]}"
-    return f" ({names} mode{'s' if len(modes) > 1 else ''})"
-
-
+# The Advanced controls' element ids of before (the browser tests find them by these).
+ADVANCED = {"k": dict(elem_id="ask-k"), "max_depth": dict(elem_id="ask-depth")}
 MODE_INFO = "; ".join(f"{m} mode: {h}" for m, h in MODE_HELP.items()) + "."
 ROUTER_INFO = "; ".join(paper for _, paper in ROUTER_WORDS.values()) + "."
 # The "text mode instead" button asks through the Ask button's own click (as the example questions
@@ -82,11 +76,11 @@ def build(s: AppState) -> AskTab:
                                   max_length=s.settings.max_question_chars,
                                   placeholder="e.g. How do I declare an array parameter?",
                                   elem_id="ask-question")
-            max_new = gr.Number(value=128, precision=0, scale=1, min_width=230,
-                                label="Longest answer (tokens)",
-                                info=f"1 to {APP_MAX_NEW_TOKENS}; a longer answer is cut "
-                                     f"there.{read_by('max_new_tokens')}",
-                                elem_id="ask-max-new")
+            inputs = {"doc": ask_doc, "question": question}
+            inputs["max_new_tokens"] = control(
+                "max_new_tokens", "ask", scale=1, min_width=230,
+                info=f"1 to {APP_MAX_NEW_TOKENS}; a longer answer is cut "
+                     f"there.{read_by('max_new_tokens')}", elem_id="ask-max-new")
             ask_btn = gr.Button("Ask", variant="primary", scale=1, min_width=100,
                                 elem_id="ask-button")
         examples.build(s, ask_doc, question)  # example questions (app/shared/examples.py), if any
@@ -97,37 +91,16 @@ def build(s: AppState) -> AskTab:
                 reader_line = gr.Markdown(reader_markdown(s.rt), elem_id="ask-reader")
         # The settings a person changes in one row; the rest folded under "Advanced".
         with gr.Row():
-            mode = gr.Radio(MODE_CHOICES, value="text", label="What you get", scale=3,
-                            info=MODE_INFO, elem_id="ask-mode")
-            router = gr.Radio(ROUTER_CHOICES, value=s.settings.router,
-                              label="Find sections by", scale=2, info=ROUTER_INFO,
-                              elem_id="ask-router")
+            inputs["mode"] = control("mode", "ask", choices=MODE_CHOICES, scale=3,
+                                     info=MODE_INFO)
+            inputs["router"] = control("router", "ask", choices=ROUTER_CHOICES,
+                                       value=s.settings.router, scale=2, info=ROUTER_INFO)
             with gr.Column(scale=0, min_width=160):
                 with gr.Accordion("Advanced", open=False, elem_id="ask-advanced"):
                     gr.Markdown(choices_help(), elem_id="ask-choices-help")
-                    k = gr.Slider(1, 8, value=3, step=1, label="Sections followed per level",
-                                  info="At each level the router follows this many of a "
-                                       "section's subsections (k); the rest are pruned.",
-                                  elem_id="ask-k")
-                    max_depth = gr.Number(value=0, precision=0,
-                                          label="Deepest level (0 = no limit)",
-                                          info="Routing stops at this depth of the tree.",
-                                          elem_id="ask-depth")
-                    budget = gr.Number(value=0, precision=0,
-                                       label="Most sections selected (0 = no limit)",
-                                       info="Routing stops once this many are selected.",
-                                       elem_id="ask-budget")
-                    gate = gr.Checkbox(value=True, label=f"Re-read memories{read_by('gate')}",
-                                       info="The model may pass over each memory slot "
-                                            "a few extra times (the ArcAligner gate); "
-                                            "the tree shows how many.",
-                                       elem_id="ask-gate")
-                    hier_pos = gr.Checkbox(value=False,
-                                           label="Tell the model where each section sits"
-                                                 + read_by("hier_pos"),
-                                           info="Adds each section's place in the tree "
-                                                "to its memory (HDT position codes).",
-                                           elem_id="ask-hier-pos")
+                    for o in offered(ASK):  # the rest of the table's Ask options
+                        if o.name not in inputs:
+                            inputs[o.name] = control(o, "ask", **ADVANCED.get(o.name, {}))
                     gr.Dropdown(list(POLICIES), value=s.rt.parts.aggregation,
                                 label="How a section's memory sums up its subsections",
                                 interactive=False,
@@ -219,9 +192,7 @@ def build(s: AppState) -> AskTab:
                                    label=f"The newest {HISTORY_ROWS} (select one to see its "
                                          "answer and tree again)")
     return AskTab(
-        inputs=AskInputs(doc=ask_doc, question=question, mode=mode, k=k, max_depth=max_depth,
-                         budget=budget, gate=gate, hier_pos=hier_pos, max_new_tokens=max_new,
-                         router=router),
+        inputs=AskInputs(inputs),
         ask_btn=ask_btn, mem_line=ask_mem_line, reader_line=reader_line, notice=notice,
         text_btn=text_btn, view=view, quote_md=quote_md, passages=passages,
         key_md=key_md, answer_fold=answer_fold, answer_box=answer_box, answer=answer,

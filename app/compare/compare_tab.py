@@ -7,42 +7,62 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from app.shared.ask_request import AskRequest
+from app.shared.ask_request import AskRequest, FormRequest, form_default
 from app.shared.binding import bind
 from app.shared.lines import marked_answer
 from app.shared.memory_lines import agreeing_notice
+from app.shared.option_controls import control
 from app.shared.state import AppState, doc_choices, empty_figure
 from app.shared.user_errors import MemoriesPending
 from app.views.answer_view import figures, metrics_md
 from engine.answer.modes import MODES
 from engine.answer.notices import DEGENERATE_REASONS
+from engine.answer.option_table import COMPARE
+
+# The Compare tab's own words for its controls (its answers are shorter than the Ask tab's).
+COMPARE_CONTROLS = {"max_new_tokens": dict(value=64, elem_id="compare-max-new", info=None)}
 
 
-def do_compare(s: AppState, doc, question, mode_a, mode_b, k, max_depth, budget, gate,
-               max_new_tokens, *, user: str | None = None):
-    out = []
+class CompareRequest(FormRequest):
+    """/compare's parameters: the manual, the question, the two modes, then the Ask options
+    offered on the Compare tab (``option_table.offered(COMPARE)``)."""
+
+    FIRST = ("doc", "question", "mode_a", "mode_b")
+    WHERE = COMPARE
+    __slots__ = ()
+
+    def ask(self, mode: str) -> AskRequest:
+        """The Ask tab's request of one side: this one's values, the rest the Ask form's
+        defaults (no HDT positions), the settings' router."""
+        ask_form = {o.name: form_default(o) for o in AskRequest.options_offered()}
+        mine = {o.name: self.values[o.name] for o in self.options_offered()}
+        return AskRequest(**{**ask_form, **mine, "doc": self.doc, "question": self.question,
+                             "mode": mode, "router": None})
+
+
+def do_compare(s: AppState, t: CompareTab, req: CompareRequest, *, user: str | None = None):
+    """Both sides' answer, metrics and tree, and the side-by-side table, keyed by component."""
+    out: dict = {}
     table = []
-    for mode in (mode_a, mode_b):
+    for mode, (answer, metrics, plot) in zip((req.mode_a, req.mode_b), t.sides):
         try:
-            a = s.run_ask(doc, question, AskRequest(doc, question, mode, k, max_depth, budget,
-                                                    gate, False, max_new_tokens,
-                                                    router=None).options(s.settings),
-                          user)
+            a = s.run_ask(req.doc, req.question, req.ask(mode).options(s.settings), user)
         except MemoriesPending as e:  # this side waits for memories; the other still runs
-            notice = agreeing_notice(s, doc, str(e))
+            notice = agreeing_notice(s, req.doc, str(e))
             gr.Warning(notice)
-            out += [f"({notice})", "", empty_figure(f"{mode} mode waits for the memories")]
+            out.update({answer: f"({notice})", metrics: "",
+                        plot: empty_figure(f"{mode} mode waits for the memories")})
             table.append([mode, None, None, None, None, None, 0, 0])
             continue
         shown = marked_answer(a.text, a.traits.generates, a.degenerate,
                               a.fold_line if a.folded else None,
                               DEGENERATE_REASONS.get(a.degenerate, "") if a.degenerate else "")
-        out += [shown, metrics_md(a), figures(s, a, doc).tree]
+        out.update({answer: shown, metrics: metrics_md(a), plot: figures(s, a, req.doc).tree})
         m = a.metrics
         table.append([mode, round(m.ttft_ms), round(m.total_ms), m.prefill_tokens,
                       m.generated_tokens, round(m.peak_mem_mb, 1),
                       len(a.route.selected) if a.route else 0, len(a.cited)])
-    return (*out, table)
+    return {**out, t.table: table}
 
 
 @dataclass
@@ -51,8 +71,14 @@ class CompareTab:
     doc: gr.Dropdown
     question: gr.Textbox
     button: gr.Button
-    inputs: list  # mode A, mode B, k, depth cap, budget, gate, max new tokens
-    outputs: list  # answer, metrics and tree of A, the same of B, the side-by-side table
+    inputs: list  # mode A, mode B, then one per option offered (CompareRequest's order)
+    sides: list  # (answer, metrics, tree) of A, the same of B
+    table: gr.Dataframe  # side by side
+
+    @property
+    def outputs(self) -> list:
+        """/compare's outputs: answer, metrics and tree of A, the same of B, the table."""
+        return [*(c for side in self.sides for c in side), self.table]
 
 
 def build(s: AppState) -> CompareTab:
@@ -71,12 +97,8 @@ def build(s: AppState) -> CompareTab:
                                  elem_id="compare-mode-a")
             mode_b = gr.Dropdown(list(MODES), value="text", label="Mode B",
                                  elem_id="compare-mode-b")
-            cmp_k = gr.Slider(1, 8, value=3, step=1, label="k")
-            cmp_depth = gr.Number(value=0, precision=0, label="Depth cap (0 = none)")
-            cmp_budget = gr.Number(value=0, precision=0, label="Budget (0 = none)")
-            cmp_gate = gr.Checkbox(value=True, label="Gate on")
-            cmp_new = gr.Number(value=64, precision=0,
-                                label="Max new tokens", elem_id="compare-max-new")
+            options = [control(o, "compare", **COMPARE_CONTROLS.get(o.name, {}))
+                       for o in CompareRequest.options_offered()]
         cmp_table = gr.Dataframe(headers=["mode", "TTFT ms", "total ms", "prefill tokens",
                                           "generated", "peak MB", "selected", "cited"],
                                  type="array", interactive=False, label="Side by side",
@@ -92,14 +114,14 @@ def build(s: AppState) -> CompareTab:
                                    elem_id="compare-answer-b")
                 met_b = gr.Markdown()
                 plot_b = gr.Plot(label="Tree B", elem_id="compare-plot-b")
-    return CompareTab(cmp_doc, cmp_q, cmp_btn,
-                      [mode_a, mode_b, cmp_k, cmp_depth, cmp_budget, cmp_gate, cmp_new],
-                      [ans_a, met_a, plot_a, ans_b, met_b, plot_b, cmp_table])
+    return CompareTab(cmp_doc, cmp_q, cmp_btn, [mode_a, mode_b, *options],
+                      [(ans_a, met_a, plot_a), (ans_b, met_b, plot_b)], cmp_table)
 
 
 def wire(s: AppState, t: CompareTab) -> None:
     """The tab's events."""
-    t.button.click(bind(s, do_compare), [t.doc, t.question, *t.inputs], t.outputs,
+    t.button.click(bind(s, do_compare, t, request=CompareRequest), [t.doc, t.question, *t.inputs],
+                   t.outputs,
                    concurrency_limit=s.settings.max_asks_in_flight, concurrency_id="answer",
                    api_name="compare",
                    preprocess=False)  # bad values: AskRequest.options' one line

@@ -22,8 +22,9 @@ def bind(s, fn: Callable, *bound, request: type | None = None,
     """``fn(s, *bound, *inputs)`` as a Gradio handler of ``*inputs`` (``s``: the app's state,
     ``app.shared.state.AppState``; ``bound``: the tab's
     components, for handlers that return updates keyed by component; ``on_gpu``: wrapped by
-    ``gpu``). ``request``: a dataclass whose fields are the inputs (app/shared/ask_request.py): the
-    handler's parameters are its fields and ``fn`` receives one instance of it.
+    ``gpu``). ``request``: a class whose parameters are the inputs (its ``signature()``, or a
+    dataclass's fields; app/shared/ask_request.py): the handler's parameters are those and
+    ``fn`` receives one instance of it.
 
     Written by hand because ``functools.partial`` does not fit: Gradio reads a handler's type
     hints (``gr.SelectData``) and defaults (``gr.Progress``, a parameter a client may leave out)
@@ -49,7 +50,9 @@ def bind(s, fn: Callable, *bound, request: type | None = None,
         def inputs(*args, **kwargs):
             return args, kwargs
     else:
-        sig = inspect.signature(request).replace(return_annotation=inspect.Signature.empty)
+        sig = (request.signature() if hasattr(request, "signature")
+               else inspect.signature(request)).replace(
+            return_annotation=inspect.Signature.empty)
 
         def inputs(*args, **kwargs):
             return (request(*args, **kwargs),), {}

@@ -2,20 +2,12 @@
 the one-line errors a user's request gets (``AskError``, ``MemoriesPending``)."""
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import field, make_dataclass
 
-from engine.answer.passages import sentences as sentence_evidence
-from engine.answer.modes import MODES, TEXT_PACKINGS
-from engine.answer.generation.prompts import TEXT_PROMPTS
-from engine.routing.fused import ROUTERS, WALKS
-
-# The most new tokens an answer may ask for: SmolLM2's context window (8192 positions) less
-# room for the prompt; more than this cannot be generated whatever the mode, so it is refused
-# up front (also in route and quote mode, where nothing is generated: a bad value is a bad
-# request in every mode).
-MAX_NEW_TOKENS = 4096
+from engine.answer.option_table import MAX_NEW_TOKENS, OPTIONS, Option
 
 
 class AskError(ValueError):
@@ -30,121 +22,101 @@ class MemoriesPending(AskError):
         self.done, self.total = done, total
 
 
-@dataclass
-class AskOptions:
-    mode: str = "text"  # text answers are the default; memory is the fast H2MT path
-    k: int = 3
-    max_depth: int | None = None
-    budget: int | None = None
-    temperature: float = 1.0
-    gate: bool = True
-    hier_pos: bool = False
-    max_new_tokens: int = 128
-    text_budget: int = 1024
-    # At most this many sections (best routing score first) in text mode's context; None (the
-    # default): as many as fit the budget. A cap of 3 (as many as the BM25 top-3 baseline) was
-    # tried and not kept: on etoolbox it left \patchcmd's own section out of "How do I patch a
-    # command?" (docs/results.md, "Prompt, decoding and context").
-    text_sections: int | None = None
-    query_fraction: float = 0.5  # H2MT 3.3 uses the first half of the question's tokens
-    flat_segment_tokens: int = 256
-    router: str = "fused"  # fused | memory | lexical | dense (engine.routing.fused)
-    walk: str | None = None  # engine.routing.fused.WALKS; None: the settings' walk
-    # Text mode's system prompt (engine.answer.generation.prompts.TEXT_PROMPTS). "generic" is the default by
-    # measurement: on the manual dev questions it scored 13.12 ROUGE-L against 12.04 for the
-    # stricter "manual" prompt, whose "say the manual does not say" made SmolLM2-135M refuse
-    # or answer in a few words (docs/results.md, "Prompt, decoding and context").
-    text_prompt: str = "generic"
-    repetition_penalty: float = 1.0  # decoding; 1.0 = off
-    no_repeat_ngram: int = 0  # decoding; 0 = off
-    # Text mode's context (engine.answer.modes.TEXT_PACKINGS): "sentences" (the best sentences
-    # of the routed sections within sentence_budget tokens, engine.answer.passages.sentences) or
-    # "sections" (the earlier packing: whole sections within text_budget tokens).
-    text_packing: str = "sentences"
-    sentence_budget: int = sentence_evidence.BUDGET
-    # the least score a quote needs; None: the passage ranker's own bar (its JSON file), or
-    # sentences.THRESHOLD for the linear score
-    quote_threshold: float | None = None
-    # Text mode (sentence packing): a name question's (answer_type.NAME_TYPES) answer may only
-    # copy a span of the sentences given (engine.answer.generation.copying); docs/results.md,
-    # "Copy-constrained decoding for name questions".
-    copy_names: bool = False
-
-    def problems(self, settings=None) -> dict[str, str]:
-        """{field: one line} for every bad value, whatever the mode: an option a mode does not
-        use is still checked, so a bad request fails the same way in every mode. ``settings``
-        (engine.settings.Settings): also the sizes they allow (``over_limits``)."""
-        out: dict[str, str] = {}
-        for name, value, allowed in (("mode", self.mode, MODES), ("router", self.router, ROUTERS),
-                                     ("walk", self.walk, WALKS),
-                                     ("text_prompt", self.text_prompt, TEXT_PROMPTS),
-                                     ("text_packing", self.text_packing, TEXT_PACKINGS)):
-            if value is not None and value not in allowed:
-                what = name.replace("_", " ")
-                out[name] = f"unknown {what} {value!r}; choose one of {', '.join(allowed)}"
-        for name, (least, line) in WHOLE_NUMBERS.items():
-            value = getattr(self, name)
-            label = NUMBER_LABELS.get(name, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                out[name] = f"{label} must be a whole number, not {value!r}"
-            elif value < least or (name == "max_new_tokens" and value > MAX_NEW_TOKENS):
-                out[name] = line.format(label=label, value=value, most=MAX_NEW_TOKENS)
-        if not (isinstance(self.temperature, numbers.Real) and math.isfinite(self.temperature)
-                and self.temperature > 0):
-            out["temperature"] = (f"the temperature must be a positive number, not "
-                                  f"{self.temperature!r}")
-        if not 1.0 <= self.repetition_penalty <= 2.0:
-            out["repetition_penalty"] = "the repetition penalty must lie in [1, 2] (1 = off)"
-        if not isinstance(self.copy_names, bool):
-            out["copy_names"] = f"copy_names must be true or false, not {self.copy_names!r}"
-        if not 0 < self.query_fraction <= 1:
-            out["query_fraction"] = "query_fraction must lie in (0, 1]"
-        if settings is not None:
-            out.update({k: v for k, v in self.over_limits(settings).items() if k not in out})
-        return out
-
-    def over_limits(self, settings) -> dict[str, str]:
-        """{field: one line naming the limit} for each size over what ``settings`` allow
-        (H2MT_MAX_K, H2MT_MAX_BUDGET_TOKENS): a request that would route or read the whole
-        library is refused where it enters (issue 44)."""
-        out: dict[str, str] = {}
-        if isinstance(self.k, numbers.Integral) and self.k > settings.max_k:
-            out["k"] = f"k must be at most {settings.max_k} (H2MT_MAX_K), not {self.k}"
-        for name in ("text_budget", "sentence_budget", "flat_segment_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, numbers.Integral) and value > settings.max_budget_tokens:
-                out[name] = (f"{NUMBER_LABELS.get(name, name)} must be at most "
-                             f"{settings.max_budget_tokens} tokens (H2MT_MAX_BUDGET_TOKENS), "
-                             f"not {value}")
-        return out
-
-    def validate(self, settings=None) -> None:
-        """AskError with the first of ``problems`` (in the order above); ``settings``: the
-        sizes they allow checked too."""
-        problems = self.problems(settings)
-        if problems:
-            raise AskError(next(iter(problems.values())))
+def value_problem(o: Option, value) -> str | None:
+    """The one line for a bad value of option ``o`` (its type, bounds or choices), or None.
+    None is a value only where the row says what it means (``Option.none``)."""
+    if value is None:
+        return None if o.none is not None else f"{o.said} must be given"
+    if o.choices is not None:
+        allowed = o.allowed()
+        if value not in allowed:
+            return f"unknown {o.said} {value!r}; choose one of {', '.join(allowed)}"
+        return None
+    if o.type is bool:
+        return None if isinstance(value, bool) else (
+            f"{o.said} must be true or false, not {value!r}")
+    if o.type is int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            return f"{o.said} must be a whole number, not {value!r}"
+    elif o.type is float:
+        if isinstance(value, bool) or not (isinstance(value, numbers.Real)
+                                           and math.isfinite(value)):
+            return f"{o.said} {o.rule or 'must be a number'}, not {value!r}"
+    low = o.least is not None and (value <= o.least if o.above else value < o.least)
+    high = o.most is not None and value > o.most
+    if not (low or high):
+        return None
+    if o.rule:
+        return f"{o.said} {o.rule}, not {value!r}"
+    if o.most is not None:
+        return f"{o.said} must be {o.least} to {o.most}, not {value}"
+    return f"{o.said} must be at least {o.least}{o.unit}, not {value}"
 
 
-# What each whole-number option is called in its one-line problem (its field name otherwise).
-NUMBER_LABELS = {"k": "k", "max_depth": "the depth cap", "budget": "the node budget",
-                 "max_new_tokens": "max new tokens", "text_budget": "the text budget",
-                 "flat_segment_tokens": "the flat segment size"}
-# The whole-number options (None allowed where the field's default is None): the least value
-# and the line for one out of range.
-WHOLE_NUMBERS = {
-    "k": (1, "{label} must be at least 1, not {value}"),
-    "max_depth": (1, "{label} must be at least 1, not {value}"),
-    "budget": (1, "{label} must be at least 1, not {value}"),
-    "max_new_tokens": (1, "{label} must be 1 to {most}, not {value}"),
-    "text_budget": (1, "{label} must be at least 1 token, not {value}"),
-    "flat_segment_tokens": (1, "{label} must be at least 1 token, not {value}"),
-    "text_sections": (1, "{label} must be at least 1 (or None: as many as fit)"),
-    "sentence_budget": (1, "{label} must be at least 1 token"),
-    "no_repeat_ngram": (0, "{label} must be 0 (off) or more"),
-}
+def limit_problem(o: Option, value, cap: int | None) -> str | None:
+    """The one line for a value over ``cap``, what the settings allow (``Option.limit``:
+    H2MT_MAX_K, H2MT_MAX_BUDGET_TOKENS; issue 44), or None."""
+    if cap is None or not isinstance(value, numbers.Integral) or value <= cap:
+        return None
+    unit = f"{o.unit}s" if o.unit else ""
+    return f"{o.said} must be at most {cap}{unit} ({o.limit[1]}), not {value}"
+
+
+def _problems(self, settings=None) -> dict[str, str]:
+    """{field: one line} for every bad value, whatever the mode: an option a mode does not
+    use is still checked, so a bad request fails the same way in every mode. ``settings``
+    (engine.settings.Settings): also the sizes they allow (``limit_problem``). Checked once
+    per request: the validator, the page's clearing and the ask read the same check."""
+    try:
+        # the types too: True == 1 and 2.0 == 2, but only 1 and 2 are whole numbers
+        types = tuple(type(getattr(self, o.name)) for o in OPTIONS)
+        return dict(_checked(self, types, caps(settings)))
+    except TypeError:  # a value that cannot be hashed (a list from a client): checked anew
+        return dict(_check(self, caps(settings)))
+
+
+def caps(settings) -> tuple:
+    """The settings' caps of the options that have one (``Option.limit``), in the table's
+    order; None without settings."""
+    return tuple(getattr(settings, o.limit[0]) if settings is not None and o.limit else None
+                 for o in OPTIONS)
+
+
+@functools.lru_cache(maxsize=256)
+def _checked(opts, types: tuple, limits: tuple) -> tuple[tuple[str, str], ...]:
+    return _check(opts, limits)
+
+
+def _check(opts, limits: tuple) -> tuple[tuple[str, str], ...]:
+    out = []
+    for o, cap in zip(OPTIONS, limits):
+        value = getattr(opts, o.name)
+        line = value_problem(o, value)
+        if line is None:
+            line = limit_problem(o, value, cap)
+        if line is not None:
+            out.append((o.name, line))
+    return tuple(out)
+
+
+def _validate(self, settings=None) -> None:
+    """AskError with the first of ``problems`` (in the table's order); ``settings``: the
+    sizes they allow checked too."""
+    problems = self.problems(settings)
+    if problems:
+        raise AskError(next(iter(problems.values())))
+
+
+# The options of one ask, a field per row of ``engine.answer.option_table.OPTIONS`` with its
+# default (``engine.answer.option_table`` says what each is).
+AskOptions = make_dataclass(
+    "AskOptions", [(o.name, o.type if o.none is None else o.type | None, field(default=o.default))
+                   for o in OPTIONS],
+    namespace={"problems": _problems, "validate": _validate,
+               "__doc__": "The options of one ask, one field per row of "
+                          "``engine.answer.option_table.OPTIONS``."},
+    frozen=True)
+AskOptions.__module__ = __name__  # pickled (a ZeroGPU worker's arguments) by its real name
 
 
 def whole_number(x, name: str) -> int | None:

@@ -1,8 +1,8 @@
-"""The Ask tab labels an option with the modes that read it (``Mode.reads``), and an answer's
+"""The Ask tab labels an option with the modes that read it (``option_table.reads``), and an answer's
 metrics name its stages in plain words."""
 from __future__ import annotations
 
-from app.ask.ask_tab import read_by
+from app.shared.option_controls import read_by
 from app.views.answer_view import metric_rows
 
 

@@ -29,14 +29,6 @@ class ModeTraits:
         return asdict(self)
 
 
-# The Ask options (engine.answer.options.AskOptions) every mode reads: each routes and finds a
-# quote; and those every mode that generates reads. A mode names the others it reads
-# (``Mode.options``); ``Mode.reads`` is the whole list, which the Ask tab labels its controls from.
-ROUTING_OPTIONS = ("k", "max_depth", "budget", "temperature", "router", "walk", "query_fraction",
-                   "quote_threshold")
-DECODING_OPTIONS = ("max_new_tokens", "repetition_penalty", "no_repeat_ngram")
-
-
 class Mode:
     """One answer mode. Subclasses set ``name``, ``help`` and ``label`` and write ``plan``; the class
     attributes say what the pipeline does around it."""
@@ -62,12 +54,6 @@ class Mode:
     has_evidence: ClassVar[bool] = False  # a generated answer gets evidence lines
     offers_text_mode: ClassVar[bool] = False  # a degenerate output offers text mode instead
     quote_is_answer: ClassVar[bool] = False  # ``text_without_generation`` is the quote
-    options: ClassVar[tuple[str, ...]] = ()  # the Ask options its plan reads beyond the shared
-
-    @classmethod
-    def reads(cls) -> tuple[str, ...]:
-        """Every Ask option this mode reads: routing's, decoding's when it generates, its own."""
-        return (*ROUTING_OPTIONS, *(DECODING_OPTIONS if cls.generates else ()), *cls.options)
 
     @classmethod
     def traits(cls) -> ModeTraits:

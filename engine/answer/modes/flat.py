@@ -12,7 +12,6 @@ from engine.answer.modes.memory import capped_slots
 
 class FlatMode(Mode):
     name = "flat"
-    options = ("gate", "flat_segment_tokens")
     help = "baseline: fixed-length pieces, one memory each, no tree"
     label = "Baseline (no tree)"
     needs_memories = True

@@ -9,7 +9,6 @@ from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
 
 class FullMode(Mode):
     name = "full"
-    options = ("text_prompt",)
     help = "reads the manual from the start, as much as fits (no routing)"
     label = "Read from the start"
     needs_reader = True

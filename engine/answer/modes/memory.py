@@ -11,7 +11,6 @@ from engine.answer.generation.reader import InProcessReader
 
 class MemoryMode(Mode):
     name = "memory"
-    options = ("gate", "hier_pos")
     help = "fast: answers from the sections' memory vectors (H2MT), less reliable"
     label = "Fast answer from memory"
     needs_memories = True

@@ -22,8 +22,6 @@ NO_PASSAGE = ("No passage of the manual matched the question closely enough: thi
 
 class TextMode(Mode):
     name = "text"
-    options = ("text_budget", "text_packing", "text_prompt", "text_sections", "sentence_budget",
-               "copy_names")
     help = "answers from the selected sections' text, with pages (the default)"
     label = "Answer from the text"
     needs_reader = True

@@ -66,20 +66,25 @@ def test_an_unregistered_mode_is_refused(tiny_rt):
         ask_stream(rt, doc, "hello?", AskOptions(mode="titles"))
 
 
-def test_each_mode_declares_the_ask_options_it_reads():
-    """Every Ask option is read by some mode (routing's and decoding's by all that route or
-    generate), and a mode's own options are the ones its module reads (``opts.<name>``)."""
+def test_each_mode_reads_the_ask_options_the_table_says():
+    """Every Ask option is read by some mode (routing's by all, decoding's by all that
+    generate), and the options a row names for some modes only are the ones those modes'
+    modules read (``opts.<name>``)."""
     import inspect
     import re
     from dataclasses import fields
 
-    from engine.answer.modes.base import DECODING_OPTIONS, ROUTING_OPTIONS
+    from engine.answer.option_table import DECODING, OPTIONS, ROUTING, reads
     from engine.answer.options import AskOptions
 
-    declared = {name for mode in MODES.values() for name in mode.reads()}
+    declared = {name for mode in MODES.values() for name in reads(mode)}
     assert declared | {"mode"} == {f.name for f in fields(AskOptions)}
+    shared = {o.name for o in OPTIONS if o.read_by in (ROUTING, DECODING)}
     for mode in MODES.values():
         read = set(re.findall(r"opts\.([a-z_]+)", inspect.getsource(inspect.getmodule(mode))))
-        assert set(mode.options) == read - set(ROUTING_OPTIONS) - set(DECODING_OPTIONS), mode.name
-        assert set(mode.reads()) >= set(ROUTING_OPTIONS)
-        assert set(DECODING_OPTIONS) <= set(mode.reads()) or not mode.generates
+        own = {o.name for o in OPTIONS if o.read_by not in (ROUTING, DECODING)
+               and mode.name in o.read_by}
+        assert own == read - shared, mode.name
+        assert {o.name for o in OPTIONS if o.read_by == ROUTING} <= set(reads(mode))
+        assert ({o.name for o in OPTIONS if o.read_by == DECODING} <= set(reads(mode))
+                or not mode.generates)
