@@ -32,7 +32,7 @@ from engine.answer.notices import degenerate_warning
 from engine.serving.remote_reader import ReaderError
 from engine.answer.modes import MODES, NOT_COVERED
 from engine.answer.question import Question
-from engine.answer.request import Finished, Generated, Passages, Request
+from engine.answer.request import Finished, Generated, LogAs, Passages, Request
 from engine.answer.response import Answer, Metrics, citation
 from engine.answer.options import (MAX_NEW_TOKENS, AskError, AskOptions, MemoriesPending,
                                    checked_question, parse_doc_id)
@@ -344,16 +344,16 @@ def run(req: Request, table: list[Stage]) -> Iterator:
 
 
 def ask_stream(rt: Runtime, doc: int | str | None, question: str,
-               opts: AskOptions | None = None, log: bool = True, *,
-               asker: str | None = None) -> Iterator:
+               opts: AskOptions | None = None, log: bool | LogAs = True) -> Iterator:
     """Answer ``question`` about one document (id) or the whole library (None / "all"), as
     events: ``RouteReady`` when routing ends, ``TokenChunk``s as the answer is generated,
     ``AnswerReady`` at the end (engine.answer.events); the question is logged after it, as the
     stream is read to its end (the event's ``query_id`` is set then). The chunks join to the
     answer's text (a cut answer's text then gets " (cut at N tokens)"). Problems with the
-    request, routing's included, raise AskError (or MemoriesPending) here, before any event."""
-    req = check(rt, doc, question, opts, asker)
-    events = run(req, stages_for(req.mode, log))
+    request, routing's included, raise AskError (or MemoriesPending) here, before any event.
+    ``log``: False, not logged; ``LogAs(asker)``: logged as a signed-in person's."""
+    req = check(rt, doc, question, opts, log.asker if isinstance(log, LogAs) else None)
+    events = run(req, stages_for(req.mode, bool(log)))
     first = next(events)
     return _chain(first, events)
 
@@ -364,11 +364,11 @@ def _chain(first, events: Iterator) -> Iterator:
 
 
 def ask(rt: Runtime, doc: int | str | None, question: str, opts: AskOptions | None = None,
-        log: bool = True, *, asker: str | None = None) -> Answer:
+        log: bool | LogAs = True) -> Answer:
     """Answer ``question`` about one document (id) or the whole library (None / "all"): the
     answer of ``ask_stream``'s last event, with its query id once logged."""
     ready = None
-    for event in ask_stream(rt, doc, question, opts, log, asker=asker):
+    for event in ask_stream(rt, doc, question, opts, log):
         if isinstance(event, AnswerReady):
             ready = event
     return replace(ready.answer, query_id=ready.query_id)

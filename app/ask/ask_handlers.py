@@ -52,7 +52,7 @@ def do_ask(s: AppState, t: AskTab, req: AskRequest, *, user: str | None = None):
     as routing ends, then the answer as it is generated, then the final answer, metrics,
     history and (in the view State) the evidence lines and notices."""
     opts = req.options(s.settings)
-    events = s.run_ask_stream(req.doc, req.question, opts, user)
+    events = s.ask_stream(req.doc, req.question, opts, user)
     try:
         first = next(events)  # the request's errors come before the first event
     except MemoriesPending as e:  # a notice; the last answer and tree stay as they were

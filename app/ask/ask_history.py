@@ -6,7 +6,7 @@ import gradio as gr
 
 from app.ask.ask_components import AskTab
 from app.shared.lines import headline
-from app.shared.state import ALL, AppState, doc_arg, empty_figure
+from app.shared.state import ALL, AppState, doc_arg, empty_figure, picked_id
 from app.views.passages_view import passages_html
 from app.views.answer_view import (MODE_HELP, ROUTER_LABELS, figure_of, metric_rows, route_from_log,
                                    trees_of)
@@ -14,7 +14,6 @@ from app.views.figures import figure_summary
 from app.views.icicle import manual_figure
 from app.views.route_tables import node_pages, route_rows
 from app.views.view_state import ViewState
-from engine.answer.options import AskError, parse_doc_id
 
 
 HISTORY_COLUMNS = ["query", "asked (UTC)", "mode", "question", "answer", "TTFT ms", "selected"]
@@ -25,11 +24,8 @@ HISTORY_ROWS = 50
 
 def history_rows(s: AppState, doc, *, user: str | None = None) -> list[list]:
     """A manual's newest questions that ``user`` may see (their own; an admin's: everyone's)."""
-    if doc in (None, "", ALL):
-        return []
-    try:  # the picker takes typed values: not an id, no history
-        doc_id = parse_doc_id(doc)
-    except AskError:
+    doc_id = picked_id(doc)  # the picker takes typed values: not an id, no history
+    if doc_id is None:
         return []
     rows = []
     for q in reversed(s.rt.library.list_queries(doc_id, newest=HISTORY_ROWS,

@@ -46,7 +46,7 @@ def do_compare(s: AppState, t: CompareTab, req: CompareRequest, *, user: str | N
     table = []
     for mode, (answer, metrics, plot) in zip((req.mode_a, req.mode_b), t.sides):
         try:
-            a = s.run_ask(req.doc, req.question, req.ask(mode).options(s.settings), user)
+            a = s.ask(req.doc, req.question, req.ask(mode).options(s.settings), user)
         except MemoriesPending as e:  # this side waits for memories; the other still runs
             notice = agreeing_notice(s, req.doc, str(e))
             gr.Warning(notice)

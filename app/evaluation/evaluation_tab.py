@@ -106,8 +106,9 @@ def risk_figure(rows: list[dict]) -> go.Figure:
     return fig
 
 
-def run_file(s: AppState, doc, file, mode, progress=gr.Progress()):
-    """Ask and judge every question of the file; the table grows as they are answered."""
+def run_file(s: AppState, t: EvaluationTab, doc, file, mode, progress=gr.Progress()):
+    """Ask and judge every question of the file; the table grows as they are answered
+    (updates keyed by component)."""
     if doc in (None, "", ALL):
         raise user_error("Choose one manual to evaluate.")
     if not file:
@@ -121,7 +122,7 @@ def run_file(s: AppState, doc, file, mode, progress=gr.Progress()):
         raise user_error(str(e)) from None
     if len(questions) > MAX_QUESTIONS:
         raise user_error(f"{path.name} has {len(questions)} questions; at most {MAX_QUESTIONS}")
-    doc_id = int(doc)
+    doc_id = doc_arg(doc)
     settings = asdict(AskOptions(mode=mode))
     rows, routes, table = [], [], []
     for i, q in enumerate(questions, 1):
@@ -131,14 +132,16 @@ def run_file(s: AppState, doc, file, mode, progress=gr.Progress()):
         rows.append(ev.row)
         routes.append(ev.answer.as_json()["route"])
         table.append(table_row(i, ev.row))
-        yield (f"{i} of {len(questions)} questions answered ({mode} mode)…", table,
-               gr.skip(), gr.skip(), gr.skip(), gr.skip())
+        yield {t.status: f"{i} of {len(questions)} questions answered ({mode} mode)…",
+               t.table: table}
     out = Path(tempfile.mkdtemp(prefix="h2mt-eval-")) / f"{path.stem}-{mode}-results.jsonl"
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     wrong = sum(not r["verdict"]["answer_holds"] for r in rows)
-    yield (f"Done: {len(rows)} questions, {wrong} without the key fact in the answer. Select a "
-           "row to see its routing tree.", table, summary_rows(rows), risk_figure(rows),
-           str(out), {"rows": rows, "routes": routes, "settings": settings, "doc": doc_id})
+    yield {t.status: f"Done: {len(rows)} questions, {wrong} without the key fact in the "
+                     "answer. Select a row to see its routing tree.",
+           t.table: table, t.summary: summary_rows(rows), t.risk: risk_figure(rows),
+           t.download: str(out),
+           t.run: {"rows": rows, "routes": routes, "settings": settings, "doc": doc_id}}
 
 
 def example_count() -> int:
@@ -153,27 +156,27 @@ def example_copy() -> str:
     return str(shutil.copyfile(EXAMPLE_QUESTIONS, folder / EXAMPLE_QUESTIONS.name))
 
 
-def use_example(s: AppState):
+def use_example(s: AppState, t: EvaluationTab):
     """The example question file and the example manual picked; a line saying how to add the
     manual when the library lacks it."""
     path = example_copy()
     doc_id = s.rt.library.find_by_sha256(file_sha256(EXAMPLE_FILE))
     if doc_id is None:
-        return (path, gr.skip(), "The example questions ask the example manual, which is "
-                "not in the library: upload app/shared/example_manual/etoolbox-manual.pdf in the "
-                "Library tab first.")
-    return (path, gr.update(choices=doc_choices(s, False), value=str(doc_id)),
-            f"The example file's {example_count()} questions on manual #{doc_id} are ready: "
-            "press Run.")
+        return {t.file: path, t.status: "The example questions ask the example manual, which "
+                "is not in the library: upload app/shared/example_manual/etoolbox-manual.pdf in "
+                "the Library tab first."}
+    return {t.file: path, t.doc: gr.update(choices=doc_choices(s, False), value=str(doc_id)),
+            t.status: f"The example file's {example_count()} questions on manual #{doc_id} are "
+                      "ready: press Run."}
 
 
-def row_tree(s: AppState, run: dict | None, evt: gr.SelectData):
+def row_tree(s: AppState, t: EvaluationTab, run: dict | None, evt: gr.SelectData):
     """The routing tree of the selected question, and what was answered."""
     if not run or evt.index is None:
-        return gr.skip(), ""
+        return {t.head: ""}
     i = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
     if not 0 <= i < len(run["rows"]):
-        return gr.skip(), ""
+        return {t.head: ""}
     row, records = run["rows"][i], run["routes"][i]
     lost = row["route"].get("lost")
     head = (f"**{i + 1}. {md_text(row['question'])}**  \n"
@@ -182,10 +185,10 @@ def row_tree(s: AppState, run: dict | None, evt: gr.SelectData):
             f"{check_label(row)}" + (f"  \nroute lost the gold at {md_text(lost)}" if lost
                                      else ""))
     if not records:
-        return empty_figure("This answer was found without routing."), head
+        return {t.tree: empty_figure("This answer was found without routing."), t.head: head}
     route = route_from_log(records, run["settings"])
-    fig = figure_of(s, route, title=f"Routing tree of question {i + 1}")
-    return fig, head
+    return {t.tree: figure_of(s, route, title=f"Routing tree of question {i + 1}"),
+            t.head: head}
 
 
 # -- layout and events ---------------------------------------------------------------------------
@@ -258,10 +261,10 @@ def manual_choices(s: AppState):
 def wire(s: AppState, t: EvaluationTab) -> None:
     t.tab.select(bind(s, manual_choices), None, t.doc,
                  api_visibility="private", show_progress="hidden", queue=False)
-    t.button.click(bind(s, run_file), [t.doc, t.file, t.mode],
+    t.button.click(bind(s, run_file, t), [t.doc, t.file, t.mode],
                    [t.status, t.table, t.summary, t.risk, t.download, t.run],
                    api_visibility="private", concurrency_limit=1, concurrency_id="evaluation",
                    show_progress_on=[t.status])
-    t.example.click(bind(s, use_example), None, [t.file, t.doc, t.status],
+    t.example.click(bind(s, use_example, t), None, [t.file, t.doc, t.status],
                     api_visibility="private", show_progress="hidden")
-    t.table.select(bind(s, row_tree), t.run, [t.tree, t.head], api_visibility="private")
+    t.table.select(bind(s, row_tree, t), t.run, [t.tree, t.head], api_visibility="private")

@@ -26,7 +26,8 @@ import gradio as gr
 from app.shared import lines
 from app.shared.binding import bind
 from app.shared.memory_lines import doc_memory_line, memories_line
-from app.shared.state import ALL, AppState, doc_arg, doc_choices, md_text, node_view, pickers
+from app.shared.state import (ALL, AppState, doc_arg, doc_choices, md_text, node_view, picked_id,
+                              pickers)
 from app.shared.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from app.shared.user_errors import internal_error, storage_fault, user_error
 from app.views import feedback
@@ -209,11 +210,11 @@ def outline_rows(tree) -> list[list]:
 
 def outline_select(s: AppState, doc, evt: gr.SelectData):
     row = evt.row_value or []
-    if not row or doc in (None, "", ALL):
+    if not row or (doc := picked_id(doc)) is None:
         return "", ""
     if str(row[1]).lstrip("\u00a0").startswith(FOLD_MARK):  # a folded run: all its text
         try:
-            tree = s.tree_of(int(doc))
+            tree = s.tree_of(doc)
         except DocumentNotFound:
             return "That manual is not in the library any more.", ""
         fold = next((f for f in contents_folds(tree) if f.first == int(row[0])), None)
@@ -221,8 +222,8 @@ def outline_select(s: AppState, doc, evt: gr.SelectData):
             return (f"**{fold.title}**, folded in the outline: a printed "
                     f"{'table of contents' if fold.kind == 'toc' else 'index'}, left out of "
                     f"routing and answers ({len(fold.ids)} nodes from node {fold.first} of "
-                    f"manual #{int(doc)})", fold_text(tree, fold))
-    return node_view(s, int(doc), row[0])
+                    f"manual #{doc})", fold_text(tree, fold))
+    return node_view(s, doc, row[0])
 
 
 def library_select(s: AppState, evt: gr.SelectData):
@@ -237,9 +238,11 @@ def node_api(s: AppState, doc_id: int, node_id: int) -> tuple[str, str]:
 
 def confirm_delete(s: AppState, doc):
     """The question before a delete: which manual, and what goes with it."""
+    if (doc_id := picked_id(doc)) is None:
+        return gr.update(visible=False), ""
     try:
-        d = s.rt.library.get_document(int(doc))
-    except (DocumentNotFound, TypeError, ValueError):
+        d = s.rt.library.get_document(doc_id)
+    except DocumentNotFound:
         return gr.update(visible=False), ""
     return (gr.update(visible=True),
             f"**Delete manual #{d.id} {md_text(d.title)}?** Its tree, memories and question "

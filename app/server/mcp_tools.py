@@ -87,7 +87,7 @@ def ask_manual(s: AppState, manual_id: str, question: str,
         raise user_error(f"mode {mode!r} is not one of {', '.join(TOOL_MODES)}")
     target = doc_arg(manual_id)
     with user_errors():
-        answer = s.run_ask(target, question, AskOptions(mode=mode))
+        answer = s.ask(target, question, AskOptions(mode=mode))
     out = answer.as_json()
     route = [r for r in out["route"] or [] if r["status"] == "selected"]
     route.sort(key=lambda r: -(r["score"] or 0.0))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from app.shared.state import ALL, NOT_QUEUED, READY, WAIT_REASONS, AppState
+from app.shared.state import ALL, NOT_QUEUED, READY, WAIT_REASONS, AppState, picked_id
 from storage.errors import DocumentNotFound
 
 PAUSED = "memories paused: "  # the label of memories given back after a storage fault
@@ -24,10 +24,12 @@ def pending_list(labels: dict[int, str]) -> str:
 def picked_docs(s: AppState, doc) -> list:
     """The listed documents of a picked manual (or every manual: ``ALL``); none for a value
     that names no stored manual."""
+    if doc != ALL and picked_id(doc) is None:
+        return []
     try:
         return (s.rt.library.list_documents() if doc == ALL
-                else [s.rt.library.get_document(int(doc))])
-    except (DocumentNotFound, TypeError, ValueError):
+                else [s.rt.library.get_document(picked_id(doc))])
+    except DocumentNotFound:
         return []
 
 
@@ -71,10 +73,9 @@ def doc_memory_line(s: AppState, doc, labels: dict[int, str] | None = None) -> s
     if labels is None:
         labels = doc_labels(s, doc)
     elif doc != ALL:
-        try:
-            labels = {int(doc): labels.get(int(doc), READY)}
-        except (TypeError, ValueError):
+        if (doc_id := picked_id(doc)) is None:
             return ""
+        labels = {doc_id: labels.get(doc_id, READY)}
     return memories_line(labels, WAITING)
 
 

@@ -2,9 +2,9 @@
 
 ``AppState`` holds what one built app works over: the runtime, the effective settings, the
 background memory writer and the caches of trees, source files and finished memories. The tab
-modules (library_tab, ask_tab, compare_tab) define their handlers at module level as
-``handler(s: AppState, *inputs)`` (the Ask tab's as ``handler(s, tab, request)``, returning
-updates keyed by the tab's components); ``app.shared.binding.bind`` turns one into the Gradio
+modules define their handlers at module level as ``handler(s: AppState, *inputs)`` (the Ask,
+Compare and Evaluation tabs' as ``handler(s, tab, *inputs)`` or ``handler(s, tab, request)``,
+returning updates keyed by the tab's components; the Library tab's still return tuples); ``app.shared.binding.bind`` turns one into the Gradio
 handler of its inputs. The engine's errors as the page shows them are in
 ``app.shared.user_errors``, the lines about memories not written yet in
 ``app.shared.memory_lines``.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
-from typing import Callable
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -24,6 +23,8 @@ from app.shared.binding import gpu
 from app.shared.memory_writer import MemoryWriter
 from app.shared.user_errors import user_error, user_errors
 from engine.answer.options import parse_doc_id
+from engine.answer.request import LogAs
+from engine.answer.response import Answer
 from engine.ask import AskError, AskOptions, ask, ask_stream
 from engine.runtime import Runtime
 from engine.settings import Settings
@@ -56,6 +57,9 @@ def empty_figure(message: str) -> go.Figure:
 
 
 def doc_arg(doc) -> int | str:
+    """The manual a picker, a table row or a client names: its id, or ``ALL``; one line
+    (gr.Error) for nothing chosen or a value that is no id. The app's one reading of a
+    document id (``picked_id`` is the same, lenient)."""
     if doc in (None, "", ALL):
         if doc in (None, ""):
             raise gr.Error("Choose a manual first (upload one in the Library tab).")
@@ -66,13 +70,44 @@ def doc_arg(doc) -> int | str:
         raise gr.Error(str(e)) from None
 
 
+def picked_id(doc) -> int | None:
+    """``doc_arg``'s id, or None where a view shows nothing instead of a line: nothing chosen,
+    every manual, or a typed value that names none."""
+    try:
+        target = doc_arg(doc)
+    except gr.Error:
+        return None
+    return None if target == ALL else target
+
+
+# -- asking --------------------------------------------------------------------------------------
+
+# The runtimes of the app's states by id: an ask on a ZeroGPU worker (``gpu``) receives only
+# plain arguments (the runtime's id, the request's values), never the runtime itself.
+RUNTIMES: dict[int, Runtime] = {}
+
+
+@gpu
+def _ask(rt_id: int, doc, question, opts: AskOptions, asker: str | None) -> Answer:
+    target = doc_arg(doc)
+    with user_errors():
+        return ask(RUNTIMES[rt_id], target, question, opts, LogAs(asker))
+
+
+@gpu
+def _ask_stream(rt_id: int, doc, question, opts: AskOptions, asker: str | None):
+    target = doc_arg(doc)
+    with user_errors():
+        yield from ask_stream(RUNTIMES[rt_id], target, question, opts, LogAs(asker))
+
+
 # -- the state -----------------------------------------------------------------------------------
 
 @dataclass(eq=False)
 class AppState:
     """What one app works over. ``trees`` and ``sources`` cache node views and source files
     per document; ``complete`` remembers (doc id, sha256) whose memories are all written, so the
-    library stops counting them. ``run_ask``/``run_ask_stream`` answer a request (below)."""
+    library stops counting them. ``ask``/``ask_stream`` answer a request."""
     rt: Runtime
     settings: Settings
     writer: MemoryWriter
@@ -81,27 +116,18 @@ class AppState:
     complete: set[tuple[int, str]] = field(default_factory=set)
     examples: object | None = None  # app/shared/examples.py's ExampleManual, None without examples
     accounts: Accounts = field(default_factory=Accounts)  # sign-in off unless given
-    run_ask: Callable = field(init=False, repr=False)
-    run_ask_stream: Callable = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        rt = self.rt
+        RUNTIMES[id(self.rt)] = self.rt  # what the asks on a GPU worker find it by
 
-        def run_ask(doc, question, opts: AskOptions, asker: str | None = None):
-            """The engine's Answer (errors as ``user_errors`` says), logged as ``asker``'s."""
-            target = doc_arg(doc)
-            with user_errors():
-                return ask(rt, target, question, opts, asker=asker)
+    def ask(self, doc, question, opts: AskOptions, asker: str | None = None) -> Answer:
+        """The engine's Answer (errors as ``user_errors`` says), logged as ``asker``'s."""
+        return _ask(id(self.rt), doc, question, opts, asker)
 
-        def run_ask_stream(doc, question, opts: AskOptions, asker: str | None = None):
-            """``run_ask`` as the engine's events (RouteReady, TokenChunk..., AnswerReady), with
-            the same errors; they can only come before the first event."""
-            target = doc_arg(doc)
-            with user_errors():
-                yield from ask_stream(rt, target, question, opts, asker=asker)
-
-        # closures over the runtime, so that a ZeroGPU worker receives only plain arguments
-        self.run_ask, self.run_ask_stream = gpu(run_ask), gpu(run_ask_stream)
+    def ask_stream(self, doc, question, opts: AskOptions, asker: str | None = None):
+        """``ask`` as the engine's events (RouteReady, TokenChunk..., AnswerReady), with the
+        same errors; they can only come before the first event."""
+        return _ask_stream(id(self.rt), doc, question, opts, asker)
 
     def require_admin(self, user: str | None, what: str) -> None:
         """Refuse (one line) ``what`` to a signed-in person who is not an admin."""

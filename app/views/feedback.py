@@ -16,7 +16,7 @@ import gradio as gr
 
 from app.shared.lines import check_word
 from app.shared.binding import bind
-from app.shared.state import ALL, AppState, md_text
+from app.shared.state import AppState, md_text, picked_id
 from app.shared.user_errors import user_error
 from app.views.hover import pages_label
 from app.views.view_state import ViewState
@@ -71,11 +71,8 @@ def rate_shown(s: AppState, rating: str, view: ViewState, note: str):
 
 def wrong_rows(s: AppState, doc) -> list[list]:
     """The Library tab's rows: the chosen manual's answers marked wrong, oldest first."""
-    if doc in (None, "", ALL):
-        return []
-    try:
-        doc_id = int(doc)
-    except (TypeError, ValueError):
+    doc_id = picked_id(doc)
+    if doc_id is None:
         return []
     rows = []
     for r in Feedback(s.rt.library).list(doc_id, rating="down"):

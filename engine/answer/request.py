@@ -32,6 +32,13 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class LogAs:
+    """An ask logged in the question log as ``asker``'s (a signed-in name; None: nobody signed
+    in): ``engine.ask.ask``'s ``log`` (True: logged with no name, False: not logged)."""
+    asker: str | None = None
+
+
+@dataclass(frozen=True)
 class Passages:
     """Where the answer stands in the manual: the routed sections' units ranked against the
     question (best first), the quote (None: below the bar), the quote and up to two more
