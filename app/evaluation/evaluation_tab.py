@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from app.shared.binding import bind
 from app.shared.lines import check_word, questions_line
 from app.shared.examples import EXAMPLE_FILE
-from app.shared.state import ALL, AppState, doc_choices, empty_figure, md_text
+from app.shared.state import ALL, AppState, doc_arg, doc_choices, empty_figure, md_text
 from app.shared.user_errors import user_error, user_errors
 from app.views.answer_view import figure_of, route_from_log
 from engine.answer.evaluation import COLUMNS, parse_questions, rates, risk_coverage

@@ -7,7 +7,7 @@ import math
 import numbers
 from dataclasses import field, make_dataclass
 
-from engine.answer.option_table import MAX_NEW_TOKENS, OPTIONS, Option
+from engine.answer.option_table import MAX_NEW_TOKENS, OPTIONS, Option  # noqa: F401 (engine.ask's)
 
 
 class AskError(ValueError):
