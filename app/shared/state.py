@@ -4,10 +4,10 @@
 background memory writer and the caches of trees, source files and finished memories. The tab
 modules define their handlers at module level as ``handler(s: AppState, *inputs)`` (the Ask,
 Compare and Evaluation tabs' as ``handler(s, tab, *inputs)`` or ``handler(s, tab, request)``,
-returning updates keyed by the tab's components; the Library tab's still return tuples); ``app.shared.binding.bind`` turns one into the Gradio
-handler of its inputs. The engine's errors as the page shows them are in
-``app.shared.user_errors``, the lines about memories not written yet in
-``app.shared.memory_lines``.
+returning updates keyed by the tab's components; the Library tab's still return tuples);
+``app.shared.binding.bind`` turns one into the Gradio handler of its inputs. The engine's
+errors as the page shows them are in ``app.shared.user_errors``, the lines about memories not
+written yet in ``app.shared.memory_lines``.
 """
 from __future__ import annotations
 

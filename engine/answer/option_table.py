@@ -118,7 +118,8 @@ OPTIONS: tuple[Option, ...] = (
            "Adds each section's place in the tree to its memory (HDT position codes).",
            read_by=("memory",), on=(ASK, CLI)),
     Option("max_new_tokens", int, 128, "Longest answer (tokens)",
-           "the longest answer in tokens; a longer one is cut there", read_by=DECODING, on=(ASK, COMPARE, CLI),
+           "the longest answer in tokens; a longer one is cut there", read_by=DECODING,
+           on=(ASK, COMPARE, CLI),
            words="max new tokens", least=1, most=MAX_NEW_TOKENS, app_most=512),
     Option("text_budget", int, 1024, "Text budget (tokens)",
            "backbone tokens of section text in text mode's context with --text-packing "

@@ -1,5 +1,5 @@
-"""The Ask tab labels an option with the modes that read it (``option_table.reads``), and an answer's
-metrics name its stages in plain words."""
+"""The Ask tab labels an option with the modes that read it (``option_table.reads``), and an
+answer's metrics name its stages in plain words."""
 from __future__ import annotations
 
 from app.shared.option_controls import read_by
