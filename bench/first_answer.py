@@ -12,8 +12,8 @@ line says the example is ready, click an example question (it fills the question
 example manual and asks), wait for the answer box (or its fold) to hold the final answer
 (its evidence line shown) and the quote block. Times are seconds from the process start: server
 answering, page loaded, example indexed (the line says so), the final answer shown, the quote
-shown (it comes with the route, before the answer). Prints one JSON line per run and their medians; ``--out``
-also keeps each run's server log and a screenshot of the answered page.
+shown (it comes with the route, before the answer). Prints one JSON line per run and their
+medians; ``--out`` also keeps each run's server log and a screenshot of the answered page.
 """
 from __future__ import annotations
 
