@@ -192,8 +192,10 @@ def _first_answer(page, url: str, rt, tmp_path) -> None:
     shown_page = where.split(", ")[-1].split(" (")[0]
     assert shown_page.startswith("p. "), where
     page.locator("#passages .passage[data-rank='2']").click()
+    # the new page's picture decoded (its natural size known: the fit below reads it)
     page.wait_for_function("(p) => { const img = document.querySelector('#page-view-image img');"
-                           " return img && img.src && (document.querySelector('#page-view-head')"
+                           " return img && img.src && img.complete && img.naturalWidth > 0"
+                           " && (document.querySelector('#page-view-head')"
                            "?.innerText || '').includes(p); }", arg=shown_page)
     assert page.evaluate(YELLOW_JS) > 0  # the passage is highlighted on its page
     # ... and in the image's first view: the whole page is drawn inside its frame, nothing to
