@@ -7,7 +7,8 @@ ingest) has none yet (``memories_pending``).
 Other processes change the library too (app replicas, memory workers): every request reads what
 the library says now about the documents it asks, in one query (their content hashes and memory
 progress), so a document uploaded, deleted or given its memories elsewhere is seen on the next
-request, without a restart."""
+request, without a restart; so are the dense vectors of a big upload's evidence, stored after
+it (``engine.ingest.store_evidence_vectors``): until then it is routed by its words."""
 from __future__ import annotations
 
 import hashlib
@@ -19,7 +20,7 @@ import torch
 from engine.document.tree import Tree
 from engine.ingest import document_evidence
 from engine.routing.candidates import VERSION as CANDIDATES_VERSION, CandidateIndex
-from engine.routing.evidence import evidence_fingerprint
+from engine.routing.evidence import evidence_fingerprint, vectors_pending
 from engine.routing.router import RoutingTree
 from engine.runtime import Runtime
 from storage import DocumentNotFound, MemoryProgress, NodeEvidence
@@ -55,6 +56,9 @@ def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, StoredDocument]
         # The sha256 is part of the key: a database may reuse a deleted document's id.
         key = (doc_id, sha256, rt.fingerprint, evidence_fingerprint(rt.encoder))
         doc = cache.pop(key, None)  # re-inserted below: the dict's order is least recent first
+        if doc is not None and vectors_pending(doc.evidence, rt.encoder) and \
+                rt.library.evidence_has_vectors(doc_id, key[3]):
+            doc = None  # its dense vectors were stored since (here or elsewhere): read them
         if doc is None:
             tree = rt.library.get_tree(doc_id)
             doc = StoredDocument(tree, document_evidence(doc_id, tree, rt), None,

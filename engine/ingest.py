@@ -42,7 +42,8 @@ from engine.memory.worker import write_document_memories as write_memories_of
 from engine.answer.passages.passage_index import index_for
 from engine.answer.passages.unit_vectors import (digest, known_vectors, precompute, quote_kind,
                                                  texts_of)
-from engine.routing.evidence import compute_evidence, evidence_fingerprint
+from engine.routing.evidence import (add_vectors, compute_evidence, evidence_fingerprint,
+                                     vectors_pending)
 from engine.routing.shared_vectors import SharedVectors
 from storage import DocumentMeta, DuplicateDocument, NodeEvidence, SourceFile
 
@@ -159,13 +160,42 @@ def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = 
 
 
 def tree_evidence(tree: Tree, rt: Runtime, shared: SharedVectors | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> NodeEvidence:
+                  progress: Callable[[int, int], None] | None = None, *,
+                  vectors_later: bool = False) -> NodeEvidence:
     """Routing evidence of ``tree`` (``routing.evidence``), reusing the vectors ``shared``
-    already holds (an induced tree's chunks) rather than encoding them again."""
+    already holds (an induced tree's chunks) rather than encoding them again.
+    ``vectors_later``: the lexical tokens only; ``store_evidence_vectors`` adds the vectors."""
     if rt.encoder is None:
         return compute_evidence(tree, None, progress)
+    if vectors_later:
+        return compute_evidence(tree, rt.encoder, progress, vectors_later=True)
     shared = shared if shared is not None else SharedVectors(rt.encoder)
     return compute_evidence(tree, shared.for_evidence(tree), progress)
+
+
+def store_evidence_vectors(doc_id: int, rt: Runtime,
+                           progress: IngestProgress | None = None) -> int:
+    """The dense vectors of a document stored with its lexical evidence only (a big upload,
+    askable by its words first), encoded and stored in one transaction (stage "sections");
+    how many nodes were encoded (0: nothing was pending)."""
+    fp = evidence_fingerprint(rt.encoder)
+    ev = rt.library.get_evidence(doc_id, fp)
+    if ev is None or not vectors_pending(ev, rt.encoder):
+        return 0
+    tree = rt.library.get_tree(doc_id)
+    # the same encoder as phase one's (an induced tree's leaves read their chunk texts)
+    ev = add_vectors(tree, ev, SharedVectors(rt.encoder).for_evidence(tree),
+                     _stage(progress, "sections"))
+    rt.library.put_evidence(doc_id, ev)
+    return len(tree)
+
+
+def pending_evidence_vectors(doc_id: int, rt: Runtime) -> int:
+    """How many nodes of the document wait for their dense evidence vectors (0: none)."""
+    if rt.encoder is None:
+        return 0
+    return 0 if rt.library.evidence_has_vectors(doc_id, evidence_fingerprint(rt.encoder)) \
+        else rt.library.get_document(doc_id).n_nodes
 
 
 class IngestProgress(Protocol):
@@ -196,7 +226,8 @@ def document_evidence(doc_id: int, tree: Tree, rt: Runtime) -> NodeEvidence:
 
 def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None = None, *,
                 timeout_s: float | None = None, memories: bool = True,
-                preflighted: bool = False, unit_vectors: bool = False) -> IngestResult:
+                preflighted: bool = False, unit_vectors: bool = False,
+                background: bool = False) -> IngestResult:
     """Phase one (tree + evidence, stored in one transaction) and, with ``memories``, phase two
     (node memories, stored height by height) of one file; or reuse the stored document (its
     missing memories are written). DocumentError on bad files.
@@ -206,6 +237,10 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     ``preflighted``: the caller ran ``preflight`` on the file already (an upload's checks).
     ``unit_vectors``: phase one also encodes and stores the passage units the quote reads
     (``store_unit_vectors``), so that no ask encodes them.
+    ``background``: the caller encodes what can wait in the background (the app's
+    ``engine.passage_worker``): a tree of ``Settings.background_evidence_nodes`` nodes or more
+    is stored with its lexical evidence only, askable by its words at once, its dense vectors
+    added by ``store_evidence_vectors``.
     """
     path = Path(path)
     deadline = Deadline(path.name, timeout_s)
@@ -226,7 +261,8 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
     tree = build_document_tree(path, rt, shared, deadline.check, _stage(progress, "ocr"))
     tree_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
-    evidence = tree_evidence(tree, rt, shared, _stage(progress, "evidence"))
+    later = background and len(tree) >= rt.settings.background_evidence_nodes
+    evidence = tree_evidence(tree, rt, shared, _stage(progress, "evidence"), vectors_later=later)
     evidence_ms = (time.perf_counter() - t1) * 1e3
     meta = DocumentMeta(title=tree.title or path.stem, file_name=path.name, sha256=sha,
                         pages=tree.pages, tree_ms=tree_ms, memory_ms=0.0)
@@ -240,6 +276,7 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
         return _reuse(existing, rt, progress, memories)
     if unit_vectors:
         t2 = time.perf_counter()
+        store_evidence_vectors(doc_id, rt, progress)
         store_unit_vectors(doc_id, rt, progress)
         evidence_ms += (time.perf_counter() - t2) * 1e3
     if not memories:

@@ -1,7 +1,10 @@
 """The passage vectors of uploaded manuals, encoded in the background.
 
 An upload stores the document (tree and routing evidence, phase one) and is askable at once;
-the vectors of its passage texts, which the quote stage reads (``engine.ingest.
+a big one (``Settings.background_evidence_nodes``) with its lexical evidence only, routed by
+its words until the dense vectors of its nodes are stored here first
+(``engine.ingest.store_evidence_vectors``, one transaction). Then the vectors of its passage
+texts, which the quote stage reads (``engine.ingest.
 store_unit_vectors``), are then encoded here, one document at a time in a daemon thread, and
 stored a chunk at a time (``unit_vectors.STORE_EVERY`` texts). They are stored by the digest of
 their text, so the work resumes after a restart from what is stored (``resume_incomplete``
@@ -35,6 +38,7 @@ class PassageWorker:
         self._queue: list[int] = []
         self._current: int | None = None
         self._progress: dict[int, tuple[int, int]] = {}  # doc id -> (stored, total)
+        self._words_only: set[int] = set()  # queued docs whose evidence waits for its vectors
         self.errors: dict[int, str] = {}  # doc id -> why its vectors were not finished
         self._cancelled: set[int] = set()
         self._thread: threading.Thread | None = None
@@ -42,14 +46,19 @@ class PassageWorker:
 
     # -- queueing -------------------------------------------------------------------------------
     def submit(self, doc_id: int) -> tuple[int, int]:
-        """Queue the document (unless queued or being encoded); (stored, total) of its passage
-        texts now, from the library. (n, n): nothing to encode, nothing queued."""
-        from engine.ingest import pending_unit_vectors
+        """Queue the document (unless queued or being encoded); (stored, total) of its texts to
+        encode now (its nodes' evidence vectors if pending, then its passage texts), from the
+        library. (n, n): nothing to encode, nothing queued."""
+        from engine.ingest import pending_evidence_vectors, pending_unit_vectors
 
+        nodes = pending_evidence_vectors(doc_id, self.rt)
         done, total = pending_unit_vectors(doc_id, self.rt)
+        total += nodes
         if done < total:
             with self._cond:
                 self.errors.pop(doc_id, None)
+                if nodes:
+                    self._words_only.add(doc_id)
                 if doc_id not in self._queue and doc_id != self._current:
                     self._queue.append(doc_id)
                     self._progress[doc_id] = (done, total)
@@ -84,6 +93,7 @@ class PassageWorker:
             if doc_id == self._current:
                 self._cancelled.add(doc_id)
             self._progress.pop(doc_id, None)
+            self._words_only.discard(doc_id)
             self._cond.notify_all()
 
     # -- reading --------------------------------------------------------------------------------
@@ -92,6 +102,12 @@ class PassageWorker:
         this process; None otherwise."""
         with self._cond:
             return self._progress.get(doc_id)
+
+    def words_only(self, doc_id: int) -> bool:
+        """Whether the document, queued here, is still routed by its words only (its nodes'
+        dense vectors not stored yet)."""
+        with self._cond:
+            return doc_id in self._words_only
 
     def busy(self) -> bool:
         with self._cond:
@@ -134,6 +150,7 @@ class PassageWorker:
                     self._current = None
                     self._cancelled.discard(doc_id)
                     self._progress.pop(doc_id, None)
+                    self._words_only.discard(doc_id)
                     self._cond.notify_all()
 
     def _vector_keys(self, doc_id: int) -> list:
@@ -142,30 +159,36 @@ class PassageWorker:
                 if isinstance(k, tuple) and k[:2] == ("unit_vectors", doc_id)]
 
     def _encode(self, doc_id: int) -> None:
-        from engine.ingest import store_unit_vectors
+        from engine.ingest import (pending_evidence_vectors, pending_unit_vectors,
+                                   store_evidence_vectors, store_unit_vectors)
 
         def progress(done: int, total: int, *, stage: str) -> None:
             with self._cond:
                 if doc_id == self._current and doc_id not in self._cancelled:
-                    self._progress[doc_id] = (done + base[0], total + base[0])
+                    self._progress[doc_id] = (done + base[0], total + base[0] + later[0])
 
-        base = [0]
+        base, later = [0], [0]
         try:
-            from engine.ingest import pending_unit_vectors
-
             cached = set(self._vector_keys(doc_id))
+            nodes = pending_evidence_vectors(doc_id, self.rt)
             stored, total = pending_unit_vectors(doc_id, self.rt)
-            if stored >= total:  # (a restart's look at every document): nothing kept in memory
-                for key in set(self._vector_keys(doc_id)) - cached:
+            if not nodes and stored >= total:  # (a restart's look at every document)
+                for key in set(self._vector_keys(doc_id)) - cached:  # nothing kept in memory
                     self.rt.cache.pop(key, None)
                 return
-            base[0] = stored
             with self._cond:
                 if doc_id in self._cancelled:
                     return
-                self._progress[doc_id] = (stored, total)
+                self._progress[doc_id] = (stored, total + nodes)
             background = getattr(self.rt.encoder, "in_background", None)  # asks go first
             with background() if background is not None else contextlib.nullcontext():
+                if nodes:
+                    base[0], later[0] = stored, total - stored
+                    store_evidence_vectors(doc_id, self.rt, progress)
+                    with self._cond:
+                        self._words_only.discard(doc_id)
+                    log.info("evidence vectors of #%d: %d nodes encoded", doc_id, nodes)
+                base[0], later[0] = stored + nodes, 0
                 added = store_unit_vectors(
                     doc_id, self.rt, progress,
                     stop=lambda: self._stop.is_set() or doc_id in self._cancelled)

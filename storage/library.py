@@ -172,6 +172,14 @@ class Library(MemoryStore, QueryLog, UnitVectorStore, LeftoverSweep):
             dense = np.stack([decode_array(r.dtype, r.dim, r.blob) for r in rows])
         return NodeEvidence(tokens=tokens, dense=dense, fingerprint=fingerprint)
 
+    def evidence_has_vectors(self, doc_id: int, fingerprint: str) -> bool:
+        """Whether the document's evidence under ``fingerprint`` holds dense vectors (one row's
+        look: ``put_evidence`` writes every row at once)."""
+        with self._sessions() as s:
+            dim = s.scalar(select(EvidenceRow.dim).where(
+                EvidenceRow.doc_id == doc_id, EvidenceRow.fingerprint == fingerprint).limit(1))
+        return bool(dim)
+
     # -- candidate indexes (big libraries) ----------------------------------------------------
     def get_candidate_index(self, key: str) -> bytes | None:
         """The serialised candidate index stored under ``key``; None when there is none."""

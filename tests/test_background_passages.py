@@ -17,6 +17,7 @@ from engine.answer.options import AskOptions
 from engine.answer.passages import unit_vectors as uv
 from engine.ask import ask
 from engine.ingest import ingest_file, pending_unit_vectors
+from engine.routing.evidence import evidence_fingerprint
 from engine.runtime import Runtime
 from engine.settings import Settings
 from storage import Library
@@ -69,8 +70,8 @@ class HeldEncoder:
         return self.encoder.encode(texts, **kwargs)
 
 
-def _runtime(data, tiny_backbone, tiny_parts, hold_at: int = 1) -> Runtime:
-    settings = Settings(data_dir=data, cache_dir=Settings().cache_dir, app_worker=False)
+def _runtime(data, tiny_backbone, tiny_parts, hold_at: int = 1, **given) -> Runtime:
+    settings = Settings(data_dir=data, cache_dir=Settings().cache_dir, app_worker=False, **given)
     rt = Runtime(settings, tiny_backbone, tiny_parts, Library(settings.database_url))
     rt._encoder = HeldEncoder(rt.encoder, hold_at)
     return rt
@@ -118,6 +119,54 @@ def test_an_upload_is_askable_before_its_passage_vectors_and_an_ask_meanwhile_wo
     finally:
         rt.encoder.release.set()
         writer.stop()
+
+
+def test_a_big_upload_is_routed_by_its_words_until_its_sections_vectors_are_stored(
+        tmp_path, manual, tiny_backbone, tiny_parts):
+    """An upload at or over ``background_evidence_nodes`` is stored with its lexical evidence:
+    askable by its words at once, its nodes' dense vectors encoded first in the background
+    (the same vectors phase one gives), then the sentence-encoder channel joins the route."""
+    import numpy as np
+
+    from engine.routing.evidence import compute_evidence, evidence_fingerprint
+    from engine.routing.shared_vectors import SharedVectors
+
+    rt = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts, background_evidence_nodes=0)
+    writer = MemoryWriter(rt)
+    s = AppState(rt, rt.settings, writer)
+    try:
+        status, *_ = upload(s, [str(manual)], progress=lambda *a, **k: None)
+        doc = rt.library.list_documents()[0].id
+        fp = evidence_fingerprint(rt.encoder)
+        assert rt.encoder.reached.wait(60)  # the worker holds at its first encode: the nodes'
+        assert not rt.library.evidence_has_vectors(doc, fp)
+        assert "its sections found by their words for now" in status, status
+        assert writer.passages.words_only(doc)
+        a = ask(rt, doc, QUESTION, AskOptions(mode="quote"))
+        assert a.quote is not None and "12 V" in a.quote.text
+        assert "lexical" in a.route.channels and "dense" not in a.route.channels
+        rt.encoder.release.set()
+        assert writer.passages.wait_idle(60)
+        assert not writer.passages.words_only(doc)
+        stored = rt.library.get_evidence(doc, fp)
+        other = _runtime(tmp_path / "other", tiny_backbone, tiny_parts)  # phase one's way
+        other.encoder.release.set()
+        whole = other.library.get_evidence(
+            ingest_file(manual, other, memories=False).doc_id, fp)
+        assert np.array_equal(stored.dense, whole.dense) and stored.tokens == whole.tokens
+        again = ask(rt, doc, QUESTION, AskOptions(mode="quote"))  # the stored vectors read
+        assert "dense" in again.route.channels and "lexical" in again.route.channels
+    finally:
+        rt.encoder.release.set()
+        writer.stop()
+
+
+def test_an_upload_under_the_size_gets_its_sections_vectors_in_phase_one(
+        tmp_path, manual, tiny_backbone, tiny_parts):
+    rt = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts)  # the default size
+    doc = ingest_file(manual, rt, memories=False, background=True).doc_id
+    assert len(rt.library.get_tree(doc)) < rt.settings.background_evidence_nodes
+    assert rt.library.evidence_has_vectors(doc, evidence_fingerprint(rt.encoder))
 
 
 def test_the_background_work_stops_after_a_chunk_and_resumes_after_a_restart(

@@ -66,7 +66,7 @@ def ready_line(s: AppState, doc_id: int) -> str:
         return lines.READY_TO_ASK  # the count is a nicety; asks encode what they need
     if done >= total:  # every passage stored (or no sentence encoder: none to store)
         return lines.READY_TO_ASK
-    said = lines.preparing_passages(done, total)
+    said = lines.preparing_passages(done, total, s.writer.passages.words_only(doc_id))
     return (said[:1].upper() + said[1:] + " in the background (progress "
             f"below the library; {lines.SLOWER_MEANWHILE}).")
 
@@ -77,7 +77,8 @@ def passages_line(s: AppState, docs) -> str:
     for d in docs:
         st = s.writer.passages.state(d.id)
         if st is not None:
-            parts.append(f"#{d.id} {lines.preparing_passages(*st)}")
+            words = s.writer.passages.words_only(d.id)
+            parts.append(f"#{d.id} {lines.preparing_passages(*st, words)}")
     return ("; ".join(parts) + f" ({lines.SLOWER_MEANWHILE}).") if parts else ""
 
 
@@ -139,7 +140,8 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
         progress(i / n, desc=f"{of}{name}: parsing and building the tree")
         try:
             r = ingest_file(path, rt, report, timeout_s=settings.request_timeout_s,
-                            memories=False, preflighted=True)  # check_upload ran preflight
+                            memories=False, preflighted=True,  # check_upload ran preflight
+                            background=True)
         except DocumentError as e:
             msg = str(e)
             messages.append(f"✗ {msg if msg.startswith(name) else f'{name}: {msg}'}")

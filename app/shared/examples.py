@@ -121,7 +121,7 @@ class ExampleManual:
             self._sha = file_sha256(self.path)
             with self._lock:
                 self._status = ExampleStatus("indexing", stage="parsing")
-            r = ingest_file(self.path, self.rt, self._report, memories=False,
+            r = ingest_file(self.path, self.rt, self._report, memories=False, background=True,
                             timeout_s=self.rt.settings.request_timeout_s, preflighted=True)
         except (UploadRejected, DocumentError, StorageError) as e:  # a broken install (the
             # file missing), a full disk, a database refusing: the page says it in one line

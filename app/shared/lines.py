@@ -152,6 +152,10 @@ READY_TO_ASK = "Ready to ask."
 SLOWER_MEANWHILE = "answers are slower until then"
 
 
-def preparing_passages(done: int, total: int) -> str:
-    """The words for a manual that can be asked while its passage vectors are prepared."""
+def preparing_passages(done: int, total: int, words_only: bool = False) -> str:
+    """The words for a manual that can be asked while its passage vectors are prepared
+    (``words_only``: its sections' vectors too, found by their words until then)."""
+    if words_only:
+        return (f"ready to ask, its sections found by their words for now; preparing their "
+                f"meaning and its passages {done:,}/{total:,}")
     return f"ready to ask; preparing passages {done:,}/{total:,}"

@@ -50,23 +50,36 @@ def evidence_fingerprint(encoder) -> str:
 
 
 def compute_evidence(tree: Tree, encoder=None,
-                     progress: Callable[[int, int], None] | None = None) -> NodeEvidence:
-    """Lexical tokens and (with an encoder) unit dense vectors for every node, row = node id."""
+                     progress: Callable[[int, int], None] | None = None, *,
+                     vectors_later: bool = False) -> NodeEvidence:
+    """Lexical tokens and (with an encoder) unit dense vectors for every node, row = node id.
+
+    ``vectors_later``: the tokens only, under the encoder's fingerprint, the vectors left to
+    ``add_vectors`` (a big upload is askable by its words first; ``vectors_pending``)."""
     n = len(tree)
     if progress is not None:
         progress(0, n)
-    tokens: list[list[str]] = []
-    texts: list[str] = []
-    for i in range(n):
-        if has_evidence(tree, i):
-            tokens.append(lexical.evidence_tokens(heading_path(tree, i), tree.node(i).text))
-            texts.append(evidence_text(tree, i))
-        else:
-            tokens.append([])
-            texts.append("")
-    dense = None
-    if encoder is not None:
-        dense = np.asarray(encoder.encode(texts, progress=progress), dtype=np.float32)
+    tokens = [lexical.evidence_tokens(heading_path(tree, i), tree.node(i).text)
+              if has_evidence(tree, i) else [] for i in range(n)]
+    ev = NodeEvidence(tokens=tokens, dense=None, fingerprint=evidence_fingerprint(encoder))
+    if encoder is not None and not vectors_later:
+        ev = add_vectors(tree, ev, encoder, progress)
     if progress is not None:
         progress(n, n)
-    return NodeEvidence(tokens=tokens, dense=dense, fingerprint=evidence_fingerprint(encoder))
+    return ev
+
+
+def vectors_pending(evidence: NodeEvidence, encoder) -> bool:
+    """Whether the evidence waits for its dense vectors: stored under ``encoder`` without them
+    (``compute_evidence(..., vectors_later=True)``)."""
+    return encoder is not None and evidence.dense is None
+
+
+def add_vectors(tree: Tree, evidence: NodeEvidence, encoder,
+                progress: Callable[[int, int], None] | None = None) -> NodeEvidence:
+    """``evidence`` with one sentence-encoder vector per node (zero text for the nodes without
+    evidence, as the walk never reads them)."""
+    texts = [evidence_text(tree, i) for i in range(len(tree))]
+    dense = np.asarray(encoder.encode(texts, progress=progress), dtype=np.float32)
+    return NodeEvidence(tokens=evidence.tokens, dense=dense,
+                        fingerprint=evidence_fingerprint(encoder))

@@ -113,6 +113,10 @@ class Settings:
     # library, rebuilt when the evidence changes) and the leaf walks score candidates and the
     # nodes they visit instead of every node. 0 forces it on at every size (the dev-set check).
     candidates_min_nodes: int = 10_000
+    # An upload whose tree has at least this many nodes is askable by its words first: stored
+    # with its lexical evidence, the dense vectors of its nodes encoded in the background before
+    # its passage vectors (``engine.passage_worker``). 0: every upload so.
+    background_evidence_nodes: int = 500
     # Sentence encoder of the dense channel: "minilm" (all-MiniLM-L6-v2 from its PyPI package)
     # or "none" (no dense channel: fusion leaves it out).
     dense_encoder: str = "minilm"
@@ -263,7 +267,8 @@ class Settings:
 
     def __post_init__(self) -> None:
         types = typing.get_type_hints(type(self))
-        zero_allowed = ("candidates_min_nodes", "cpu_slots")  # 0: always; 0: by the cores
+        # 0: always; 0: by the cores; 0: every upload
+        zero_allowed = ("candidates_min_nodes", "cpu_slots", "background_evidence_nodes")
         for f in fields(self):  # every number is positive but those two
             if types[f.name] in (int, float) and f.name not in zero_allowed:
                 if not getattr(self, f.name) > 0:
@@ -272,6 +277,9 @@ class Settings:
         if self.cpu_slots < 0:
             raise SettingsError(f"H2MT_CPU_SLOTS must be 0 (one per core but one) or more, not "
                                 f"{self.cpu_slots!r}")
+        if self.background_evidence_nodes < 0:
+            raise SettingsError("H2MT_BACKGROUND_EVIDENCE_NODES must be 0 (every upload) or "
+                                f"more, not {self.background_evidence_nodes!r}")
         if self.candidates_min_nodes < 0:
             raise SettingsError("H2MT_CANDIDATES_MIN_NODES must be 0 (always) or more, not "
                                 f"{self.candidates_min_nodes!r}")
