@@ -2,11 +2,14 @@
 encoded in the background and the same asks after.
 
     OMP_NUM_THREADS=1 python -m bench.background_passages FILE "QUESTION" ["QUESTION"...]
+        [--every SECONDS]
 
 Into a fresh SQLite library in a temporary folder, with the app's memory thread off (only the
-passage worker runs beside the asks). Prints the upload's status line and seconds, then each
-ask during the background encoding (seconds, passages prepared at its start) and after it
-(seconds; whether the quote is the same), and when every passage vector was stored.
+passage worker runs beside the asks). Prints the upload's status line and seconds, the first
+answer's seconds after the upload started, then each ask during the background encoding
+(seconds, texts prepared at its start, whether the route had the sentence-encoder channel) and
+after it (seconds; whether the quote is the same), and when every vector was stored. The asks
+come back to back (a worst case for the background) or one every ``--every`` seconds.
 """
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("file", type=Path)
     p.add_argument("questions", nargs="+")
+    p.add_argument("--every", type=float, default=0.0,
+                   help="seconds from one ask's start to the next during the background work "
+                        "(0: back to back)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         rt = Runtime.load(Settings(data_dir=Path(tmp), cache_dir=Settings().cache_dir,
@@ -48,9 +54,16 @@ def main() -> None:
             t = time.perf_counter()
             a = ask(rt, doc, q, AskOptions(mode="quote"))
             during.append(time.perf_counter() - t)
+            if i == 0:
+                print(f"first answer {time.perf_counter() - t0:.1f} s after the upload started",
+                      flush=True)
             quotes.setdefault(q, a.quote.text if a.quote else None)
-            print(f"during ({state}): {during[-1]:.2f} s  {q}", flush=True)
+            dense = "dense" in a.route.channels if a.route is not None else None
+            print(f"during ({state}, dense channel {dense}): {during[-1]:.2f} s  {q}",
+                  flush=True)
             i += 1
+            if args.every:
+                writer.passages.wait_idle(max(0.0, args.every - during[-1]))
         writer.passages.wait_idle()
         print(f"every passage vector stored {time.perf_counter() - t0:.1f} s after the upload "
               "started", flush=True)
