@@ -188,6 +188,7 @@ class PassageWorker:
                     with self._cond:
                         self._words_only.discard(doc_id)
                     log.info("evidence vectors of #%d: %d nodes encoded", doc_id, nodes)
+                    stored, total = pending_unit_vectors(doc_id, self.rt)  # asks stored some
                 base[0], later[0] = stored + nodes, 0
                 added = store_unit_vectors(
                     doc_id, self.rt, progress,
