@@ -50,6 +50,8 @@ __all__ = ["MAX_NEW_TOKENS", "NOT_COVERED", "AskError", "AskOptions", "MemoriesP
 
 # The line said when the loop clean-up cut a repetition off (engine.answer.generation.cleanup).
 LOOP_CUT = "The answer began to repeat itself; the repetition was cut."
+WORDS_ONLY = ("The sections' meaning is still being prepared (a big upload): routed by their words "
+              "until it is done.")
 
 
 def resolve_docs(rt: Runtime, doc: int | str | None) -> list[int]:
@@ -212,7 +214,9 @@ def finish(req: Request) -> Request:
     evidence lines (``engine.answer.request.Finished``)."""
     mode, step, result, text = req.mode, req.step, req.generated.result, req.generated.text
     warnings = [step.warning] if step.warning else []
-    if req.pending and req.opts.router == "fused" and mode.shows_route:
+    if mode.shows_route and req.rt.encoder is not None and req.routing.dense is None:
+        warnings.append(WORDS_ONLY)  # engine.passage_worker encodes them
+    elif req.pending and req.opts.router == "fused" and mode.shows_route:
         warnings.append(f"{pending_line(req.pending)}: routed on words and meaning only until they "
                         "are done.")
     if result is None:

@@ -15,7 +15,7 @@ from app.shared.memory_writer import MemoryWriter
 from app.shared.state import AppState
 from engine.answer.options import AskOptions
 from engine.answer.passages import unit_vectors as uv
-from engine.ask import ask
+from engine.ask import WORDS_ONLY, ask
 from engine.ingest import ingest_file, pending_unit_vectors
 from engine.routing.evidence import evidence_fingerprint
 from engine.runtime import Runtime
@@ -145,6 +145,7 @@ def test_a_big_upload_is_routed_by_its_words_until_its_sections_vectors_are_stor
         a = ask(rt, doc, QUESTION, AskOptions(mode="quote"))
         assert a.quote is not None and "12 V" in a.quote.text
         assert "lexical" in a.route.channels and "dense" not in a.route.channels
+        assert WORDS_ONLY in (a.warning or ""), a.warning
         rt.encoder.release.set()
         assert writer.passages.wait_idle(60)
         assert not writer.passages.words_only(doc)
@@ -156,6 +157,7 @@ def test_a_big_upload_is_routed_by_its_words_until_its_sections_vectors_are_stor
         assert np.array_equal(stored.dense, whole.dense) and stored.tokens == whole.tokens
         again = ask(rt, doc, QUESTION, AskOptions(mode="quote"))  # the stored vectors read
         assert "dense" in again.route.channels and "lexical" in again.route.channels
+        assert WORDS_ONLY not in (again.warning or "")
     finally:
         rt.encoder.release.set()
         writer.stop()
