@@ -254,6 +254,7 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
         if not lib.has_source(existing):  # stored by a version that did not keep the file
             lib.put_source(existing, source_file(path))
         if unit_vectors:  # those of an older unit split (UNITS_VERSION) are replaced
+            store_evidence_vectors(existing, rt, progress)  # an upload's left to the background
             store_unit_vectors(existing, rt, progress)
         return _reuse(existing, rt, progress, memories)
     t0 = time.perf_counter()
