@@ -159,19 +159,25 @@ def windows(sents: list[Sentence], words: int = WINDOW_WORDS,
 def score(encoder, question: Question, sents: list[Sentence],
           lexical_weight: float = LEXICAL_WEIGHT, encoded: int = ENCODED,
           query_vec: np.ndarray | None = None, heading_weight: float = HEADING_WEIGHT,
-          type_weight: float = TYPE_WEIGHT, window_words: int = WINDOW_WORDS) -> list[Sentence]:
+          type_weight: float = TYPE_WEIGHT, window_words: int = WINDOW_WORDS,
+          terms: list[str] | None = None, dense_terms: bool = False) -> list[Sentence]:
     """Sets each sentence's ``cosine``, ``lexical`` and ``score`` (module docstring); returns
     them best first. Words and meaning are read over each unit's window (``windows``: what a
     quote starting there shows; ``window_words`` 0: the unit alone); the answer-type fit over
     the unit. Only the ``encoded`` best by BM25 are encoded (``ENCODED``); the others, and
     every sentence without an encoder, have cosine 0 (word match alone). ``query_vec``: the
-    question's vector when the caller has it (routing encoded it already)."""
+    question's vector when the caller has it (routing encoded it already). ``terms``: each
+    sentence's expansion (``engine.answer.passages.expansion``: the back-of-book index's terms
+    for its page), read with its heading path by the word match and, with ``dense_terms``, by
+    the encoder."""
     if not sents:
         return []
     q = question
     texts = windows(sents, window_words)
-    index = lexical.LexicalIndex([lexical.evidence_tokens([s.path], t, title_boost=1)
-                                  for s, t in zip(sents, texts)])
+    extra = terms or [""] * len(sents)
+    index = lexical.LexicalIndex([lexical.evidence_tokens([f"{s.path} {x}" if x else s.path], t,
+                                                          title_boost=1)
+                                  for s, t, x in zip(sents, texts, extra)])
     bm = index.scores(list(q.tokens))
     best_bm = float(bm.max()) if len(bm) else 0.0
     lex = bm / best_bm if best_bm > 0 else np.zeros(len(sents), dtype=np.float32)
@@ -179,8 +185,10 @@ def score(encoder, question: Question, sents: list[Sentence],
     if encoder is not None:
         # no word of the question matched: meaning is the only evidence, so every sentence counts
         chosen = np.argsort(-lex, kind="stable")[:encoded if best_bm > 0 else len(sents)]
-        vec = encoder.encode([f"{sents[i].path}: {texts[i]}" if sents[i].path
-                              else texts[i] for i in chosen])
+        heads = [f"{s.path} ({x})" if dense_terms and x else s.path
+                 for s, x in zip(sents, extra)]
+        vec = encoder.encode([f"{heads[i]}: {texts[i]}" if heads[i] else texts[i]
+                              for i in chosen])
         qv = query_vec if query_vec is not None else encoder.encode_query(q.text)
         cos[chosen] = vec @ qv
     qtype, qtok = q.kind, set(q.tokens)

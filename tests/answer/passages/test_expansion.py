@@ -1,0 +1,90 @@
+"""engine.answer.passages.expansion: the back-of-book index's terms per page and the entry's
+kind in words (issue 66, entry expansion)."""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.answer.passages import expansion
+from engine.answer.passages.expansion import (entry_kinds, index_entries, kind_agreement,
+                                              wanted_kinds)
+from storage.tree import Node, Tree
+
+
+def test_index_lines_of_real_manuals_give_their_terms_and_pages():
+    # as the probe manuals' index nodes read (zsh, lilypond, beamer, pari)
+    text = ("NO_HUP . . . . . . . . . . . . . . . . . . . . 111\n"
+            "French clef. . . . . . . . . . . . . . . . . 17, 765\n"
+            "handout class option, 201\n"
+            "lexical scoping . . . . . . . . . . . . . . . 36\n"
+            "\\hyperlink, 106\n"
+            "sumalt . . . . . . 327–329\n")
+    assert index_entries(text) == [("NO_HUP", [111]), ("French clef", [17, 765]),
+                                   ("handout class option", [201]), ("lexical scoping", [36]),
+                                   ("\\hyperlink", [106]), ("sumalt", [327, 328, 329])]
+
+
+def test_a_head_term_is_read_with_the_entries_under_it_and_a_chapter_range_is_left_out():
+    text = "history\nsharing, 45\nsaving, 46\nOverview, 3–40\n"
+    assert index_entries(text) == [("history sharing", [45]), ("history saving", [46]),
+                                   ("Overview", [])]
+
+
+_TERM = st.from_regex(r"[A-Za-z\\][A-Za-z_ ]{0,30}[A-Za-z]", fullmatch=True).filter(
+    lambda t: "  " not in t and len(t.split()) <= expansion.MAX_TERM_WORDS)
+_PAGES = st.lists(st.integers(1, 1999), min_size=1, max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(term=_TERM, pages=_PAGES, leader=st.booleans())
+def test_any_index_line_gives_back_its_term_and_pages(term, pages, leader):
+    line = f"{term} {'. ' * 5}{', '.join(map(str, pages))}" if leader else \
+        f"{term}, {', '.join(map(str, pages))}"
+    assert index_entries(line) == [(term, pages)]
+
+
+def _tree_with_index(labels: tuple[str, ...]) -> Tree:
+    import networkx as nx
+
+    g = nx.DiGraph()
+    nodes = [Node(0, None, 0, 0, "Manual", "", kind="root"),
+             Node(1, 0, 0, 1, "Options", "SHARE_HISTORY shares the history between shells.",
+                  page_start=3, page_end=3),
+             Node(2, 0, 1, 1, "Index", "history, sharing . . . . . . . 1\nSHARE_HISTORY, 1\n"
+                  "options, 1\n", page_start=4, page_end=4, kind="index")]
+    for n in nodes:
+        g.add_node(n.id, node=n)
+        if n.parent is not None:
+            g.add_edge(n.parent, n.id)
+    return Tree(g, "outline", "Manual", 4, page_labels=labels)
+
+
+def test_the_index_points_at_physical_pages_by_the_pdfs_labels_or_by_the_found_offset():
+    labelled = expansion.BackIndex.build(_tree_with_index(("i", "ii", "1", "2")))
+    assert labelled.terms_on(3) == "history, sharing; SHARE_HISTORY; options"
+    assert labelled.terms_on(1) == "" and labelled.terms_on(None) == ""
+    # no labels: printed page 1 is found on physical page 3 (the term is in its text)
+    unlabelled = expansion.BackIndex.build(_tree_with_index(()))
+    assert "SHARE_HISTORY" in unlabelled.terms_on(3)
+
+
+def test_the_entrys_kind_is_read_from_its_signature_and_its_section():
+    assert entry_kinds("-o file Specify output file name", "Gmsh > Command-line options") \
+        == {"option"}
+    assert entry_kinds("\\begin{frame}<overlay>", "Frames") == {"environment"}
+    assert entry_kinds("\\patchcmd[<prefix>]{<command>}", "Patching") == {"command"}
+    assert entry_kinds(".include filename", "Circuit description") == {"statement"}
+    assert entry_kinds("HISTSIZE The maximum number of events", "Parameters") == {"key"}
+    assert entry_kinds("General.OptionsFileName", "General options") == {"key", "option"}
+    assert entry_kinds("It is a plain sentence.", "Introduction") == frozenset()
+
+
+def test_the_kinds_a_question_names_and_their_agreement():
+    assert wanted_kinds("Which command-line option sets the output file?") == {"option"}
+    assert wanted_kinds("Which environment variable holds the history file?") == {"key"}
+    assert wanted_kinds("What command saves the results?") == {"command"}
+    assert wanted_kinds("How do I share history?") == frozenset()
+    assert kind_agreement({"option"}, {"option", "key"}) == 1
+    assert kind_agreement({"command"}, {"option"}) == -1
+    assert kind_agreement(frozenset(), {"option"}) == 0
+    assert kind_agreement({"option"}, frozenset()) == 0
