@@ -35,6 +35,7 @@ from bench.rerank_probe import BANDS, band, replay
 VARIANTS = ("base", "index", "index+dense")
 AGREE = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)  # the kind agreement's weight
 DISAGREE = (0.0, 0.05, 0.1, 0.2)  # the kind disagreement's (subtracted)
+TERMS = (0.0, 0.05, 0.1, 0.2, 0.3)  # the index terms' own word match's weight
 RECORDED = 30
 
 
@@ -94,6 +95,7 @@ def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> N
                                              dense_terms=v == "index+dense")
                     comps[v] = {id(s): (s.cosine, s.lexical) for s in ranked}
                 ranked = sents  # _quote_from reads the units of the best one's section
+                idx = expansion.terms_match(qq, terms)
                 qtok = set(qq.tokens)
                 units = []
                 for s in sents:
@@ -101,12 +103,13 @@ def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> N
                     fit = float(fits(qq.kind, s.kind, s.text))
                     base = {v: comps[v][id(s)] for v in VARIANTS}
                     top = max(c + sentences.LEXICAL_WEIGHT * x for c, x in base.values())
-                    if top + 0.2 * head + 0.1 * fit < bar:
+                    if top + 0.2 * head + 0.1 * fit + max(TERMS) * idx[s.order] < bar:
                         continue
                     quote = quoting._quote_from(s, ranked, page_of)
                     units.append({"order": s.order, "unit": s.text, "kind": s.kind,
                                   "entry": s.entry, "heading": s.heading, "head": head,
-                                  "fit": fit, "comps": base,
+                                  "fit": fit, "comps": base, "terms": terms[s.order],
+                                  "idx": float(idx[s.order]),
                                   "quote": quote.text, "page": quote.page,
                                   "holds": holds(q, quote.text),
                                   "page_right": bool(q.pages) and quote.page in q.pages,
@@ -157,7 +160,7 @@ def agreement(row: dict, u: dict) -> int:
 
 
 def ordered(row: dict, variant: str, agree: float = 0.0, disagree: float = 0.0,
-            threshold: float = 0.70) -> list[dict]:
+            terms: float = 0.0, threshold: float = 0.70) -> list[dict]:
     """The recorded units as the quote stage would rank them under ``variant`` and the kind
     weights: at or above the bar, best first, the first ``RECORDED``."""
     scored = []
@@ -165,15 +168,16 @@ def ordered(row: dict, variant: str, agree: float = 0.0, disagree: float = 0.0,
         agreement(row, u)
         c, x = u["comps"][variant]
         sc = c + 0.5 * x + 0.2 * u["head"] + 0.1 * u["fit"]
-        sc += agree * (u["agree"] > 0) - disagree * (u["agree"] < 0)
+        sc += agree * (u["agree"] > 0) - disagree * (u["agree"] < 0) + terms * u["idx"]
         sc = round(sc, 4)
         if sc >= threshold:
             scored.append((-sc, u["order"], u))
     return [u for _, _, u in sorted(scored, key=lambda t: t[:2])][:RECORDED]
 
 
-def verdicts(row: dict, variant: str, agree: float = 0.0, disagree: float = 0.0):
-    quote, shown = replay(ordered(row, variant, agree, disagree))
+def verdicts(row: dict, variant: str, agree: float = 0.0, disagree: float = 0.0,
+             terms: float = 0.0):
+    quote, shown = replay(ordered(row, variant, agree, disagree, terms))
     return (bool(quote and quote["holds"]), bool(quote and quote["page_right"]),
             any(p["holds"] for p in shown))
 
@@ -184,7 +188,7 @@ def held_out(rows: list[dict], grid: list[tuple]) -> dict:
     for m in {r["manual"] for r in rows}:
         others = [r for r in rows if r["manual"] != m]
         chosen[m] = max(grid, key=lambda g: (sum(verdicts(r, *g)[0] for r in others),
-                                             -g[1] - g[2], -VARIANTS.index(g[0])))
+                                             -sum(g[1:]), -VARIANTS.index(g[0])))
     return chosen
 
 
@@ -241,10 +245,13 @@ def failures(rows: list[dict], variant: str = "base") -> str:
 def report(rows: list[dict]) -> str:
     grid_text = [(v, 0.0, 0.0) for v in VARIANTS]
     grid_kind = [("base", a, d) for a in AGREE for d in DISAGREE]
-    grid_all = [(v, a, d) for v in VARIANTS for a in AGREE for d in DISAGREE]
+    grid_terms = [("base", 0.0, 0.0, w) for w in TERMS]
+    grid_all = [(v, a, d, w) for v in VARIANTS for a in AGREE for d in DISAGREE
+                for w in (TERMS if v == "base" else (0.0,))]
     lines = []
     variants = [(f"{v} (linear order)", lambda r, v=v: verdicts(r, v)) for v in VARIANTS]
     for name, grid in (("index terms, variant held out", grid_text),
+                       ("index terms' own match, weight held out", grid_terms),
                        ("kind agreement, weights held out", grid_kind),
                        ("index terms + kind agreement, all held out", grid_all)):
         chosen = held_out(rows, grid)

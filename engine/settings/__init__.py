@@ -137,6 +137,11 @@ class Settings:
     # for a name also reads the sections of the whole manual's best-matching named entries.
     # Off by default (docs/results.md, "Second-stage ranking (issue 66)").
     quote_inventory: bool = False
+    # Entry expansion (issue 66, ``engine.answer.passages.expansion``): "index" = the linear
+    # score also reads the manual's back-of-book index terms for each unit's page, "kind" = an
+    # entry of the kind the question names (option, command, key, ...) scores higher,
+    # "index+kind" both, "none" neither. Off by default (docs/results.md, "Entry expansion").
+    quote_expansion: str = "none"
     # The answer check's confidence: "auto" = assets/answer_check.json (answers below its
     # threshold folded), "none" = only the rule-based check folds, or a JSON path. On by
     # default: the model's sentence is shown only when the check says it holds
@@ -290,6 +295,9 @@ class Settings:
         if self.quote_rerank not in ("none", "likelihood", "cross"):
             raise SettingsError(f"H2MT_QUOTE_RERANK={self.quote_rerank!r} is not 'none', "
                                 "'likelihood' or 'cross'")
+        if self.quote_expansion not in ("none", "index", "kind", "index+kind"):
+            raise SettingsError(f"H2MT_QUOTE_EXPANSION={self.quote_expansion!r} is not 'none', "
+                                "'index', 'kind' or 'index+kind'")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
         for name in ("passage_ranker", "fusion", "answer_check", "short_answer"):  # _asset_choice reads them

@@ -27,7 +27,8 @@ from engine.document.hygiene import _logical_lines
 
 _PAGE = r"(?:[1-9]\d{0,3})"
 _PAGES = rf"{_PAGE}(?:\s*[–—-]\s*{_PAGE})?(?:\s*,\s*{_PAGE}(?:\s*[–—-]\s*{_PAGE})?)*"
-_ENTRY = re.compile(rf"^(?P<term>[^.·…]*?[^\s.,·…])\s?(?:[.·…]\s?){{3,}}\s?(?P<pages>{_PAGES})$"
+_ENTRY = re.compile(rf"^(?P<term>[^.·…]*?[^\s.,·…])\s?(?:[.·…]\s?){{3,}}\s?"
+                    rf"(?P<pages>{_PAGES})$"
                     rf"|^(?P<term2>.*?[^\s\d.,·…]),?\s(?P<pages2>{_PAGES})$")
 _RANGE = re.compile(rf"({_PAGE})(?:\s*[–—-]\s*({_PAGE}))?")
 _LEADING_PAGES = re.compile(rf"^(?:{_PAGE}\s*[,–—-]?\s*)+(?=\D)")  # the line before's pages
@@ -94,6 +95,21 @@ class BackIndex:
     def terms_on(self, page: int | None) -> str:
         """The index's terms that point at ``page``, "; "-joined ("" when none)."""
         return "; ".join(self.by_page.get(page, ())) if page is not None else ""
+
+
+def terms_match(question, terms: list[str]):
+    """The question's word match with each unit's index terms (BM25 over the candidates'
+    terms, the lexical channel's tokens), divided by the best (0..1 within the question)."""
+    import numpy as np
+
+    from engine.routing import lexical
+
+    rows = [lexical.tokenize(t) for t in terms]
+    if not any(rows):
+        return np.zeros(len(terms), dtype=np.float32)
+    bm = lexical.LexicalIndex(rows).scores(list(question.tokens))
+    best = float(bm.max()) if len(bm) else 0.0
+    return bm / best if best > 0 else np.zeros(len(terms), dtype=np.float32)
 
 
 OFFSETS = range(-60, 61)  # physical page - printed page, tried where the PDF gives no labels
@@ -178,3 +194,47 @@ def kind_agreement(wanted: frozenset[str], kinds: frozenset[str]) -> int:
     if not wanted or not kinds:
         return 0
     return 1 if wanted & kinds else -1
+
+
+# -- the score's share -----------------------------------------------------------------------------
+
+# Weights of the two features in the linear score (``sentences.score``'s ``bonus``), set from the
+# held-out choice on the dev probe (docs/results.md, "Entry expansion (issue 66, third session)").
+TERMS_WEIGHT = 0.1
+KIND_WEIGHT = 0.1
+MISMATCH_WEIGHT = 0.0
+SOURCES = ("none", "index", "kind", "index+kind")  # Settings.quote_expansion
+
+
+def bonus(question, sents: list, source: str, back: "BackIndex | None" = None,
+          page_of=None, terms_weight: float = TERMS_WEIGHT, kind_weight: float = KIND_WEIGHT,
+          mismatch_weight: float = MISMATCH_WEIGHT) -> list[float]:
+    """Each unit's share of the score from its expansion (``source`` one of ``SOURCES``):
+    ``terms_weight`` times the question's match with the index terms of the page the unit
+    begins on (``page_of(unit)``; ``back`` the manual's index), and ``kind_weight`` when its
+    entry is a kind the question names (``mismatch_weight`` taken off when it is another)."""
+    out = [0.0] * len(sents)
+    if "index" in source and back is not None and len(back) and page_of is not None:
+        match = terms_match(question, [back.terms_on(page_of(s)) for s in sents])
+        out = [x + terms_weight * float(m) for x, m in zip(out, match)]
+    if "kind" in source:
+        wanted = wanted_kinds(question.text)
+        if wanted:
+            for i, s in enumerate(sents):
+                a = kind_agreement(wanted, entry_kinds(s.entry or s.text, s.heading))
+                out[i] += kind_weight if a > 0 else -mismatch_weight if a < 0 else 0.0
+    return out
+
+
+CACHED = 8
+
+
+def back_index_for(cache: dict, doc_id, sha256, tree) -> BackIndex:
+    """The document's back-of-book index from a runtime's ``cache``, built on first use."""
+    store = cache.setdefault("back_index", {})
+    key = (doc_id, sha256 or id(tree))
+    if key not in store:
+        if len(store) >= CACHED:
+            store.pop(next(iter(store)))
+        store[key] = BackIndex.build(tree)
+    return store[key]

@@ -9,7 +9,7 @@ from engine.answer.passages import sentences as sentence_evidence
 from engine.answer.passages.sections import entry_lead, heading_path, routed_sections
 from engine.answer.passages.evidence import EvidenceLine, Section, evidence_lines
 from engine.answer.passages.pages import locate_page, pages_lookup
-from engine.answer.passages import ranking
+from engine.answer.passages import expansion, ranking
 from engine.answer.passages import rerank as second_stage
 from engine.answer.question import Question
 from engine.answer.request import Request
@@ -80,7 +80,8 @@ def ranked_sentences(rt, routing, trees: dict, q: Question,
     encoder = (stored_encoder(rt, docs, quote_kind(ranker is not None))
                if rt.encoder is not None else None)
     if ranker is None or encoder is None:
-        return sentence_evidence.score(encoder, q, routed, query_vec=query_dense)
+        return sentence_evidence.score(encoder, q, routed, query_vec=query_dense,
+                                       bonus=expansion_bonus(rt, trees, q, routed))
     indexes = {d: index_for(rt.cache, d, rt.library.get_document(d).sha256, tree)
                for d, tree in trees.items()}
     rid = {o: i for i, o in enumerate(routing.origin)}
@@ -88,6 +89,20 @@ def ranked_sentences(rt, routing, trees: dict, q: Question,
                              lambda d, n: rid[(d, n)], {d: t.pages for d, t in trees.items()},
                              query_dense)
     return ranked
+
+
+def expansion_bonus(rt, trees: dict, q: Question, routed: list) -> list[float] | None:
+    """Each routed unit's share of the score from entry expansion (``Settings.quote_expansion``,
+    ``engine.answer.passages.expansion``); None when it is off. The index terms are read for a
+    question about one document (its back-of-book index, built once per runtime)."""
+    source = getattr(rt.settings, "quote_expansion", "none")
+    if source == "none" or not routed:
+        return None
+    back, docs = None, [d for d in trees if d is not None]
+    if "index" in source and len(docs) == 1:
+        d = docs[0]
+        back = expansion.back_index_for(rt.cache, d, rt.library.get_document(d).sha256, trees[d])
+    return expansion.bonus(q, routed, source, back, sentence_pager(rt))
 
 
 def inventory_sections(rt, routing, trees: dict, q: Question,

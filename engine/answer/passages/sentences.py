@@ -160,7 +160,8 @@ def score(encoder, question: Question, sents: list[Sentence],
           lexical_weight: float = LEXICAL_WEIGHT, encoded: int = ENCODED,
           query_vec: np.ndarray | None = None, heading_weight: float = HEADING_WEIGHT,
           type_weight: float = TYPE_WEIGHT, window_words: int = WINDOW_WORDS,
-          terms: list[str] | None = None, dense_terms: bool = False) -> list[Sentence]:
+          terms: list[str] | None = None, dense_terms: bool = False,
+          bonus: list[float] | None = None) -> list[Sentence]:
     """Sets each sentence's ``cosine``, ``lexical`` and ``score`` (module docstring); returns
     them best first. Words and meaning are read over each unit's window (``windows``: what a
     quote starting there shows; ``window_words`` 0: the unit alone); the answer-type fit over
@@ -169,7 +170,8 @@ def score(encoder, question: Question, sents: list[Sentence],
     question's vector when the caller has it (routing encoded it already). ``terms``: each
     sentence's expansion (``engine.answer.passages.expansion``: the back-of-book index's terms
     for its page), read with its heading path by the word match and, with ``dense_terms``, by
-    the encoder."""
+    the encoder. ``bonus``: each sentence's share from its expansion (``expansion.bonus``),
+    added to its score."""
     if not sents:
         return []
     q = question
@@ -193,10 +195,10 @@ def score(encoder, question: Question, sents: list[Sentence],
         cos[chosen] = vec @ qv
     qtype, qtok = q.kind, set(q.tokens)
     heads = {h: heading_match(qtok, h) for h in {s.path for s in sents}}
-    for s, c, x in zip(sents, cos, lex):
+    for s, c, x, b in zip(sents, cos, lex, bonus or [0.0] * len(sents)):
         s.cosine, s.lexical = round(float(c), 4), round(float(x), 4)
         s.score = round(float(c) + lexical_weight * float(x) + heading_weight * heads[s.path]
-                        + type_weight * fits(qtype, s.kind, s.text), 4)
+                        + type_weight * fits(qtype, s.kind, s.text) + b, 4)
     return sorted(sents, key=lambda s: (-s.score, s.order))
 
 

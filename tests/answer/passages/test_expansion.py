@@ -88,3 +88,58 @@ def test_the_kinds_a_question_names_and_their_agreement():
     assert kind_agreement({"command"}, {"option"}) == -1
     assert kind_agreement(frozenset(), {"option"}) == 0
     assert kind_agreement({"option"}, frozenset()) == 0
+
+
+def _unit(i: int, text: str, heading: str, entry: str = "", page: int = 1):
+    from engine.answer.passages.sentences import Sentence
+
+    return Sentence(rid=0, doc_id=1, node_id=i, heading=heading, index=0, text=text,
+                    page_start=page, page_end=page, order=i, entry=entry)
+
+
+def test_the_bonus_reads_the_index_terms_of_a_units_page_and_its_entrys_kind():
+    from engine.answer.question import Question
+
+    units = [_unit(0, "-n No execution: print what would happen.", "zmv > Options", page=3),
+             _unit(1, "The history is kept in memory.", "History > Overview", page=5)]
+    back = expansion.BackIndex({3: ["dry run"], 5: ["history, size"]})
+    q = Question.read("Which option makes a dry run?")
+    page = (lambda s: s.page_start)
+    assert expansion.bonus(q, units, "none", back, page) == [0.0, 0.0]
+    kind = expansion.bonus(q, units, "kind", back, page, kind_weight=0.1)
+    assert kind == [0.1, 0.0]
+    index = expansion.bonus(q, units, "index", back, page, terms_weight=0.2)
+    assert index[0] == 0.2 and index[1] == 0.0  # the best match gets the whole weight
+    both = expansion.bonus(q, units, "index+kind", back, page, terms_weight=0.2, kind_weight=0.1)
+    assert abs(both[0] - 0.3) < 1e-9 and both[1] == 0.0
+    # a question naming no kind, and a manual without an index: nothing added
+    plain = Question.read("How is the history kept?")
+    assert expansion.bonus(plain, units, "index+kind", expansion.BackIndex({}), page) \
+        == [0.0, 0.0]
+
+
+def test_the_setting_is_checked_and_off_by_default():
+    import pytest
+
+    from engine.settings import Settings, SettingsError
+
+    assert Settings().quote_expansion == "none"
+    assert Settings.from_env({"H2MT_QUOTE_EXPANSION": "index+kind"}).quote_expansion \
+        == "index+kind"
+    with pytest.raises(SettingsError, match="H2MT_QUOTE_EXPANSION"):
+        Settings(quote_expansion="bogus")
+
+
+def test_an_ask_reads_the_expansion_when_the_setting_is_on(tiny_backbone, tmp_path):
+    from engine.ask import AskOptions, ask
+    from tests.support.runtime import widgets_runtime
+
+    rt, doc = widgets_runtime(tiny_backbone, tmp_path)
+    q = "Which setting file configures widgets?"
+    off = ask(rt, doc, q, AskOptions(mode="quote"), log=False)
+    for source in ("index", "kind", "index+kind"):
+        rt.settings = rt.settings.with_(quote_expansion=source)
+        on = ask(rt, doc, q, AskOptions(mode="quote"), log=False)
+        assert on.quote is not None and off.quote is not None
+        assert "widget.conf" in on.quote.text
+    assert "back_index" in rt.cache  # built once for the document, kept for the next ask
