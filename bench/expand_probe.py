@@ -234,6 +234,17 @@ def failures(rows: list[dict], variant: str = "base") -> str:
             first[f"first: {what}{', same section as the right one' if same else ''}"] += 1
             if top["agree"] < 0:
                 first["first: an entry of another kind than the question names"] += 1
+            if right is not None:
+                from engine.answer.passages.expansion import entry_kinds
+
+                a, b = (entry_kinds(u["entry"] or u["unit"], u["heading"]) for u in (top, right))
+                if a and b and not a & b:
+                    first[f"kinds differ: {'/'.join(sorted(a))} first, "
+                          f"{'/'.join(sorted(b))} right"] += 1
+                if top["comps"][variant][1] > right["comps"][variant][1]:
+                    first["first matches more of the question's words (BM25)"] += 1
+                if top["comps"][variant][0] > right["comps"][variant][0]:
+                    first["first closer in meaning (cosine)"] += 1
         else:
             first["no unit at the bar"] += 1
     lines = [f"misses over 300 pages: {len(miss)} of {len(big)}"]
@@ -259,6 +270,15 @@ def report(rows: list[dict]) -> str:
                                              for m, c in sorted(chosen.items())))
         variants.append((name, lambda r, c=chosen: verdicts(r, *c[r["manual"]])))
     variants.append(("kind agreement 0.1 (fixed)", lambda r: verdicts(r, "base", 0.1)))
+    variants.append(("index terms' match 0.1 (fixed)",
+                     lambda r: verdicts(r, "base", 0.0, 0.0, 0.1)))
+    for name, grid in (("kind agree/mismatch", grid_kind), ("terms' match", grid_terms)):
+        cells = []
+        for g in grid:
+            big = [r for r in rows if band(r["pages"]) == "over 300 pages"]
+            cells.append(f"{'/'.join(map(str, g[1:]))}: {sum(verdicts(r, *g)[0] for r in rows)}"
+                         f" ({sum(verdicts(r, *g)[0] for r in big)} over 300 p.)")
+        lines.append(f"{name}, fixed weights, quotes holding: " + "; ".join(cells))
     ms = [r["expand_ms"] for r in rows]
     lines.append(f"locating each routed unit's page and its index terms: median "
                  f"{np.median(ms):.0f} ms a question (p90 {np.percentile(ms, 90):.0f})")
