@@ -143,3 +143,41 @@ def test_an_ask_reads_the_expansion_when_the_setting_is_on(tiny_backbone, tmp_pa
         assert on.quote is not None and off.quote is not None
         assert "widget.conf" in on.quote.text
     assert "back_index" in rt.cache  # built once for the document, kept for the next ask
+
+
+from tests.answer.passages.test_rerank import gmsh_tree  # noqa: E402,F401  (module fixture)
+
+
+def test_the_index_terms_put_the_entry_before_a_same_word_entry_on_a_big_manual(gmsh_tree):
+    """Gmsh (390 pages, printed page numbers 10 behind the PDF's, no page labels): the linear
+    score puts "-setstring name value" (it shares "name" and "option" with the question) before
+    the option asked for; the manual's index points "Options, command-line" and "-o file" at
+    the page of "-o file Specify output file name", and with the index terms' match added
+    (``TERMS_WEIGHT``) that entry comes first."""
+    import pymupdf
+
+    from bench.probe_set import load_manuals, manual_pdf
+    from bench.quote_time import stood_in_walk
+    from engine.answer.passages import sentences
+    from engine.answer.passages.pages import _norm, locate_page
+    from engine.answer.question import Question
+    from engine.routing.dense import load_encoder
+
+    with pymupdf.open(manual_pdf(load_manuals()["gmsh"])) as pdf:
+        pages = [_norm(p.get_text()) for p in pdf]
+
+    def page_of(s):
+        return locate_page(s.text, s.page_start, s.page_end, pages)
+
+    back = expansion.BackIndex.build(gmsh_tree)
+    assert len(back) > 500
+    q = Question.read("Which command-line option sets the name of the output file?")
+    encoder = load_encoder("cpu")
+    walk = stood_in_walk(gmsh_tree, 50)(q.text)
+    before = sentences.score(encoder, q, sentences.candidates(walk))
+    assert not before[0].text.startswith("-o file")
+    units = sentences.candidates(walk)
+    after = sentences.score(encoder, q, units,
+                            bonus=expansion.bonus(q, units, "index", back, page_of))
+    assert after[0].text.startswith("-o file"), after[0].text
+    assert "Options, command-line" in back.terms_on(page_of(after[0]))
