@@ -10,9 +10,10 @@ units with the linear score (``sentences.score``) three ways: as shipped ("base"
 back-of-book index's terms for each unit's page read with its heading path by the word match
 ("index", ``expansion.BackIndex``); and by the encoder too ("index+dense"). For each question
 it writes every unit that could reach the quote's bar under some weight: each variant's
-cosine and word match, the heading match, the answer-type fit, the entry-kind agreement
-(``expansion.kind_agreement``), and the quote that would start at it (holds the key, begins on
-a gold page, a fragment).
+cosine and word match, the heading match, the answer-type fit, its index terms and their
+match with the question (``expansion.terms_match``), and the quote that would start at it
+(holds the key, begins on a gold page, a fragment). The entry-kind agreement
+(``expansion.kind_agreement``) is read by ``report`` from the recorded unit.
 
 ``report`` replays the quote and the three passages (``bench.rerank_probe.replay``) for the
 linear order of each variant and for the kind agreement's weights, each weight chosen leave one
