@@ -145,9 +145,6 @@ def test_an_ask_reads_the_expansion_when_the_setting_is_on(tiny_backbone, tmp_pa
     assert "back_index" in rt.cache  # built once for the document, kept for the next ask
 
 
-from tests.answer.passages.test_rerank import gmsh_tree  # noqa: E402,F401  (module fixture)
-
-
 def test_the_index_terms_put_the_entry_before_a_same_word_entry_on_a_big_manual(gmsh_tree):
     """Gmsh (390 pages, printed page numbers 10 behind the PDF's, no page labels): the linear
     score puts "-setstring name value" (it shares "name" and "option" with the question) before

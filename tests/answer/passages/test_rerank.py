@@ -92,22 +92,6 @@ def test_an_answer_carries_the_second_stages_share_of_the_quote_time(tiny_backbo
     assert named.quote is not None and named.metrics.rerank_tokens > 0
 
 
-@pytest.fixture(scope="module")
-def gmsh_tree(real_tokenizer):
-    """The Gmsh reference manual (390 pages, a dev-probe manual from the gmsh-doc package),
-    its tree built as ingest builds it; fetched with apt-get when missing (skipped where that
-    fails)."""
-    from bench.probe_set import load_manuals, manual_pdf
-    from engine.document.build import build_tree
-
-    try:
-        pdf = manual_pdf(load_manuals()["gmsh"])
-    except Exception as e:  # no package index here: nothing to read
-        pytest.skip(f"gmsh-doc not available: {e}")
-    tok = real_tokenizer
-    return build_tree(pdf, lambda t: tok.encode(t, add_special_tokens=False), tok.decode, 256)
-
-
 def test_the_second_stage_puts_the_entry_before_a_same_word_entry_on_a_big_manual(
         gmsh_tree, real_backbone):
     """Gmsh (390 pages): the linear score puts the command-line option that shares the
