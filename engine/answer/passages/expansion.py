@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from engine.answer.passages.passage_index import per_document
 from engine.document.hygiene import _logical_lines
 
 # -- the back-of-book index ----------------------------------------------------------------------
@@ -226,15 +227,6 @@ def bonus(question, sents: list, source: str, back: "BackIndex | None" = None,
     return out
 
 
-CACHED = 8
-
-
 def back_index_for(cache: dict, doc_id, sha256, tree) -> BackIndex:
     """The document's back-of-book index from a runtime's ``cache``, built on first use."""
-    store = cache.setdefault("back_index", {})
-    key = (doc_id, sha256 or id(tree))
-    if key not in store:
-        if len(store) >= CACHED:
-            store.pop(next(iter(store)))
-        store[key] = BackIndex.build(tree)
-    return store[key]
+    return per_document(cache, "back_index", doc_id, sha256, tree, lambda: BackIndex.build(tree))

@@ -19,14 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.answer.passages.answer_type import NAME_TYPES
-from engine.answer.passages.passage_index import PassageIndex
+from engine.answer.passages.passage_index import PassageIndex, per_document
 from engine.answer.passages.sections import CONTEXT_EXCLUDED_KINDS, entry_lead, heading_path
 from engine.answer.passages.sentences import SectionText
 from engine.routing import lexical
 from engine.routing.identifiers import as_words
 
 TOP = 4  # entries whose sections join the routed ones (set before measuring)
-CACHED = 8
 
 
 @dataclass
@@ -70,13 +69,8 @@ def asks_for_a_name(kind: str | None) -> bool:
 
 def inventory_for(cache: dict, doc_id, sha256, tree, index: PassageIndex) -> Inventory:
     """The document's inventory from a runtime's ``cache``, built on first use."""
-    store = cache.setdefault("entry_inventory", {})
-    key = (doc_id, sha256 or id(tree))
-    if key not in store:
-        if len(store) >= CACHED:
-            store.pop(next(iter(store)))
-        store[key] = Inventory.build(index)
-    return store[key]
+    return per_document(cache, "entry_inventory", doc_id, sha256, tree,
+                        lambda: Inventory.build(index))
 
 
 def extra_sections(tree, doc_id, inventory: Inventory, tokens: list[str], routed: set[int],

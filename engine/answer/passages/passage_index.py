@@ -92,13 +92,20 @@ class PassageIndex:
         return out
 
 
-def index_for(cache: dict, doc_id: int | None, sha256: str | None, tree) -> PassageIndex:
-    """The document's passage index from ``cache`` (a runtime's), built on first use; keyed by
-    the document and its content hash (a database may reuse a deleted document's id)."""
-    store = cache.setdefault("passage_index", {})
+def per_document(cache: dict, name: str, doc_id, sha256: str | None, tree, build):
+    """``build()`` for one document, kept in ``cache[name]`` (a runtime's) for the ``CACHED``
+    most recent documents; keyed by the document and its content hash (a database may reuse a
+    deleted document's id)."""
+    store = cache.setdefault(name, {})
     key = (doc_id, sha256 or id(tree))
     if key not in store:
         if len(store) >= CACHED:
             store.pop(next(iter(store)))
-        store[key] = PassageIndex.build(doc_id, tree)
+        store[key] = build()
     return store[key]
+
+
+def index_for(cache: dict, doc_id: int | None, sha256: str | None, tree) -> PassageIndex:
+    """The document's passage index from ``cache`` (a runtime's), built on first use."""
+    return per_document(cache, "passage_index", doc_id, sha256, tree,
+                        lambda: PassageIndex.build(doc_id, tree))
