@@ -50,8 +50,7 @@ __all__ = ["MAX_NEW_TOKENS", "NOT_COVERED", "AskError", "AskOptions", "MemoriesP
 
 # The line said when the loop clean-up cut a repetition off (engine.answer.generation.cleanup).
 LOOP_CUT = "The answer began to repeat itself; the repetition was cut."
-WORDS_ONLY = ("The sections' meaning is still being prepared (a big upload): routed by their words "
-              "until it is done.")
+WORDS_ONLY = "Routed by the sections' words only: their meaning is still being prepared."
 
 
 def resolve_docs(rt: Runtime, doc: int | str | None) -> list[int]:
