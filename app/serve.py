@@ -91,12 +91,15 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
     from app.shared.accounts import Accounts, check_listen
     from app.shared.memory_writer import stop_memory_writer
     from app.ui import build_app, launch_app
+    from engine.ask import start_generation_process
     from engine.runtime import Runtime
     from engine.settings import Settings
     from storage.connection import safe_url
 
     limit_malloc_arenas()
     settings = Settings.from_env().with_(data_dir=data_dir, db_url=db_url)
+    if settings.generation_process is None:  # the app's default: decoding in its own process
+        settings = settings.with_(generation_process=True)
     accounts = Accounts.from_settings(settings)
     check_listen(host, accounts, settings, share=share)  # before anything loads
     log = logging.getLogger("engine")
@@ -107,6 +110,7 @@ def serve(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, data_dir: Path 
         for name in sorted(accounts.admins - accounts.names):
             log.warning("H2MT_ADMINS names %r, who cannot sign in", name)
     rt = Runtime.load(settings)
+    start_generation_process(rt)  # the reader's decoding loads beside the page's start
     # H2MT_EXAMPLES=0: no example manual
     demo = build_app(rt, examples=settings.examples, accounts=accounts)
     # per-session copies Gradio never drops (app/server/sessions.py), and its rendered pages on disk

@@ -351,7 +351,7 @@ def engine_alone(env: dict, doc: int, answers: int, tokens: int, together: int
     """Wall seconds of ``engine.ask.ask`` (what ``engine ask`` runs: routing, reading, quote,
     evidence lines, answer check, query log) for the questions the lone client asked, in this
     process on the app's library with the app's settings (``Settings.from_env`` of the app's
-    environment), after one warm-up ask; the app stays up but idle meanwhile. Then the same
+    environment; decoding in this process), after one warm-up ask; the app stays up but idle meanwhile. Then the same
     with ``together`` threads asking at once, as the API clients did: (the lone waits, that
     phase's wall seconds, its waits)."""
     from app.shared.ask_request import AskRequest
@@ -359,7 +359,8 @@ def engine_alone(env: dict, doc: int, answers: int, tokens: int, together: int
     from engine.runtime import Runtime
     from engine.settings import Settings
 
-    settings = Settings.from_env(env)
+    # the engine's own decoding in this process, whatever the app's (H2MT_GENERATION_PROCESS)
+    settings = Settings.from_env(env).with_(generation_process=False)
     rt = Runtime.load(settings)
 
     def options(q: str):  # the options /ask makes of the API clients' arguments

@@ -43,6 +43,7 @@ from engine.routing.router import RoutingTree
 from engine.runtime import Runtime
 from engine.serving.request import GenerationResult
 from engine.serving.worker import worker_for
+from engine.serving.worker_process import process_worker_for
 from engine.settings import SettingsError
 
 __all__ = ["MAX_NEW_TOKENS", "NOT_COVERED", "AskError", "AskOptions", "MemoriesPending", "ask",
@@ -160,8 +161,20 @@ def plan(req: Request) -> Request:
 
 def generation_workers(rt: Runtime):
     """``workers(model)``: the generation worker of a model of the runtime (one per model),
-    which decodes the asks of the moment together, at most ``max_asks_in_flight`` of them."""
-    return lambda model: worker_for(rt.cache, model, rt.settings.max_asks_in_flight)
+    which decodes the asks of the moment together, at most ``max_asks_in_flight`` of them; in a
+    process of its own when ``Settings.generation_process`` says so."""
+    most = rt.settings.max_asks_in_flight
+    if rt.settings.generation_process:
+        return lambda model: process_worker_for(rt.cache, model, rt.model_settings(model), most)
+    return lambda model: worker_for(rt.cache, model, most)
+
+
+def start_generation_process(rt: Runtime) -> None:
+    """Start the local reader's generation process now (the app, at its start), so that the
+    first ask does not wait for it to load the model; nothing when decoding stays in this
+    process (``Settings.generation_process``) or the reader is served."""
+    if rt.settings.generation_process and not rt.settings.reader_is_remote:
+        generation_workers(rt)(rt.reader.backbone.model).start()
 
 
 def stage_times(metrics: Metrics, result: GenerationResult, submitted: float,

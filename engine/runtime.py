@@ -90,6 +90,16 @@ class Runtime:
             self._reader = InProcessReader(model)
         return self._reader
 
+    def model_settings(self, model) -> Settings:
+        """The settings that load ``model`` (the backbone's, or the local reader's) again, in
+        another process (``engine.serving.worker_process``)."""
+        if model is self.backbone.model:
+            return self.settings
+        reader = self.reader
+        if isinstance(reader, InProcessReader) and model is reader.backbone.model:
+            return replace(self.settings, backbone=self.settings.reader)
+        raise ValueError("this model is neither the runtime's backbone nor its reader")
+
     @property
     def reader_label(self) -> str:
         """Who reads text, as the app, the CLI and the JSON show it: the served model and its

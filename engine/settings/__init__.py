@@ -162,6 +162,10 @@ class Settings:
     # generation worker decodes together, engine.serving.worker). Past it an ask waits in the
     # app's queue, which shows its position; nothing is dropped or times out for waiting.
     max_asks_in_flight: int = 8
+    # A local reader's decoding loop in a process of its own (engine.serving.worker_process):
+    # the app's per-ask Python work then no longer holds the interpreter lock its steps need.
+    # None: on in the app (``manual-explorer``), off in the CLI, benches and tests.
+    generation_process: bool | None = None
     # The asks' CPU stages (routing, passages, the check) that run at once, the others waiting
     # their turn in order (engine.serving.cpu_slots); 0: one per core but one, left to decoding.
     cpu_slots: int = 0

@@ -21,6 +21,8 @@ def _parse(name: str, raw: str, kind):
             raise SettingsError(f"H2MT_{name.upper()}={raw!r} is not a number") from None
     if kind is bool:
         return _parse_bool(name, raw)
+    if kind == bool | None:  # a yes/no whose default depends on who runs (set but empty: that)
+        return _parse_bool(name, raw) if raw.strip() else None
     if kind is Path:
         return Path(raw).expanduser()
     if kind == Path | None:  # a file that may be unset (set but empty: none)
