@@ -253,3 +253,32 @@ def test_the_first_example_quotes_the_patchcmd_entry_from_its_signature(tiny_bac
     assert quote["heading"].endswith("\\patchcmd")
     assert quote["text"].startswith("\\patchcmd[⟨prefix⟩]{⟨command⟩}{⟨search⟩}{⟨replace⟩}")
     assert quote["page"] == 13
+
+
+@pytest.mark.real_model
+def test_answers_decoded_in_a_process_of_their_own_equal_the_in_process_ones(real_backbone,
+                                                                            tmp_path):
+    """H2MT_GENERATION_PROCESS: text mode decoded by the child process gives the in-process
+    answer (text, tokens, log-probabilities); memory mode still decodes in this process."""
+    from engine.ask import generation_workers
+
+    rt = make_runtime(real_backbone, tmp_path)
+    md = tmp_path / "widgets.md"
+    md.write_text(MANUAL)
+    doc = ingest_file(md, rt).doc_id
+    q = "Which supply do large widgets need?"
+    apart = Runtime(rt.settings.with_(generation_process=True), real_backbone, rt.parts,
+                    rt.library)
+    worker = generation_workers(apart)(real_backbone.model)
+    try:
+        assert apart.model_settings(real_backbone.model) == apart.settings
+        for mode in ("memory", "text"):  # the child starts with the first text answer
+            opts = AskOptions(mode=mode, k=2, max_new_tokens=16)
+            here, there = ask(rt, doc, q, opts, log=False), ask(apart, doc, q, opts, log=False)
+            assert there.text == here.text and there.text.strip(), mode
+            assert there.metrics.generated_tokens == here.metrics.generated_tokens, mode
+            assert there.metrics.prefill_tokens == here.metrics.prefill_tokens, mode
+            assert there.logprobs == pytest.approx(here.logprobs, abs=1e-5), mode
+            assert (worker.pid is not None) == (mode == "text"), mode
+    finally:
+        worker.close()
