@@ -351,9 +351,9 @@ def engine_alone(env: dict, doc: int, answers: int, tokens: int, together: int
     """Wall seconds of ``engine.ask.ask`` (what ``engine ask`` runs: routing, reading, quote,
     evidence lines, answer check, query log) for the questions the lone client asked, in this
     process on the app's library with the app's settings (``Settings.from_env`` of the app's
-    environment; decoding in this process), after one warm-up ask; the app stays up but idle meanwhile. Then the same
-    with ``together`` threads asking at once, as the API clients did: (the lone waits, that
-    phase's wall seconds, its waits)."""
+    environment; decoding in this process), after one warm-up ask; the app stays up but idle
+    meanwhile. Then the same with ``together`` threads asking at once, as the API clients did:
+    (the lone waits, that phase's wall seconds, its waits)."""
     from app.shared.ask_request import AskRequest
     from engine.ask import ask
     from engine.runtime import Runtime

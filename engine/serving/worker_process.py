@@ -3,8 +3,9 @@
 In one process the decoding loop (``engine.serving.worker``) and the app's per-ask Python work
 (route figures, tables, history, the streamed page updates) take turns on one interpreter lock,
 and the decoding steps wait. ``ProcessWorker`` answers the asks' side of ``GenerationWorker``
-(``submit`` -> ``Ticket``, ``generate``, ``close``, ``active``) and runs a ``GenerationWorker`` over a
-copy of the model in a child process (``multiprocessing``, spawn), which has a lock of its own.
+(``submit`` -> ``Ticket``, ``generate``, ``close``, ``active``) and runs a ``GenerationWorker``
+over a copy of the model in a child process (``multiprocessing``, spawn), which has a lock of
+its own.
 
 A request crosses the pipe as plain data (pickled): the prompt, its limits and eos ids, its
 logits processors and stopping criteria, which run in the child as they would here; their state
