@@ -85,3 +85,14 @@ def test_a_learned_part_named_by_a_missing_path_is_one_line(name, tmp_path):
     fitted = tmp_path / "fitted.json"
     fitted.write_text("{}")
     assert Settings.from_env({name: str(fitted)}) is not None
+
+
+def test_the_generation_process_is_yes_no_or_left_to_who_runs():
+    """H2MT_GENERATION_PROCESS: unset or empty leaves it to the runner (the app turns it on),
+    a yes/no word sets it, anything else is one line naming the variable."""
+    assert Settings.from_env({}).generation_process is None
+    assert Settings.from_env({"H2MT_GENERATION_PROCESS": ""}).generation_process is None
+    assert Settings.from_env({"H2MT_GENERATION_PROCESS": "1"}).generation_process is True
+    assert Settings.from_env({"H2MT_GENERATION_PROCESS": "off"}).generation_process is False
+    with pytest.raises(SettingsError, match="H2MT_GENERATION_PROCESS"):
+        Settings.from_env({"H2MT_GENERATION_PROCESS": "sometimes"})
