@@ -91,9 +91,8 @@ def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> N
                 expand_ms = (time.perf_counter() - t) * 1e3
                 comps = {}
                 for v in VARIANTS:
-                    ranked = sentences.score(encoder, qq, sents,
-                                             terms=None if v == "base" else terms,
-                                             dense_terms=v == "index+dense")
+                    ranked = sentences.score(encoder, qq, sents, expanded=sentences.Expanded(
+                        terms=None if v == "base" else terms, dense=v == "index+dense"))
                     comps[v] = {id(s): (s.cosine, s.lexical) for s in ranked}
                 ranked = sents  # _quote_from reads the units of the best one's section
                 idx = expansion.terms_match(qq, terms)

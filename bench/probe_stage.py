@@ -68,7 +68,8 @@ def run(manuals: list[str] | None, n_sections: int, linear_only: bool = False) -
             variants = [(VARIANTS[0], before, sentences.THRESHOLD)]
             if not linear_only:
                 after, _ = ranking.rank(ranker, encoder, asked, sentences.candidates(found),
-                                        {1: index}, lambda d, n: n, {1: tree.pages})
+                                        ranking.Manuals({1: index}, lambda d, n: n,
+                                                        {1: tree.pages}))
                 variants.append((VARIANTS[1], after, ranker.threshold))
             for name, ranked, bar in variants:
                 quote = quoting.choose(q.question, ranked, bar, page_of)

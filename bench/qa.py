@@ -84,7 +84,7 @@ from bench.readers import IN_PROCESS, SERVED, comparison_table, differences
 from engine.answer.passages.evidence import Section, evidence_lines, strip_cut_marker
 from engine.answer.generation.cleanup import clean_answer, degeneracy
 from engine.answer.passages.sections import pack_blocks, readable
-from engine.answer.generation.decoding import Decoding, run_plan
+from engine.answer.generation.decoding import Decoding, generate
 from engine.answer.generation.prompts import TEXT_PROMPTS, text_plan
 from engine.answer.generation.reader import InProcessReader
 from engine.routing.router import RoutingTree
@@ -321,7 +321,7 @@ class Runner:
         """The backbone's answer to ``q`` from ``context`` (none: the question alone) under the
         text mode's prompt and decoding."""
         a = self.args
-        return run_plan(text_plan(InProcessReader(self.rt.backbone), q.question, context,
+        return generate(text_plan(InProcessReader(self.rt.backbone), q.question, context,
                                   TEXT_PROMPTS[a.text_prompt]),
                         Decoding(max_new_tokens=self.max_new_tokens(q),
                                  repetition_penalty=a.repetition_penalty,

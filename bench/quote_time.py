@@ -103,7 +103,8 @@ def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
             found = walk(q)
             t = time.perf_counter()
             asked = Question.read(q)
-            ranked = sentences.score(encoder, asked, sentences.candidates(found), window_words=0)
+            ranked = sentences.score(encoder, asked, sentences.candidates(found),
+                                     sentences.ScoreRule(window_words=0))
             quoting.choose(q, ranked)
             times["linear, units scored alone (window_words=0)"].append(
                 (time.perf_counter() - t) * 1e3)
@@ -115,8 +116,9 @@ def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
             t = time.perf_counter()
             first = index is None
             index = index or PassageIndex.build(1, tree)
-            ranked, _ = ranking.rank(ranker, encoder, asked, sentences.candidates(found), {1: index},
-                                     lambda d, n: n, {1: tree.pages})
+            ranked, _ = ranking.rank(ranker, encoder, asked, sentences.candidates(found),
+                                     ranking.Manuals({1: index}, lambda d, n: n,
+                                                     {1: tree.pages}))
             quoting.choose(q, ranked, ranker.threshold)
             ms = (time.perf_counter() - t) * 1e3
             times["first ask with the ranker (builds the passage index)" if first

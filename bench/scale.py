@@ -47,8 +47,8 @@ from threadpoolctl import threadpool_limits
 
 from engine.memory.projections import RouterProjections
 from engine.routing.candidates import VERSION as CANDIDATES_VERSION, CandidateIndex
-from engine.routing.fused import RouteQuery, route_on_evidence
-from engine.routing.router import RoutingTree, route
+from engine.routing.fused import RouteBy, RouteQuery, route_on_evidence
+from engine.routing.router import RoutingTree, WalkLimits, route
 from engine.settings import Settings
 
 VOCAB = 50_000
@@ -260,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
         # Interleaved: every repeat routes one query at every size through every path, so a
         # busy machine's load drifts over all of them alike and the ratios stay fair.
         times = {(n, p): [] for n, (_, paths, *_) in prepared.items() for p in paths}
+        by = RouteBy(limits=WalkLimits(k=args.k))
         e2e: dict[int, list[float]] = {n: [] for n in prepared}
         n_cand: dict[int, list[int]] = {n: [] for n in prepared}
         for i in range(args.repeats + 1):  # the first round warms up
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
                 for path, ix in paths.items():  # the same query through both paths
                     tree.candidates = ix
                     t0 = time.perf_counter()
-                    r = route_on_evidence(tree, queries[i], proj, k=args.k)
+                    r = route_on_evidence(tree, queries[i], proj, by)
                     if i:
                         times[(n, path)].append((time.perf_counter() - t0) * 1e3)
                         if ix is not None:
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
                     t0 = time.perf_counter()
                     qe.tokens = lexical.tokenize(text)
                     qe.dense = encoder.encode_query(text)
-                    route_on_evidence(tree, qe, proj, k=args.k)
+                    route_on_evidence(tree, qe, proj, by)
                     if i:
                         e2e[n].append((time.perf_counter() - t0) * 1e3)
         for n, (tree, paths, _, build_ms, cand_ms) in prepared.items():

@@ -37,9 +37,9 @@ from engine.answer.response import Answer, Metrics, citation
 from engine.answer.options import (MAX_NEW_TOKENS, AskError, AskOptions, MemoriesPending,
                                    checked_question, parse_doc_id)
 from engine.documents import load_documents, memories_pending, pending_line, routing_tree
-from engine.routing.fused import RouteQuery, RouterUnavailable, route_on_evidence
+from engine.routing.fused import RouteBy, RouteQuery, RouterUnavailable, route_on_evidence
 from engine.routing.query import gathered_query_vector
-from engine.routing.router import RoutingTree
+from engine.routing.router import RoutingTree, WalkLimits
 from engine.runtime import Runtime
 from engine.serving.request import GenerationResult
 from engine.serving.worker import worker_for
@@ -130,10 +130,9 @@ def route(req: Request) -> Request:
     if req.mode.needs_query_vector and q is None:
         q = gathered_query_vector(req.question.text, rt.backbone, rt.parts, opts.query_fraction)
     try:
-        found = route_on_evidence(req.routing, query, rt.parts.router, router=opts.router,
-                                  weights=rt.fusion, k=opts.k, max_depth=opts.max_depth,
-                                  budget=opts.budget, temperature=opts.temperature,
-                                  walk_how=opts.walk or rt.settings.walk)
+        found = route_on_evidence(req.routing, query, rt.parts.router, RouteBy(
+            opts.router, rt.fusion, opts.walk or rt.settings.walk,
+            WalkLimits(opts.k, opts.max_depth, opts.budget, opts.temperature)))
     except RouterUnavailable as e:
         raise AskError(str(e)) from None
     pin_named_pages(found, req.routing, req.trees, req.question.text)  # "what is on page 8"

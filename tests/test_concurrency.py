@@ -42,7 +42,7 @@ def _run_all(fns, workers: int | None = None):
 
 def test_memory_generation_and_writer_run_concurrently(tiny_backbone, tiny_parts, tmp_path):
     from engine.memory.aligner import ArcAligner
-    from engine.answer.generation.decoding import generate
+    from engine.answer.generation.decoding import Decoding, Plan, generate
     from engine.document.build import build_tree
     from engine.memory.writer import write_memories
 
@@ -70,12 +70,12 @@ def test_memory_generation_and_writer_run_concurrently(tiny_backbone, tiny_parts
     mask[pieces[0].shape[0]: pieces[0].shape[0] + 4] = True
 
     def gen():
-        r = generate(bb, pieces, slot_mask=mask, aligner=aligner, max_new_tokens=6)
+        r = generate(Plan(bb, pieces, mask, aligner), Decoding(max_new_tokens=6))
         return r.text, r.loops.clone()
 
     want_mem, want_gen = write(), gen()
     assert int(want_gen[1].sum()) > 0, "the gates loop: the slot path is really in use"
-    plain = generate(bb, pieces, max_new_tokens=6)
+    plain = generate(Plan(bb, pieces), Decoding(max_new_tokens=6))
     assert plain.loops is None
 
     fns = [write, gen, write, gen, gen, write]

@@ -48,7 +48,7 @@ from engine.routing.candidates import ChannelOnDemand, ScoredOnly, top_scores
 from engine.routing.channels import (CHANNELS, ChannelScores, channel, dense_scores,
                                      lexical_scores)
 from engine.routing.fusion import FusionWeights, fuse
-from engine.routing.router import walk
+from engine.routing.router import WalkLimits, walk
 from engine.routing.routing_tree import RoutingTree
 from engine.routing.trace import LazySelections, Route
 from engine.settings import ROUTERS, WALKS  # the names are the settings' (one list each)
@@ -135,24 +135,32 @@ def walk_scores(tree: RoutingTree, fused: np.ndarray, pack: np.ndarray, how: str
     return score, frozenset(keep)
 
 
-def _selection(tree: RoutingTree, fused: np.ndarray, pack: np.ndarray, how: str,
-               **walk_kw) -> list[int]:
-    score, keep = walk_scores(tree, fused, pack, how)
-    return walk(tree, lambda kids: score[kids].tolist(), keep=keep, **walk_kw)[3]
+@dataclass(frozen=True)
+class RouteBy:
+    """How to route: the router (``ROUTERS``: the channels whose fusion weights rank the nodes),
+    the fusion weights (None: the defaults), the walk (``WALKS``) and its limits."""
+
+    router: str = "fused"
+    weights: FusionWeights | None = None
+    walk: str = WALKS[0]
+    limits: WalkLimits = WalkLimits()
 
 
-def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None, *,
-                      router: str = "fused", weights: FusionWeights | None = None, k: int = 3,
-                      max_depth: int | None = None, budget: int | None = None,
-                      temperature: float = 1.0, walk_how: str = WALKS[0]) -> Route:
-    """Score the channels, fuse them as ``router`` says, and walk the tree (H2MT 3.3) the way
-    ``walk_how`` says (WALKS)."""
+def _selection(tree: RoutingTree, fused: np.ndarray, pack: np.ndarray, by: RouteBy
+               ) -> list[int]:
+    score, keep = walk_scores(tree, fused, pack, by.walk)
+    return walk(tree, lambda kids: score[kids].tolist(), by.limits, keep)[3]
+
+
+def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None,
+                      by: RouteBy = RouteBy()) -> Route:
+    """Score the channels, fuse them as ``by.router`` says, and walk the tree (H2MT 3.3) the
+    way ``by.walk`` says (WALKS)."""
+    router, weights, walk_how, limits = by.router, by.weights, by.walk, by.limits
     if router not in ROUTERS:
         raise RouterUnavailable(f"unknown router {router!r}; choose one of {', '.join(ROUTERS)}")
     if tree.candidates is not None and walk_how in ("leaf-rescue", "leaf"):
-        return route_on_candidates(tree, query, proj, router=router, weights=weights, k=k,
-                                   max_depth=max_depth, budget=budget, temperature=temperature,
-                                   walk_how=walk_how)
+        return route_on_candidates(tree, query, proj, by)
     t0 = time.perf_counter()
     channels = score_channels(tree, query, proj)
     if router != "fused" and router not in channels:
@@ -161,14 +169,14 @@ def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjecti
         raise RouterUnavailable("no routing evidence is available for this library: re-index it")
     use = channels if router == "fused" else {router: channels[router]}
     fused, pack = fuse(use, router_weights(router, weights))
-    walk_kw = dict(k=k, max_depth=max_depth, budget=budget, temperature=temperature)
     score, keep = walk_scores(tree, fused, pack, walk_how)
     scores, probs, visits, selected, stop = walk(
-        tree, lambda kids: score[kids].tolist(), keep=keep, **walk_kw)
+        tree, lambda kids: score[kids].tolist(), limits, keep)
     route_ms = (time.perf_counter() - t0) * 1e3
-    result = Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth, budget=budget,
-                   temperature=temperature, stop_reason=stop, route_ms=route_ms, router=router,
-                   channels=channels, pack_scores=pack, walk=walk_how)
+    result = Route(tree, scores, probs, visits, selected, k=limits.k, max_depth=limits.max_depth,
+                   budget=limits.budget, temperature=limits.temperature, stop_reason=stop,
+                   route_ms=route_ms, router=router, channels=channels, pack_scores=pack,
+                   walk=walk_how)
     # What the other router of the pair would have selected (the disagreement view), walked
     # when it is first read.
     walks = {}
@@ -176,7 +184,7 @@ def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjecti
         if other != router and (other == "fused" or other in channels):
             use_o = channels if other == "fused" else {other: channels[other]}
             walks[other] = functools.partial(_exact_alternative, tree, use_o,
-                                             router_weights(other, weights), walk_how, walk_kw)
+                                             router_weights(other, weights), by)
     result.alternatives = LazySelections(walks)
     return result
 
@@ -222,7 +230,7 @@ def channels_on_demand(tree: RoutingTree, query: RouteQuery, proj: RouterProject
 
 
 def _candidate_walk(tree: RoutingTree, cands: np.ndarray, use: dict[str, ChannelOnDemand],
-                    weights: FusionWeights, how: str, **walk_kw):
+                    weights: FusionWeights, by: RouteBy):
     """The leaf walk on candidates (module docstring): walk()'s result and the fused own score
     of every node scored on the way (the candidates and the visited nodes; NaN elsewhere)."""
     wt = {c: weights.subtree.get(c, 0.0) + weights.own.get(c, 0.0) for c in use}
@@ -253,28 +261,27 @@ def _candidate_walk(tree: RoutingTree, cands: np.ndarray, use: dict[str, Channel
         return np.maximum(below[kids], own[kids])
 
     keep: set[int] = set()
-    if how.endswith("rescue"):
+    if by.walk.endswith("rescue"):
         for u in cands[np.lexsort((cands, -pack_c))[:RESCUE]].tolist():
             while u is not None and u not in keep:
                 keep.add(u)
                 u = tree.parent[u]
-    return walk(tree, score_level, keep=frozenset(keep), **walk_kw), own
+    return walk(tree, score_level, by.limits, frozenset(keep)), own
 
 
-def _exact_alternative(tree, use, weights, how, walk_kw) -> list[int]:
-    return _selection(tree, *fuse(use, weights), how, **walk_kw)
+def _exact_alternative(tree, use, weights, by: RouteBy) -> list[int]:
+    return _selection(tree, *fuse(use, weights), by)
 
 
-def _alternative_walk(tree, cands, use, weights, how, walk_kw) -> list[int]:
-    return _candidate_walk(tree, cands, use, weights, how, **walk_kw)[0][3]
+def _alternative_walk(tree, cands, use, weights, by: RouteBy) -> list[int]:
+    return _candidate_walk(tree, cands, use, weights, by)[0][3]
 
 
-def route_on_candidates(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None, *,
-                        router: str = "fused", weights: FusionWeights | None = None, k: int = 3,
-                        max_depth: int | None = None, budget: int | None = None,
-                        temperature: float = 1.0, walk_how: str = WALKS[0]) -> Route:
+def route_on_candidates(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None,
+                        by: RouteBy = RouteBy()) -> Route:
     """``route_on_evidence`` for a big library: the leaf walks on candidates (module docstring);
     the trace holds channel scores for the scored nodes, NaN elsewhere."""
+    router, weights, walk_how, limits = by.router, by.weights, by.walk, by.limits
     if walk_how not in ("leaf-rescue", "leaf"):
         raise RouterUnavailable(f"the candidate stage walks leaf or leaf-rescue, not {walk_how!r}")
     t0 = time.perf_counter()
@@ -283,25 +290,25 @@ def route_on_candidates(tree: RoutingTree, query: RouteQuery, proj: RouterProjec
         raise RouterUnavailable(_missing(router))
     if not chans:
         raise RouterUnavailable("no routing evidence is available for this library: re-index it")
-    walk_kw = dict(k=k, max_depth=max_depth, budget=budget, temperature=temperature)
     use = chans if router == "fused" else {router: chans[router]}
     (scores, probs, visits, selected, stop), own = _candidate_walk(
-        tree, cands, use, router_weights(router, weights), walk_how, **walk_kw)
+        tree, cands, use, router_weights(router, weights), by)
     route_ms = (time.perf_counter() - t0) * 1e3
     # The trace: the packing score of the scored nodes (NaN elsewhere), their channel scores
     # when first read.
     pack_scores = own
     channels = {name: ScoredOnly(ch, own, tree, propagate=name != "memory")
                 for name, ch in chans.items()}
-    result = Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth,
-                   budget=budget, temperature=temperature, stop_reason=stop, route_ms=route_ms,
-                   router=router, channels=channels, pack_scores=pack_scores, walk=walk_how)
+    result = Route(tree, scores, probs, visits, selected, k=limits.k, max_depth=limits.max_depth,
+                   budget=limits.budget, temperature=limits.temperature, stop_reason=stop,
+                   route_ms=route_ms, router=router, channels=channels, pack_scores=pack_scores,
+                   walk=walk_how)
     walks = {}  # the disagreement view, over the same candidates, walked when first read
     for other in ("fused", "memory"):
         if other != router and (other == "fused" or other in chans):
             use_o = chans if other == "fused" else {other: chans[other]}
             walks[other] = functools.partial(_alternative_walk, tree, cands, use_o,
-                                             router_weights(other, weights), walk_how, walk_kw)
+                                             router_weights(other, weights), by)
     result.alternatives = LazySelections(walks)
     result.candidates = len(cands)
     return result

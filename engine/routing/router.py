@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -37,7 +38,19 @@ from engine.routing.trace import (PRUNED, ROOT_STATUS, SELECTED, UNVISITED, Lazy
 
 __all__ = ["PRUNED", "ROOT_STATUS", "SELECTED", "UNVISITED", "LazySelections", "LevelValues",
            "Route", "RouteNode", "RoutingTree", "query_ids", "query_vector", "query_vectors",
-           "route", "walk"]
+           "WalkLimits", "route", "walk"]
+
+
+@dataclass(frozen=True)
+class WalkLimits:
+    """How far the top-down walk goes (H2MT 3.3): ``k`` children kept per parent, the depth cap
+    (None: none), the node budget (None: none) and the softmax temperature of the
+    probabilities shown."""
+
+    k: int = 3
+    max_depth: int | None = None
+    budget: int | None = None
+    temperature: float = 1.0
 
 
 class LevelValues(Mapping):
@@ -78,9 +91,8 @@ class LevelValues(Mapping):
 
 
 
-def walk(tree: RoutingTree, score_level: Callable[[np.ndarray], "Sequence[float]"], *, k: int = 3,
-         max_depth: int | None = None, budget: int | None = None, temperature: float = 1.0,
-         keep: set[int] | frozenset[int] = frozenset()):
+def walk(tree: RoutingTree, score_level: Callable[[np.ndarray], "Sequence[float]"],
+         limits: WalkLimits = WalkLimits(), keep: set[int] | frozenset[int] = frozenset()):
     """Per-parent top-k from the root (H2MT 3.3): S_0 = {r}, S_{l+1} = U_p TopK(C(p)).
 
     ``score_level(kids)`` scores the children of one level's parents (an int64 array of routed
@@ -91,6 +103,8 @@ def walk(tree: RoutingTree, score_level: Callable[[np.ndarray], "Sequence[float]
     operations (segment softmax, one lexsort for every parent's ranking), not a loop over its
     parents: a big library's walk scores thousands of children. Returns (scores, probs,
     visits, selected, stop reason)."""
+    k, max_depth, budget = limits.k, limits.max_depth, limits.budget
+    temperature = limits.temperature
     if k < 1:
         raise ValueError("k must be at least 1")
     if budget is not None and budget < 1:
@@ -155,8 +169,8 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
     def score_level(kids: np.ndarray) -> list[float]:  # one matmul a level
         return proj.host_score(qn, normalise(tree.memories[torch.from_numpy(kids)], mu)).tolist()
 
-    scores, probs, visits, selected, stop = walk(tree, score_level, k=k, max_depth=max_depth,
-                                                 budget=budget, temperature=temperature)
+    scores, probs, visits, selected, stop = walk(
+        tree, score_level, WalkLimits(k, max_depth, budget, temperature))
     route_ms = (time.perf_counter() - t0) * 1e3
     return Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth, budget=budget,
                  temperature=temperature, stop_reason=stop, route_ms=route_ms)

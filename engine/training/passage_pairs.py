@@ -28,7 +28,7 @@ import numpy as np
 
 from engine.answer.passages.sections import CONTEXT_EXCLUDED_KINDS
 from engine.answer.passages.passage_index import PassageIndex
-from engine.answer.passages.ranking import FEATURES, encode_and_describe, pool
+from engine.answer.passages.ranking import FEATURES, Manuals, encode_and_describe, pool
 from engine.answer.passages.sentences import SectionText, candidates
 from engine.answer.question import Question
 from engine.routing import lexical
@@ -134,9 +134,9 @@ def manual_rows(encoder, tree, seed: str) -> tuple[np.ndarray, np.ndarray, np.nd
     for qi, q in enumerate(queries):
         routed = routed_units(index, tree, q.question, {n for n, _ in q.positives}, rng)
         asked = Question.read(q.question)
-        cands, flat = pool(routed, {0: index}, asked, lambda d, n: n)
-        chosen, feats = encode_and_describe(encoder, asked, cands, {0: index}, flat,
-                                            {0: tree.pages})
+        manuals = Manuals({0: index}, lambda d, n: n, {0: tree.pages})
+        cands, flat = pool(routed, manuals, asked)
+        chosen, feats = encode_and_describe(encoder, asked, cands, manuals, flat)
         for i, row in zip(chosen, feats):
             s = cands[i].sentence
             rows.append(row)

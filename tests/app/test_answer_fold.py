@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from app.ask.answer_fold import answer_markdown, folded, marked_answer
 from engine.answer.checks.check import check_answer
+from engine.answer.question import Question
 
 
 def _spans(text: str, *terms: str) -> list[tuple[int, int]]:
@@ -47,7 +48,7 @@ def test_an_unflagged_answer_is_its_text():
 
 def test_a_flagged_answer_is_folded_under_its_line():
     answer = "Pass --frob to ngspice."
-    check = check_answer(answer, ["ngspice reads a netlist."], "How?").as_json()
+    check = check_answer(answer, ["ngspice reads a netlist."], Question.read("How?")).as_json()
     md = answer_markdown(answer, check["unsupported"], check["line"])
     # said as the model's reading, folded (issue 67), then the line saying why
     label = '<p class="fold-label">The model&#x27;s reading of the passages below, folded: '

@@ -137,12 +137,13 @@ def test_a_flagged_answer_is_folded_and_a_clean_one_shown(tab):
     under the check's line, its unsupported term marked; a clean answer is the answer box."""
     from app.ask.ask_handlers import answer_updates
     from engine.answer.checks.check import check_answer
+    from engine.answer.question import Question
     from engine.answer.response import Answer, Metrics
     from engine.answer.checks.review import Review
 
     _, t, _ = tab
     text = "Prime it with --frob."
-    check = check_answer(text, ["Open the vent plug and fill the casing."], "How?")
+    check = check_answer(text, ["Open the vent plug and fill the casing."], Question.read("How?"))
     a = Answer(text=text, mode="text", cited=[], metrics=Metrics(), review=Review(check=check))
     out = answer_updates(t, a, a.as_json(), text)
     assert out[t.answer_box]["visible"] is False and out[t.answer_fold]["visible"] is True
@@ -151,7 +152,7 @@ def test_a_flagged_answer_is_folded_and_a_clean_one_shown(tab):
     assert "Prime it with <mark>--frob</mark>." in out[t.answer_fold]["value"]
     clean = Answer(text="Fill the casing.", mode="text", cited=[], metrics=Metrics(),
                    review=Review(check=check_answer("Fill the casing.", ["fill the casing"],
-                                                    "How?")))
+                                                    Question.read("How?"))))
     out = answer_updates(t, clean, clean.as_json(), clean.text)
     assert out[t.answer] == "Fill the casing." and out[t.answer_box]["visible"] is True
     assert out[t.answer_fold]["visible"] is False

@@ -9,7 +9,8 @@ import torch
 
 from engine.memory.projections import RouterProjections
 from engine.routing.candidates import CandidateIndex, Moments, top_scores
-from engine.routing.fused import RouteQuery, channels_on_demand, route_on_evidence, score_channels
+from engine.routing.fused import (RouteBy, RouteQuery, channels_on_demand, route_on_evidence,
+                                  score_channels)
 from engine.routing.fusion import zscore
 from engine.routing.router import RoutingTree
 
@@ -124,7 +125,7 @@ def test_candidate_and_exact_paths_on_a_real_manual(etoolbox):
                     else:  # the max over the scored nodes below: at most the exact one
                         assert got[name][part] <= want[name][part] + 1e-5
         # the topk walk needs every node's subtree scores: it keeps the exact path
-        assert route_on_evidence(rtree, query, proj, walk_how="topk").candidates is None
+        assert route_on_evidence(rtree, query, proj, RouteBy(walk="topk")).candidates is None
     # few candidates (8 a channel; the random memories are no candidates' source): each route
     # is still a connected walk from the root, and it overlaps the exact one
     few_index = CandidateIndex(index.ann, index.moments, index.key, count=8)

@@ -12,10 +12,12 @@ from hypothesis import given, settings, strategies as st
 from engine.document.tree import ROOT, TreeAssembler
 from engine.memory.projections import RouterProjections
 from engine.routing.channels import ChannelScores, TreeLevels, channel
-from engine.routing.fused import RouteQuery, RouterUnavailable, route_on_evidence
+from engine.routing.fused import RouteBy, RouteQuery, RouterUnavailable, route_on_evidence
 from engine.routing.fusion import MISSING_Z, FusionWeights, fuse, zscore
-from engine.routing.router import SELECTED, RoutingTree
+from engine.routing.router import SELECTED, RoutingTree, WalkLimits
 from storage import NodeEvidence
+
+TOPK_1 = RouteBy(walk="topk", limits=WalkLimits(k=1))  # the paper's walk, one child a parent
 
 
 @st.composite
@@ -140,7 +142,7 @@ def test_fused_walk_finds_the_deep_section_and_traces_every_channel():
     q_dense = np.array([q_tokens.count(t) for t in vocab], np.float32)
     q_dense /= np.linalg.norm(q_dense)
     query = RouteQuery(tokens=q_tokens, dense=q_dense, memory=torch.randn(8, generator=g))
-    r = route_on_evidence(rtree, query, RouterProjections(8, d_head=4), k=1, walk_how="topk")
+    r = route_on_evidence(rtree, query, RouterProjections(8, d_head=4), TOPK_1)
     titles = [tree.node(i).title for i in r.selected]
     assert titles == ["Operation", "Display", "Fault codes"]
     # the parent's subtree score is its best descendant's, not its own
@@ -155,10 +157,10 @@ def test_fused_walk_finds_the_deep_section_and_traces_every_channel():
     assert set(rec) == {"lexical", "dense", "memory"} and rec["lexical"]["own"] > 0
     assert r.router == "fused" and "memory" in r.alternatives
     # single-channel routers and a missing channel
-    assert route_on_evidence(rtree, query, None, router="lexical", k=1,
-                             walk_how="topk").selected == r.selected
+    assert route_on_evidence(rtree, query, None,
+                             RouteBy("lexical", walk="topk", limits=WalkLimits(k=1))).selected == r.selected
     no_mem = RoutingTree.from_tree(tree, None, doc_id=1, evidence=ev)
-    r2 = route_on_evidence(no_mem, query, None, k=1, walk_how="topk")
+    r2 = route_on_evidence(no_mem, query, None, TOPK_1)
     assert "memory" not in r2.channels and r2.selected == r.selected
     with pytest.raises(RouterUnavailable, match="memories"):
-        route_on_evidence(no_mem, query, None, router="memory")
+        route_on_evidence(no_mem, query, None, RouteBy("memory"))

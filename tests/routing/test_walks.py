@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from engine.routing.channels import TreeLevels, channel
-from engine.routing.fused import (RESCUE, WALKS, RouteQuery, RouterUnavailable,
+from engine.routing.fused import (RESCUE, WALKS, RouteBy, RouteQuery, RouterUnavailable,
                                   route_on_evidence, walk_scores)
 from engine.routing.fusion import fuse
-from engine.routing.router import RoutingTree, walk
+from engine.routing.router import RoutingTree, WalkLimits, walk
 
 
 def _tree(parent: list[int | None]) -> RoutingTree:
@@ -45,9 +45,9 @@ def test_leaf_fusion_keeps_the_chapter_of_the_best_fused_section():
     # the paper's order (propagate each channel, then fuse) prefers chapter 1: it collects the
     # lexical best of node 3 and the dense best of node 4
     score, keep = walk_scores(tree, fused, pack, "topk")
-    assert not keep and walk(tree, lambda k: score[k].tolist(), k=1)[3] == [1, 3]
+    assert not keep and walk(tree, lambda k: score[k].tolist(), WalkLimits(k=1))[3] == [1, 3]
     score, keep = walk_scores(tree, fused, pack, "leaf")
-    assert not keep and walk(tree, lambda k: score[k].tolist(), k=1)[3] == [2, 5]
+    assert not keep and walk(tree, lambda k: score[k].tolist(), WalkLimits(k=1))[3] == [2, 5]
     assert score[2] == pytest.approx(pack[5])  # the chapter is its best section
 
 
@@ -55,7 +55,7 @@ def test_rescue_keeps_the_paths_to_the_best_flat_nodes():
     tree, (fused, pack) = _split_scores()
     score, keep = walk_scores(tree, fused, pack, "rescue")
     assert {0, 2, 5} <= keep  # node 5's path
-    sel = walk(tree, lambda k: score[k].tolist(), k=1, keep=keep)[3]
+    sel = walk(tree, lambda k: score[k].tolist(), WalkLimits(k=1), keep)[3]
     assert {1, 3, 2, 5} <= set(sel)  # the top-k winners and the rescued path
 
 
@@ -87,7 +87,7 @@ def test_walk_invariants(data, k, how):
     chans = {"lexical": channel(lex, tree.levels), "dense": channel(den, tree.levels)}
     fused, pack = fuse(chans)
     score, keep = walk_scores(tree, fused, pack, how)
-    sel = walk(tree, lambda kids: score[kids].tolist(), k=k, keep=keep)[3]
+    sel = walk(tree, lambda kids: score[kids].tolist(), WalkLimits(k=k), keep)[3]
     chosen = set(sel)
     assert all(parent[u] == 0 or parent[u] in chosen for u in sel)
     if how.endswith("rescue"):
@@ -116,8 +116,8 @@ def test_walks_on_a_real_manual(corpus_tree):
     gained = 0
     for q in questions:
         query = RouteQuery(tokens=lexical.tokenize(q))
-        old = route_on_evidence(rtree, query, None, walk_how="topk")
-        new = route_on_evidence(rtree, query, None, walk_how="rescue")
+        old = route_on_evidence(rtree, query, None, RouteBy(walk="topk"))
+        new = route_on_evidence(rtree, query, None, RouteBy(walk="rescue"))
         assert old.walk == "topk" and new.walk == "rescue"
         assert set(old.selected) <= set(new.selected)  # rescue only adds
         order = np.argsort(-np.nan_to_num(new.pack_scores, nan=-np.inf), kind="stable")
@@ -125,7 +125,8 @@ def test_walks_on_a_real_manual(corpus_tree):
         assert set(best) <= set(new.selected)
         gained += len(set(best) - set(old.selected))
         # the node budget still caps what any walk selects
-        capped = route_on_evidence(rtree, query, None, walk_how="rescue", budget=10)
+        capped = route_on_evidence(rtree, query, None, RouteBy(
+            walk="rescue", limits=WalkLimits(budget=10)))
         assert len(capped.selected) <= 10
     assert gained > 0  # the paper's walk pruned some of the best sections
 

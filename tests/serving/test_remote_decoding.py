@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.answer.generation.decoding import generate
+from engine.answer.generation.decoding import Decoding, Plan, generate
 from engine.answer.generation.prompts import SYSTEM_PROMPT, chat_messages, chat_parts, embed_text as _embed_text
 from engine.serving.remote_decoding import RemoteStreamed
 from engine.serving.remote_reader import RemoteReader
@@ -18,7 +18,8 @@ from tests.support.scripted_server import SSE_HEAD, chunk, chunked, scripted  # 
 def test_same_answer_and_stop_as_in_process(served_reader, real_backbone, question, stop):
     url, model = served_reader
     (prompt,) = chat_parts(real_backbone, question, SYSTEM_PROMPT)
-    local = generate(real_backbone, [_embed_text(real_backbone, prompt)], max_new_tokens=64)
+    local = generate(Plan(real_backbone, [_embed_text(real_backbone, prompt)]),
+                     Decoding(max_new_tokens=64))
     served = RemoteStreamed(RemoteReader(url, model), chat_messages(question, SYSTEM_PROMPT),
                             max_new_tokens=64)
     shown = "".join(served)

@@ -11,7 +11,7 @@ import torch
 
 from engine.answer.generation.streamer import GuardedStreamer
 from engine.serving.stops import RepeatStop
-from engine.answer.generation.decoding import generate
+from engine.answer.generation.decoding import Decoding, Plan, generate
 from engine.answer.generation.prompts import SYSTEM_PROMPT, chat_parts
 from engine.serving.request import GenerationRequest
 from engine.serving.worker import GenerationWorker
@@ -48,9 +48,10 @@ def request(backbone, embeds, max_new, *, guard=True, slot_mask=None, aligner=No
                              slot_mask=slot_mask, aligner=aligner), streamer, stop
 
 
-def unbatched(backbone, embeds, max_new, **kw):
+def unbatched(backbone, embeds, max_new, slot_mask=None, aligner=None, guard=True):
     streamer = GuardedStreamer(backbone.tokenizer)
-    result = generate(backbone, [embeds], max_new_tokens=max_new, streamer=streamer, **kw)
+    result = generate(Plan(backbone, [embeds], slot_mask, aligner),
+                      Decoding(max_new_tokens=max_new, guard=guard), streamer)
     return streamer.ids, result
 
 

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 from engine.answer.checks import terms
 from engine.answer.checks.terms import Term
+from engine.answer.question import Question
 from engine.routing.lexical import STOP_WORDS
 
 UNCHECKED_KINDS = frozenset({"acronym"})
@@ -144,12 +145,12 @@ def _numbers(text: str) -> list[tuple[float, re.Match]]:
     return [(float(m.group()), m) for m in _NUMBER.finditer(masked)]
 
 
-def number_conflict(answer: str, quote: str, question: str) -> NumberConflict | None:
+def number_conflict(answer: str, quote: str, question: Question) -> NumberConflict | None:
     """Rule 3 (module docstring): the answer's number against the quote's for the asked
     quantity; None when the question asks none, the quote is ambiguous or the answer agrees."""
-    if not QUANTITY.search(question or ""):
+    if not QUANTITY.search(question.text):
         return None
-    asked = {v for v, _ in _numbers(question)}
+    asked = {v for v, _ in _numbers(question.text)}
     in_quote = {}
     for v, m in _numbers(quote):
         if v not in asked:
@@ -164,13 +165,14 @@ def number_conflict(answer: str, quote: str, question: str) -> NumberConflict | 
     return NumberConflict(m.group(), written, m.start(), m.end())
 
 
-def check_answer(answer: str, sources: list[str], question: str,
+def check_answer(answer: str, sources: list[str], question: Question,
                  quote: str | None = None, cut: bool = False) -> Check:
     """The three rules on ``answer``: ``sources`` are the texts the reader was given (memory
     mode: the routed sections' text); ``quote`` is the shown quote's text (None: none shown);
     ``cut``: generation was stopped by a limit or the repetition stop, not ended by the model
     (``answer`` without the cut notice)."""
-    found, checked = unsupported_terms(answer, "\n".join([*sources, quote or "", question]), cut)
+    given = "\n".join([*sources, quote or "", question.text])
+    found, checked = unsupported_terms(answer, given, cut)
     return Check(unsupported=found, checked=checked,
                  denies_coverage=quote is not None and denies_coverage(answer),
                  number_conflict=number_conflict(answer, quote, question) if quote else None)

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from typing import Sequence
 
 from engine.answer.checks import terms
 from engine.answer.passages.answer_type import HOWTO, OPTION, SYNTAX
 from engine.answer.question import Question
 from engine.answer.checks.check import QUANTITY
+from engine.answer.passages.sentences import Sentence
 from engine.answer.passages.units import introduces, is_code_line
 
 COMMAND, VALUE, FILE = "command", "value", "file"
@@ -56,6 +58,17 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 _GENERIC = {"which", "what", "where", "should", "would", "could", "optio", "comma", "value",
             "defau", "there", "about", "does", "using", "make", "with", "from", "that", "this",
             "file", "files", "synta"}
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the key line is chosen from: ``ranked``, every unit of the routed sections
+    (``sentences.Sentence``, best first); ``given``, the units the reader was given; the quote
+    (None: none shown), whose units are found in ``ranked`` by text."""
+
+    ranked: Sequence
+    given: Sequence
+    quote: Sentence | None = None
 
 
 @dataclass(frozen=True)
@@ -105,13 +118,11 @@ def _lines(text: str, kind: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def choose(question: Question, ranked: list, shown: list, quote=None, answer: str = "",
-           page_of=None) -> KeyLine | None:
-    """The key line (module docstring) from ``ranked`` (every unit of the routed sections,
-    ``sentences.Sentence``), ``shown`` (the units the reader was given) and the quote (its
-    units are found in ``ranked`` by text); None when the question wants no line or no line
-    qualifies. ``page_of(sentence)``: a unit's page (``grounding.sentence_pager``)."""
-    q = question
+def choose(question: Question, shown: Shown, answer: str = "", page_of=None) -> KeyLine | None:
+    """The key line (module docstring) from what was ``shown``; None when the question wants
+    no line or no line qualifies. ``page_of(sentence)``: a unit's page
+    (``grounding.sentence_pager``)."""
+    q, ranked, quote = question, shown.ranked, shown.quote
     kind = wanted(q)
     if kind is None or not ranked:
         return None
@@ -121,7 +132,7 @@ def choose(question: Question, ranked: list, shown: list, quote=None, answer: st
         quoted = {(s.doc_id, s.node_id, s.index) for s in ranked
                   if s.node_id == quote.node_id and s.doc_id == quote.doc_id
                   and s.text in quote.text}
-    seen = {(s.doc_id, s.node_id, s.index) for s in shown} | quoted
+    seen = {(s.doc_id, s.node_id, s.index) for s in shown.given} | quoted
     places = seen | {(d, n, i + step) for d, n, i in seen for step in (-1, 1)} \
         | {(d, n, i) for d, n, _ in seen for i in range(HEAD_LINES)}
     best_in = {}  # a section's best unit score: what its head line documents

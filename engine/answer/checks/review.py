@@ -22,13 +22,14 @@ def review(req: Request) -> Review:
     key = None
     if ranked:  # the manual's line for a question that asks for a name or a value
         given = "\n".join(sources)
-        key = key_line.choose(question, ranked, [s for s in ranked if s.text in given], quote,
-                              done.text if result is not None else "", sentence_pager(rt))
+        shown = key_line.Shown(ranked, [s for s in ranked if s.text in given], quote)
+        key = key_line.choose(question, shown, done.text if result is not None else "",
+                              sentence_pager(rt))
     if result is None:
         return Review(key, None, None)
     # stopped by a limit or the repetition stop, not by the model: the text may end mid-name
     stopped = result.stop != "eos" and not done.ended
-    check = check_answer(done.text, list(sources), question.text, quote_text, cut=stopped)
+    check = check_answer(done.text, list(sources), question, quote_text, cut=stopped)
     signals = answer_signals(done.text, Reading(
         question, list(sources), quote_text, quote.score if quote is not None else 0.0,
         result.logprobs, result.stop, route_margin(req.route), rt.encoder,

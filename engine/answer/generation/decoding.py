@@ -82,18 +82,16 @@ def processors(repetition_penalty: float = 1.0, no_repeat_ngram: int = 0,
 
 
 @torch.no_grad()
-def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch.Tensor | None = None,
-             aligner=None, max_new_tokens: int = 128,
-             max_time: float | None = None, streamer=None, guard: bool = True,
-             repetition_penalty: float = 1.0, no_repeat_ngram: int = 0,
-             copy_from: str | None = None) -> GenerationResult:
-    """Greedy generation from concatenated input embeddings [n, d] (text and slots).
-
-    ``repetition_penalty``, ``no_repeat_ngram`` and ``copy_from``: ``processors``.
+def generate(plan: Plan, decoding: Decoding = Decoding(), streamer=None) -> GenerationResult:
+    """Greedy generation from the plan's concatenated input embeddings [n, d] (text and slots),
+    as ``decoding`` says (its penalties and ``copy_from``: ``processors``; ``guard``: stop on a
+    loop, ``RepeatStop``, cutting it off).
 
     ``streamer``: a transformers streamer fed the new tokens as they come (a ``GuardedStreamer``
-    is given this call's guard); ``guard``: stop on a loop (``RepeatStop``), cutting it off."""
-    embeds = torch.cat(pieces).unsqueeze(0).to(backbone.device, backbone.dtype)
+    is given this call's guard)."""
+    backbone, slot_mask, aligner = plan.model, plan.slot_mask, plan.aligner
+    max_new_tokens, guard = decoding.max_new_tokens, decoding.guard
+    embeds = torch.cat(plan.pieces).unsqueeze(0).to(backbone.device, backbone.dtype)
     mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=backbone.device)
     first, logprobs = FirstToken(), TokenLogProbs()
     stop = RepeatStop()
@@ -101,8 +99,8 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
                   do_sample=False,
                   # the log-probs last: they read the scores the token is chosen from
                   logits_processor=LogitsProcessorList(
-                      [*processors(repetition_penalty, no_repeat_ngram, backbone, copy_from),
-                       first, logprobs]),
+                      [*processors(decoding.repetition_penalty, decoding.no_repeat_ngram,
+                                   backbone, decoding.copy_from), first, logprobs]),
                   pad_token_id=backbone.tokenizer.pad_token_id)
     if guard:
         kwargs["stopping_criteria"] = StoppingCriteriaList([stop])
@@ -110,8 +108,8 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
         kwargs["streamer"] = streamer
         if hasattr(streamer, "guard"):
             streamer.guard = stop if guard else None
-    if max_time is not None:  # a wall-clock cap (seconds): generation stops, keeping its text
-        kwargs["max_time"] = max_time
+    if decoding.max_time is not None:  # a wall-clock cap (seconds): it stops, keeping its text
+        kwargs["max_time"] = decoding.max_time
     loops, prefill_started_at = None, time.perf_counter()
     if aligner is not None and slot_mask is not None and slot_mask.any():
         with aligner.attached(backbone.model), aligner.slots(slot_mask.unsqueeze(0).to(backbone.device)):
@@ -120,15 +118,15 @@ def generate(backbone: Backbone, pieces: list[torch.Tensor], *, slot_mask: torch
     else:
         out = backbone.model.generate(**kwargs)
     new = out[0].tolist()  # with inputs_embeds only, generate returns just the new tokens
-    return _result(backbone, new, stop, max_new_tokens, embeds.shape[1], first.at, loops,
-                   logprobs.values, prefill_started_at)
+    outcome = GenerationOutcome(new, embeds.shape[1], first.at, "", loops, prefill_started_at)
+    return _result(backbone, outcome, stop, max_new_tokens, logprobs.values)
 
 
-def _result(backbone: Backbone, new: list[int], stop: RepeatStop, max_new_tokens: int,
-            prefill_tokens: int, first_token_at: float | None,
-            loops: torch.Tensor | None, logprobs: list[float],
-            prefill_started_at: float | None = None) -> GenerationResult:
-    """The result of a generation that gave the token ids ``new``, and why it ended."""
+def _result(backbone: Backbone, outcome: GenerationOutcome, stop: RepeatStop,
+            max_new_tokens: int, logprobs: list[float]) -> GenerationResult:
+    """The result of a generation that gave the token ids ``outcome.tokens``, and why it ended
+    (``stop``'s reason, else the tokens': ``outcome.stop`` is not read)."""
+    new = outcome.tokens
     text = backbone.tokenizer.decode(new[: len(new) - stop.trim], **DECODE).strip()
     if stop.fired:
         why = stop.fired
@@ -138,9 +136,10 @@ def _result(backbone: Backbone, new: list[int], stop: RepeatStop, max_new_tokens
         why = "length"
     else:
         why = "time"
-    return GenerationResult(text=text, prefill_tokens=prefill_tokens, generated_tokens=len(new),
-                            first_token_at=first_token_at, loops=loops, stop=why,
-                            logprobs=logprobs[:len(new)], prefill_started_at=prefill_started_at)
+    return GenerationResult(text=text, prefill_tokens=outcome.prefill_tokens,
+                            generated_tokens=len(new), first_token_at=outcome.first_token_at,
+                            loops=outcome.loops, stop=why, logprobs=logprobs[:len(new)],
+                            prefill_started_at=outcome.prefill_started_at)
 
 
 def worker_request(plan: Plan, decoding: Decoding,
@@ -168,18 +167,8 @@ def worker_result(plan: Plan, decoding: Decoding, outcome: GenerationOutcome,
                   stop: RepeatStop, request: GenerationRequest) -> GenerationResult:
     """The result of ``request`` (``worker_request``'s: its last processor recorded the tokens'
     log-probabilities)."""
-    return _result(plan.model, outcome.tokens, stop, decoding.max_new_tokens,
-                   outcome.prefill_tokens, outcome.first_token_at, outcome.loops,
-                   request.logits_processor[-1].values, outcome.prefill_started_at)
-
-
-def run_plan(plan: Plan, decoding: Decoding, streamer=None) -> GenerationResult:
-    """Generate from ``plan`` as ``decoding`` says."""
-    return generate(plan.model, plan.pieces, slot_mask=plan.slot_mask, aligner=plan.aligner,
-                    max_new_tokens=decoding.max_new_tokens, max_time=decoding.max_time,
-                    streamer=streamer, guard=decoding.guard,
-                    repetition_penalty=decoding.repetition_penalty,
-                    no_repeat_ngram=decoding.no_repeat_ngram, copy_from=decoding.copy_from)
+    return _result(plan.model, outcome, stop, decoding.max_new_tokens,
+                   request.logits_processor[-1].values)
 
 
 class Streamed:
@@ -202,7 +191,7 @@ class Streamed:
 
         def work() -> None:
             try:
-                box["result"] = run_plan(self.plan, self.decoding, streamer)
+                box["result"] = generate(self.plan, self.decoding, streamer)
             except BaseException as e:  # re-raised in the caller's thread below
                 box["error"] = e
                 streamer.end()

@@ -64,7 +64,6 @@ def ranked_sentences(rt, routing, trees: dict, q: Question,
     Front and back matter only when the question asks for it (engine.document.matter)."""
     if route is None:
         return []
-    query_dense = q.dense
     found = [sentence_evidence.SectionText(
         rid=s.rid, doc_id=s.doc_id, node_id=s.node_id,
         heading=heading_path(s.tree, s.node_id) or routing.title[s.rid], body=s.node.text,
@@ -80,14 +79,15 @@ def ranked_sentences(rt, routing, trees: dict, q: Question,
     encoder = (stored_encoder(rt, docs, quote_kind(ranker is not None))
                if rt.encoder is not None else None)
     if ranker is None or encoder is None:
-        return sentence_evidence.score(encoder, q, routed, query_vec=query_dense,
-                                       bonus=expansion_bonus(rt, trees, q, routed))
+        bonus = expansion_bonus(rt, trees, q, routed)
+        return sentence_evidence.score(encoder, q, routed,
+                                       expanded=sentence_evidence.Expanded(bonus=bonus))
     indexes = {d: index_for(rt.cache, d, rt.library.get_document(d).sha256, tree)
                for d, tree in trees.items()}
     rid = {o: i for i, o in enumerate(routing.origin)}
-    ranked, _ = ranking.rank(ranker, encoder, q, routed, indexes,
-                             lambda d, n: rid[(d, n)], {d: t.pages for d, t in trees.items()},
-                             query_dense)
+    manuals = ranking.Manuals(indexes, lambda d, n: rid[(d, n)],
+                              {d: t.pages for d, t in trees.items()})
+    ranked, _ = ranking.rank(ranker, encoder, q, routed, manuals)
     return ranked
 
 

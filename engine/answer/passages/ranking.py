@@ -27,6 +27,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -75,12 +76,36 @@ def identifiers(text: str) -> set[str]:
     return {w for w in out if len(w) > 1}
 
 
-def pool(routed: list[Sentence], indexes: dict, question: Question,
-         rid_of) -> tuple[list[Candidate], dict]:
+@dataclass(frozen=True)
+class Manuals:
+    """The manuals the ranker reads beside the routed units: their flat passage indexes
+    ({doc_id: PassageIndex}), the routed id of a node (``rid_of(doc_id, node_id)``) and their
+    page counts ({doc_id: pages})."""
+
+    indexes: dict
+    rid_of: Callable[[int, int], int]
+    pages: dict
+
+
+@dataclass(frozen=True)
+class CandidateScores:
+    """What the features read of the chosen candidates: their cosines to the question and
+    their headings' (in ``chosen`` order), the pool's BM25 (every candidate), the question's
+    flat BM25 per document ({doc_id: scores over its passages}) and its section BM25
+    ({(doc_id, node_id): score})."""
+
+    cos: np.ndarray
+    head_cos: np.ndarray
+    pool_bm: np.ndarray
+    flat_scores: dict
+    section_scores: dict
+
+
+def pool(routed: list[Sentence], manuals: Manuals, question: Question
+         ) -> tuple[list[Candidate], dict]:
     """The candidates (module docstring) and the question's flat BM25 per document
-    ({doc_id: scores over its passages}). ``indexes``: {doc_id: PassageIndex};
-    ``rid_of(doc_id, node_id)``: the routed id of a node."""
-    q = question
+    ({doc_id: scores over its passages})."""
+    q, indexes, rid_of = question, manuals.indexes, manuals.rid_of
     tokens = list(q.tokens)
     with_matter = q.matter
     out = [Candidate(s, True, False) for s in routed]
@@ -118,11 +143,12 @@ def pool(routed: list[Sentence], indexes: dict, question: Question,
     return out, flat_scores
 
 
-def features(question: Question, cands: list[Candidate], chosen: list[int], cos: np.ndarray,
-             head_cos: np.ndarray, pool_bm: np.ndarray, indexes: dict, flat_scores: dict,
-             section_scores: dict, pages: dict) -> np.ndarray:
+def features(question: Question, cands: list[Candidate], chosen: list[int],
+             scores: CandidateScores, manuals: Manuals) -> np.ndarray:
     """One row of ``FEATURES`` per chosen candidate (module docstring)."""
-    q = question
+    q, indexes, pages = question, manuals.indexes, manuals.pages
+    cos, head_cos, pool_bm = scores.cos, scores.head_cos, scores.pool_bm
+    flat_scores, section_scores = scores.flat_scores, scores.section_scores
     qtype, qtok = q.kind, set(q.tokens)
     qid = identifiers(q.text)
     default_q = bool(_DEFAULT_Q.search(q.text))
@@ -168,14 +194,14 @@ def features(question: Question, cands: list[Candidate], chosen: list[int], cos:
     return np.asarray(rows, dtype=np.float32).reshape(len(chosen), len(FEATURES))
 
 
-def encode_and_describe(encoder, question: Question, cands: list[Candidate], indexes: dict,
-                        flat_scores: dict, pages: dict, query_vec=None,
-                        encoded: int = ENCODED) -> tuple[list[int], np.ndarray]:
-    """(the candidates scored: the ``encoded`` best by pool BM25 and every flat one, their
-    feature rows); shared by the ranker at ask time and the training data builder."""
+def encode_and_describe(encoder, question: Question, cands: list[Candidate], manuals: Manuals,
+                        flat_scores: dict) -> tuple[list[int], np.ndarray]:
+    """(the candidates scored: the ``ENCODED`` best by pool BM25 and every flat one, their
+    feature rows); shared by the ranker at ask time and the training data builder. The
+    question's vector is its ``dense`` when routing encoded it already."""
     if not cands:
         return [], np.zeros((0, len(FEATURES)), np.float32)
-    q = question
+    q, encoded, query_vec = question, ENCODED, question.dense
     sents = [c.sentence for c in cands]
     idx = lexical.LexicalIndex([lexical.evidence_tokens([s.path], s.text, title_boost=1)
                                 for s in sents])
@@ -193,10 +219,10 @@ def encode_and_describe(encoder, question: Question, cands: list[Candidate], ind
     head_cos = np.asarray([hv[sents[i].path] if sents[i].path else 0.0 for i in chosen])
     tokens = list(q.tokens)
     section_scores = {}
-    for d, index in indexes.items():
+    for d, index in manuals.indexes.items():
         section_scores.update({(d, n): v for n, v in index.section_scores(tokens).items()})
-    return chosen, features(q, cands, chosen, cos, head_cos, pool_bm, indexes,
-                            flat_scores, section_scores, pages)
+    return chosen, features(q, cands, chosen, CandidateScores(
+        cos, head_cos, pool_bm, flat_scores, section_scores), manuals)
 
 
 @dataclass(frozen=True)
@@ -209,16 +235,15 @@ class PassageRanker(Logistic):
         return cls.load_checked(path, FEATURES)
 
 
-def rank(ranker: PassageRanker, encoder, question: Question, routed: list[Sentence], indexes: dict,
-         rid_of, pages: dict, query_vec=None) -> tuple[list[Sentence], dict[int, Candidate]]:
+def rank(ranker: PassageRanker, encoder, question: Question, routed: list[Sentence],
+         manuals: Manuals) -> tuple[list[Sentence], dict[int, Candidate]]:
     """Every candidate, ``score`` = the ranker's probability (0 for those not scored), best
     first; and the candidates by ``id`` of their sentence (their channels)."""
     q = question
-    cands, flat_scores = pool(routed, indexes, q, rid_of)
+    cands, flat_scores = pool(routed, manuals, q)
     if not cands:
         return [], {}
-    chosen, rows = encode_and_describe(encoder, q, cands, indexes, flat_scores, pages,
-                                       query_vec)
+    chosen, rows = encode_and_describe(encoder, q, cands, manuals, flat_scores)
     probs = ranker.probabilities(rows)
     for c in cands:
         c.sentence.score, c.sentence.channel = 0.0, c.channel

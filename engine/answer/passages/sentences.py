@@ -156,26 +156,46 @@ def windows(sents: list[Sentence], words: int = WINDOW_WORDS,
     return out
 
 
+@dataclass(frozen=True)
+class ScoreRule:
+    """The linear score's weights (module docstring) and its reach: how many units are encoded
+    (the ``encoded`` best by BM25) and the words of a unit's window (0: the unit alone)."""
+
+    lexical_weight: float = LEXICAL_WEIGHT
+    heading_weight: float = HEADING_WEIGHT
+    type_weight: float = TYPE_WEIGHT
+    encoded: int = ENCODED
+    window_words: int = WINDOW_WORDS
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """Each sentence's expansion (``engine.answer.passages.expansion``): ``terms``, the
+    back-of-book index's terms for its page, read with its heading path by the word match and,
+    with ``dense``, by the encoder; ``bonus``, its share from its expansion
+    (``expansion.bonus``), added to its score."""
+
+    terms: list[str] | None = None
+    dense: bool = False
+    bonus: list[float] | None = None
+
+
 def score(encoder, question: Question, sents: list[Sentence],
-          lexical_weight: float = LEXICAL_WEIGHT, encoded: int = ENCODED,
-          query_vec: np.ndarray | None = None, heading_weight: float = HEADING_WEIGHT,
-          type_weight: float = TYPE_WEIGHT, window_words: int = WINDOW_WORDS,
-          terms: list[str] | None = None, dense_terms: bool = False,
-          bonus: list[float] | None = None) -> list[Sentence]:
+          rule: ScoreRule = ScoreRule(), expanded: Expanded = Expanded()) -> list[Sentence]:
     """Sets each sentence's ``cosine``, ``lexical`` and ``score`` (module docstring); returns
     them best first. Words and meaning are read over each unit's window (``windows``: what a
-    quote starting there shows; ``window_words`` 0: the unit alone); the answer-type fit over
-    the unit. Only the ``encoded`` best by BM25 are encoded (``ENCODED``); the others, and
-    every sentence without an encoder, have cosine 0 (word match alone). ``query_vec``: the
-    question's vector when the caller has it (routing encoded it already). ``terms``: each
-    sentence's expansion (``engine.answer.passages.expansion``: the back-of-book index's terms
-    for its page), read with its heading path by the word match and, with ``dense_terms``, by
-    the encoder. ``bonus``: each sentence's share from its expansion (``expansion.bonus``),
-    added to its score."""
+    quote starting there shows; ``rule.window_words`` 0: the unit alone); the answer-type fit
+    over the unit. Only the ``rule.encoded`` best by BM25 are encoded (``ENCODED``); the
+    others, and every sentence without an encoder, have cosine 0 (word match alone). The
+    question's vector is its ``dense`` when routing encoded it already. ``expanded``: each
+    sentence's expansion (``Expanded``)."""
     if not sents:
         return []
-    q = question
+    q, encoded, window_words = question, rule.encoded, rule.window_words
+    lexical_weight, heading_weight = rule.lexical_weight, rule.heading_weight
+    type_weight, query_vec = rule.type_weight, question.dense
     texts = windows(sents, window_words)
+    terms, dense_terms, bonus = expanded.terms, expanded.dense, expanded.bonus
     extra = terms or [""] * len(sents)
     index = lexical.LexicalIndex([lexical.evidence_tokens([f"{s.path} {x}" if x else s.path], t,
                                                           title_boost=1)

@@ -18,7 +18,8 @@ def validate(doc: Doc, rqs: list, proj, learned: FusionWeights, k: int,
     comparison of ``decide``."""
     from dataclasses import replace
 
-    from engine.routing.fused import RouterUnavailable, route_on_evidence
+    from engine.routing.fused import RouteBy, RouterUnavailable, route_on_evidence
+    from engine.routing.router import WalkLimits
     from engine.routing.hits import gold_regions, routing_hit
     from engine.routing.routing_tree import RoutingTree
 
@@ -36,8 +37,8 @@ def validate(doc: Doc, rqs: list, proj, learned: FusionWeights, k: int,
             for r, reg in zip(rows, regions):
                 rq = rqs[r] if memory else replace(rqs[r], memory=None)
                 try:
-                    sel = route_on_evidence(rt, rq, proj if memory else None, router=router,
-                                            weights=weights, k=k).selected
+                    sel = route_on_evidence(rt, rq, proj if memory else None, RouteBy(
+                        router, weights, limits=WalkLimits(k=k))).selected
                 except RouterUnavailable:
                     continue
                 hit = routing_hit(sel, reg).hit

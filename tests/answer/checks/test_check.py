@@ -20,10 +20,12 @@ from engine.answer.checks.terms import Term
 from engine.answer.checks.check import (Check, NumberConflict, check_answer,
                                  denies_coverage, number_conflict)
 from engine.answer.passages.units import split_sentences
+from engine.answer.question import Question
 from engine.answer.checks.terms import contains, find_terms, normalize
 
 MANUALS = {"gnuplot-manual.pdf": range(30, 120, 6), "ngspice-manual.pdf": range(40, 400, 24),
            "r-intro.pdf": range(10, 100, 6), "why3-manual.pdf": range(15, 150, 9)}
+ANY = Question.read("?")  # a question that asks for nothing in particular
 TEMPLATES = {"option": "You can also pass {} to get this.", "identifier": "Then call {} on it.",
              "command": "Put {} before it.", "number": "The value to use is {}."}
 
@@ -97,7 +99,7 @@ def test_invented_terms_are_flagged_and_copied_ones_are_not(contexts):
         kind = list(TEMPLATES)[i % len(TEMPLATES)]
         answer, invented, n_copied = _answer(context, kind, rng)
         start = answer.rindex(invented)
-        result = check_answer(answer, [context], "How do I do this?")
+        result = check_answer(answer, [context], Question.read("How do I do this?"))
         spans = {(u.start, u.end) for u in result.unsupported}
         if (start, start + len(invented)) not in spans:
             missed.append((invented, answer))
@@ -111,9 +113,9 @@ def test_invented_terms_are_flagged_and_copied_ones_are_not(contexts):
 
 def test_sources_are_the_context_the_quote_and_the_question():
     answer = "Use \\pretocmd with --force on main.tex."
-    assert {u.text for u in check_answer(answer, [], "How?").unsupported} == {
+    assert {u.text for u in check_answer(answer, [], Question.read("How?")).unsupported} == {
         "\\pretocmd", "--force", "main.tex"}
-    found = check_answer(answer, ["\\pretocmd prepends"], "Can --force be used?",
+    found = check_answer(answer, ["\\pretocmd prepends"], Question.read("Can --force be used?"),
                          quote="Compile main.tex twice.")
     assert found.unsupported == [] and not found.flagged and found.checked == 3
 
@@ -121,7 +123,7 @@ def test_sources_are_the_context_the_quote_and_the_question():
 def test_spans_point_into_the_answer_and_the_line_names_the_terms():
     answer = "Run `ngspice -c` and then set exit_code to 0."
     result = check_answer(answer, ["ngspice reads the circuit; it exits with 0 on success."],
-                          "How do I run ngspice?")
+                          Question.read("How do I run ngspice?"))
     assert [(u.text, u.kind) for u in result.unsupported] == [("-c", "option"),
                                                               ("exit_code", "identifier")]
     assert all(answer[u.start:u.end] == u.text for u in result.unsupported)
@@ -133,17 +135,18 @@ def test_spans_point_into_the_answer_and_the_line_names_the_terms():
 
 def test_a_code_span_found_whole_is_supported_and_an_invented_operator_is_not():
     ctx = "Type opam install why3 in a shell. The pipe x |> f applies f."
-    assert not check_answer("Run `opam install why3`.", [ctx], "How?").flagged
-    assert [u.text for u in check_answer("Use `x <<< f`.", [ctx], "How?").unsupported] == ["<<<"]
+    assert not check_answer("Run `opam install why3`.", [ctx], Question.read("How?")).flagged
+    how = Question.read("How?")
+    assert [u.text for u in check_answer("Use `x <<< f`.", [ctx], how).unsupported] == ["<<<"]
     # stop words inside code are not terms; the names are
-    assert [u.text for u in check_answer("`plot f with linez`", ["plot f"], "?").unsupported] == [
+    assert [u.text for u in check_answer("`plot f with linez`", ["plot f"], ANY).unsupported] == [
         "linez"]
 
 
 def test_ordinary_words_and_acronyms_are_not_terms():
     answer = ("Patching works as follows. The PDF shows a CMYK colour, and/or a Table of "
               "Contents; I think the command is simple. Use it.")
-    assert check_answer(answer, [], "How?").checked == 0
+    assert check_answer(answer, [], Question.read("How?")).checked == 0
 
 
 @pytest.mark.parametrize("written,manual", [
@@ -154,7 +157,7 @@ def test_ordinary_words_and_acronyms_are_not_terms():
     ("1,000", "1,000 items"), ("~/.reportlab_settings", "in ~/.reportlab_settings."),
 ])
 def test_terms_are_compared_as_manuals_write_them(written, manual):
-    assert not check_answer(f"Use {written} here.", [manual], "?").flagged
+    assert not check_answer(f"Use {written} here.", [manual], ANY).flagged
 
 
 @pytest.mark.parametrize("written,manual", [
@@ -162,7 +165,7 @@ def test_terms_are_compared_as_manuals_write_them(written, manual):
     ("x86", "x86_64"),
 ])
 def test_a_term_inside_a_longer_one_is_not_support(written, manual):
-    assert check_answer(f"Use {written} here.", [manual], "?").flagged
+    assert check_answer(f"Use {written} here.", [manual], ANY).flagged
 
 
 @pytest.mark.parametrize("answer", [
@@ -173,8 +176,9 @@ def test_a_term_inside_a_longer_one_is_not_support(written, manual):
 ])
 def test_an_answer_denying_coverage_is_flagged_only_under_a_quote(answer):
     assert denies_coverage(answer)
-    assert check_answer(answer, ["x"], "What is it?", quote="It is 1.").denies_coverage
-    assert not check_answer(answer, ["x"], "What is it?", quote=None).flagged
+    what = Question.read("What is it?")
+    assert check_answer(answer, ["x"], what, quote="It is 1.").denies_coverage
+    assert not check_answer(answer, ["x"], what, quote=None).flagged
 
 
 @pytest.mark.parametrize("answer", [
@@ -186,7 +190,7 @@ def test_ordinary_negations_do_not_deny_coverage(answer):
 
 
 def test_the_asked_quantity_must_match_the_quote():
-    q = "What is the exit code when ngspice finds an error?"
+    q = Question.read("What is the exit code when ngspice finds an error?")
     quote = "On an error ngspice exits with status 1."
     got = number_conflict("The exit code is 0.", quote, q)
     assert got == NumberConflict("0", "1", 17, 18)
@@ -194,12 +198,13 @@ def test_the_asked_quantity_must_match_the_quote():
     assert result.flagged and result.line == "The model's answer gives 0 where the quote says 1."
     assert number_conflict("It exits with 1.", quote, q) is None  # agrees
     assert number_conflict("It exits with an error.", quote, q) is None  # no number given
-    assert number_conflict("The exit code is 0.", quote, "How do I run ngspice?") is None
+    how = Question.read("How do I run ngspice?")
+    assert number_conflict("The exit code is 0.", quote, how) is None
     assert number_conflict("It is 0.", "Status 1 or 2.", q) is None  # the quote is ambiguous
     # a number the question names is not the quote's answer, nor the answer's
     assert number_conflict("Pass 3 and get 30.", "With 3 pins it takes 40ms.",
-                           "How long does it take with 3 pins?") == NumberConflict("30", "40",
-                                                                                   15, 17)
+                           Question.read("How long does it take with 3 pins?")) \
+        == NumberConflict("30", "40", 15, 17)
 
 
 def test_a_check_with_nothing_found_is_not_flagged():
@@ -230,7 +235,7 @@ def test_normalize_is_idempotent(text):
 @given(_text)
 def test_an_answer_copied_whole_from_its_source_is_never_flagged(text):
     """Every term of a text is found in that same text."""
-    assert check_answer(text, [text], "?").unsupported == []
+    assert check_answer(text, [text], ANY).unsupported == []
 
 
 _name = st.from_regex(r"[a-z]{3,8}_[a-z]{3,8}", fullmatch=True)
@@ -246,12 +251,12 @@ def test_a_name_absent_from_the_context_is_flagged_wherever_it_stands(contexts, 
     answer = " ".join(sents[:at] + [f"Call {name}() here."] + sents[at:])
     start = answer.index(name)
     assert Term(name, "identifier", start, start + len(name)) in check_answer(
-        answer, [context], "?").unsupported
+        answer, [context], ANY).unsupported
 
 
 def test_a_term_cut_short_by_the_token_limit_is_left_out():
     answer = "Set reportlab.rl_config and then reportlab.loc"
     ctx = ["reportlab.rl_config and reportlab.local_settings"]
-    assert [u.text for u in check_answer(answer, ctx, "?").unsupported] == ["reportlab.loc"]
-    assert check_answer(answer, ctx, "?", cut=True).unsupported == []
-    assert check_answer("Use --frob here", ctx, "?", cut=True).unsupported[0].text == "--frob"
+    assert [u.text for u in check_answer(answer, ctx, ANY).unsupported] == ["reportlab.loc"]
+    assert check_answer(answer, ctx, ANY, cut=True).unsupported == []
+    assert check_answer("Use --frob here", ctx, ANY, cut=True).unsupported[0].text == "--frob"

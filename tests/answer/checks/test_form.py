@@ -16,6 +16,7 @@ from engine.answer.checks.check import check_answer, unsupported_terms
 from engine.answer.checks.form import read_form, repeated_sentence, trim_leak, whole_sentences
 from engine.answer.response import Answer, Generation, Metrics
 from engine.answer.checks.review import Review
+from engine.answer.question import Question
 
 # etoolbox, "How do I patch a command?", max_new_tokens=22: the product's first example stopped
 # at its token cap inside the command's name.
@@ -117,7 +118,8 @@ def test_an_unfinished_end_that_invents_names_is_kept_for_the_check_to_fold():
 
     form = read_form(*ATTACH, holds=holds)
     assert form.text == ATTACH[0] and form.fault is None and not form.trimmed
-    check = check_answer(form.text, [passages], "How do I attach a data frame?", cut=True)
+    asked = Question.read("How do I attach a data frame?")
+    check = check_answer(form.text, [passages], asked, cut=True)
     assert check.flagged and "lente" in check.line
     assert read_form(*ATTACH).trimmed_off == "cut"  # without the passages: dropped back
     assert read_form(*PATCH_22, holds=lambda part: "patchcmd" in part).trimmed_off == "cut"
@@ -197,7 +199,7 @@ def test_a_name_the_passages_do_not_hold_folds_whatever_the_score():
     form = read_form(*DEBUG_PATCH)
     assert form.fault is None  # its form is an answer's; its names are not the manual's
     check = check_answer(form.text, ["To debug a patch, use \\tracingpatches."],
-                         "What are the steps to debug a patch?", "\\tracingpatches")
+                         Question.read("What are the steps to debug a patch?"), "\\tracingpatches")
     ans = Answer(text=form.text, mode="text", cited=[], metrics=Metrics(),
                  review=Review(check=check), generation=Generation(form=form))
     assert ans.folded and ans.fold_line.startswith("The model's answer names pip")

@@ -30,7 +30,7 @@ def line_for(encoder, sections, question, answer=""):
     ranked = S.score(encoder, asked, S.candidates(sections))
     shown = S.select(ranked, lambda t: len(t.split()) * 2)
     quote = quoting.choose(question, ranked)
-    return key_line.choose(asked, ranked, shown, quote, answer), ranked
+    return key_line.choose(asked, key_line.Shown(ranked, shown, quote), answer), ranked
 
 
 def test_how_do_i_patch_a_command_gives_the_patchcmd_line_and_its_page(encoder, etoolbox):

@@ -47,7 +47,7 @@ def test_the_key_lines_term_missing_from_the_answer():
 
 
 def test_the_checks_own_line_is_kept_for_its_signals():
-    check = check_answer("Use --frob.", [QUOTE], "Which option?")
+    check = check_answer("Use --frob.", [QUOTE], Question.read("Which option?"))
     assert reason("unsupported", Said(Question.read("Which option?"), "Use --frob.", check, None,
                                       QUOTE)) == check.line
 
@@ -67,7 +67,7 @@ def test_the_flag_folds_only_where_there_is_no_score():
     (it folded right answers); without a score the flag still folds."""
     from engine.answer.checks.verdict import folds
 
-    flagged = check_answer("Use --frob.", [QUOTE], "Which option?")
+    flagged = check_answer("Use --frob.", [QUOTE], Question.read("Which option?"))
     assert flagged.flagged
     m, said = model({"sim_mean": 1.0}), Said(Question.read("Which option?"), "Use --frob.",
                                               flagged, None, QUOTE)
@@ -76,7 +76,8 @@ def test_the_flag_folds_only_where_there_is_no_score():
     assert not folds(flagged, sure) and folds(flagged, doubt)
     unscored = judge(None, signals(), said)
     assert folds(flagged, unscored) and folds(flagged, None)
-    assert not folds(None, None) and not folds(check_answer("Use -T.", [QUOTE], "?"), None)
+    unflagged = check_answer("Use -T.", [QUOTE], Question.read("?"))
+    assert not folds(None, None) and not folds(unflagged, None)
 
 
 def test_repetition_counts_repeated_word_trigrams():
@@ -90,7 +91,7 @@ def test_a_reader_without_log_probabilities_gets_the_documented_default():
     from engine.answer.checks.confidence import LOGPROB_DEFAULT, Reading, answer_signals
 
     answer = "Use --tabsize."
-    check = check_answer(answer, [QUOTE], "Which option sets the tab width?", QUOTE)
+    check = check_answer(answer, [QUOTE], Question.read("Which option sets the tab width?"), QUOTE)
     asked = Question.read("Which option sets the tab width?")
     s = answer_signals(answer, Reading(asked, [QUOTE], QUOTE, 1.1, None, "eos", 0.2), None,
                        check)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from engine.answer.generation.copying import SpanIndex, copy_processor, span_index
-from engine.answer.generation.decoding import generate
+from engine.answer.generation.decoding import Decoding, Plan, generate
 from engine.answer.generation.prompts import chat_parts, embed_text
 from engine.serving.request import GenerationRequest
 from engine.serving.worker import GenerationWorker
@@ -67,7 +67,7 @@ def test_the_worker_decodes_copied_spans_as_generate_does(tiny_backbone):
     index = span_index(bb.tokenizer, source, ends)
     prompts = [embed_text(bb, chat_parts(bb, q)[0]) for q in
                ("How do I patch a command?", "Which command appends code?", "Why?")]
-    free = [generate(bb, [p], max_new_tokens=12, guard=False) for p in prompts]
+    free = [generate(Plan(bb, [p]), Decoding(max_new_tokens=12, guard=False)) for p in prompts]
     assert not any(source.find(r.text) >= 0 and r.text for r in free)  # the test can fail
     worker = GenerationWorker(bb.model, max_batch=4)
     try:
@@ -82,5 +82,6 @@ def test_the_worker_decodes_copied_spans_as_generate_does(tiny_backbone):
         assert outcome.stop == "eos" and outcome.tokens[-1] in ends
         text = bb.tokenizer.decode(outcome.tokens, skip_special_tokens=True)
         assert text.strip() and text in source
-        alone = generate(bb, [p], max_new_tokens=40, guard=False, copy_from=source)
+        alone = generate(Plan(bb, [p]), Decoding(max_new_tokens=40, guard=False,
+                                                    copy_from=source))
         assert alone.text == text.strip()

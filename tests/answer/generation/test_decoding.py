@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from engine.answer.generation.reader import InProcessReader
-from engine.answer.generation.decoding import Decoding, Streamed, run_plan, stripped
+from engine.answer.generation.decoding import Decoding, Streamed, generate, stripped
 from engine.answer.generation.prompts import text_plan
 
 
 def test_streamed_chunks_join_to_the_decoded_text(tiny_backbone):
     plan = text_plan(InProcessReader(tiny_backbone), "How do I power a large widget?", "Large widgets need 12 V.")
     decoding = Decoding(max_new_tokens=6, guard=False)
-    whole = run_plan(plan, decoding)
+    whole = generate(plan, decoding)
     streamed = Streamed(plan, decoding)
     chunks = list(streamed)
     assert streamed.result is not None and "".join(chunks) == whole.text == streamed.result.text
@@ -20,7 +20,7 @@ def test_streamed_chunks_join_to_the_decoded_text(tiny_backbone):
 
 def test_the_token_limit_cuts(tiny_backbone):
     plan = text_plan(InProcessReader(tiny_backbone), "Say something long.", "")
-    result = run_plan(plan, Decoding(max_new_tokens=1, guard=False))
+    result = generate(plan, Decoding(max_new_tokens=1, guard=False))
     assert result.generated_tokens == 1 and result.stop in ("eos", "length")
 
 
@@ -54,7 +54,7 @@ def test_streamed_through_the_generation_worker_equals_generate(tiny_backbone):
                       torch.zeros(len(tail), dtype=torch.bool)])
     plans.append(Plan(tiny_backbone, [head, slots, tail], mask, aligner))
     decoding = Decoding(max_new_tokens=24)
-    expected = [run_plan(p, decoding) for p in plans]
+    expected = [generate(p, decoding) for p in plans]
     worker = GenerationWorker(tiny_backbone.model, max_batch=8)
     streams = [Streamed(p, decoding, worker) for p in plans]
     chunks: list = [None] * len(plans)
@@ -110,7 +110,7 @@ def test_the_tokens_log_probabilities_are_recorded_the_same_both_ways(tiny_backb
     plan = text_plan(InProcessReader(tiny_backbone), "How do I power a large widget?",
                      "Large widgets need 12 V.")
     decoding = Decoding(max_new_tokens=6, guard=False)
-    whole = run_plan(plan, decoding)
+    whole = generate(plan, decoding)
     assert len(whole.logprobs) == whole.generated_tokens
     assert all(lp <= 0 and math.isfinite(lp) for lp in whole.logprobs)
     worker = GenerationWorker(tiny_backbone.model, max_batch=2)

@@ -50,4 +50,4 @@ def test_the_answer_is_checked_against_the_context_the_reader_read(tiny_rt, monk
     (context,) = seen["sources"]
     assert a.quote.text.split(". ")[0] in " ".join(context.split())  # the best sentence is read
     assert context.startswith("[1] ") and seen["quote"] == a.quote.text
-    assert seen["question"] == "Which supply do large widgets need?" and a.check is not None
+    assert seen["question"].text == "Which supply do large widgets need?" and a.check is not None

@@ -72,8 +72,8 @@ def _ask(ranker, encoder, tree, question, routed_ids):
                               body=tree.node(n).text, page_start=tree.node(n).page_start,
                               page_end=tree.node(n).page_end) for n in routed_ids]
     ranked, cands = ranking.rank(ranker, encoder, Question.read(question),
-                                 S.candidates(sections), {1: index},
-                                 lambda d, n: n, {1: tree.pages})
+                                 S.candidates(sections),
+                                 ranking.Manuals({1: index}, lambda d, n: n, {1: tree.pages}))
     return ranked, quoting.choose(question, ranked, ranker.threshold)
 
 

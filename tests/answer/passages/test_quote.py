@@ -35,7 +35,8 @@ def ranked(encoder, question):
 
 def test_the_quote_is_the_best_sentence_and_its_sequel_verbatim(encoder):
     question = "Which power supply voltage does a large widget need?"
-    alone = S.score(encoder, Question.read(question), S.candidates(SECTIONS), window_words=0)
+    alone = S.score(encoder, Question.read(question), S.candidates(SECTIONS),
+                    S.ScoreRule(window_words=0))
     assert alone[0].text == "Large widgets need a 12 V supply."  # each unit read alone
     r = ranked(encoder, question)  # each unit read with its window (the quote from it)
     assert r[0].node_id == 20 and r[0].score >= r[-1].score
@@ -61,11 +62,12 @@ def test_a_how_to_question_quotes_its_best_sentence_forward(encoder):
 def test_only_the_best_sentences_by_words_are_encoded(encoder):
     """``encoded`` caps the encoder's work; the others stay ranked, with cosine 0."""
     question = "Which power supply voltage does a large widget need?"
-    few = S.score(encoder, Question.read(question), S.candidates(SECTIONS), encoded=2)
+    few = S.score(encoder, Question.read(question), S.candidates(SECTIONS), S.ScoreRule(encoded=2))
     assert sum(1 for s in few if s.cosine != 0.0) == 2 and len(few) == len(S.candidates(SECTIONS))
     assert few[0].node_id == 20 and few[0].cosine != 0.0
     # nothing matched by words: every sentence is encoded
-    none = S.score(encoder, Question.read("Zzyzx qwvb?"), S.candidates(SECTIONS), encoded=2)
+    none = S.score(encoder, Question.read("Zzyzx qwvb?"), S.candidates(SECTIONS),
+                   S.ScoreRule(encoded=2))
     assert sum(1 for s in none if s.cosine != 0.0) == len(none)
 
 
