@@ -81,7 +81,7 @@ from bench.metrics import (HELD, check_rates, clean_reference, evidence_precisio
                            routing_hit, term_recall, token_f1)
 from bench.routers import FLAT, flat_rows, parse_router, router_row
 from bench.readers import IN_PROCESS, SERVED, comparison_table, differences
-from engine.answer.passages.evidence import Section, evidence_lines, strip_cut_marker
+from engine.answer.passages.evidence import Section, scored_lines, strip_cut_marker
 from engine.answer.generation.cleanup import clean_answer, degeneracy
 from engine.answer.passages.sections import pack_blocks, readable
 from engine.answer.generation.decoding import Decoding, generate
@@ -307,7 +307,7 @@ class Runner:
         gold = set().union(*q.regions) if q.regions else set()
         secs = [Section(q.doc_id, i, tree.node(i).title, tree.node(i).text, None, None)
                 for i in node_ids if readable(tree.node(i))]
-        lines = evidence_lines(self.rt.encoder, answer, secs, keep_all=True)
+        lines = scored_lines(self.rt.encoder, answer, secs)
         return [[e.node_id, e.score, e.node_id in gold] for e in lines]
 
     def max_new_tokens(self, q: Question) -> int:

@@ -154,6 +154,8 @@ def second_stage_times(pdf: Path, n_sections: int, rounds: int, how: str = "like
     encoder = load_encoder("cpu")
     scorer = (rerank.cross_scorer() if how == "cross" else
               rerank.QueryLikelihood(rerank.bfloat16_copy(bb.model), tok))
+    if top is not None:
+        scorer.top = top
     walk = stood_in_walk(tree, n_sections)
     names = ("linear (the default)", "linear + entry inventory",
              "first ask with the inventory (builds it)", f"linear + {how} second stage",
@@ -171,14 +173,14 @@ def second_stage_times(pdf: Path, n_sections: int, rounds: int, how: str = "like
             t = time.perf_counter()
             first = inv is None
             inv = inv or inventory.Inventory.build(PassageIndex.build(1, tree))
-            extra = (inventory.extra_sections(tree, 1, inv, list(qq.tokens),
-                                              {s.node_id for s in found}, lambda n: n)
+            extra = (inventory.extra_sections(tree, inv, qq, inventory.Kept(
+                         1, {s.node_id for s in found}, lambda n: n))
                      if inventory.asks_for_a_name(qq.kind) else [])
             quoting.choose(q, sentences.score(encoder, qq, sentences.candidates(found + extra)))
             times[names[2] if first else names[1]].append((time.perf_counter() - t) * 1e3)
             t = time.perf_counter()
             ranked = sentences.score(encoder, qq, sentences.candidates(found))
-            done = rerank.rerank(scorer, q, ranked, sentences.THRESHOLD, top=top)
+            done = rerank.rerank(scorer, qq, ranked, sentences.THRESHOLD)
             quoting.choose(q, done.ranked)
             times[names[3]].append((time.perf_counter() - t) * 1e3)
             times[names[4]].append(done.ms)

@@ -129,8 +129,8 @@ def collect(manuals: list[str] | None, top: int, n_sections: int, questions_file
                        "ql_tokens": tokens, "ql_top": n_top, "candidates": cands}
                 if inventory.asks_for_a_name(qq.kind):
                     t = time.perf_counter()
-                    extra = inventory.extra_sections(tree, 1, inv, list(qq.tokens),
-                                                     {s.node_id for s in found}, lambda n: n)
+                    extra = inventory.extra_sections(tree, inv, qq, inventory.Kept(
+                        1, {s.node_id for s in found}, lambda n: n))
                     ranked2 = sentences.score(encoder, qq,
                                               sentences.candidates(found + extra))
                     row["inventory_ms"] = round((time.perf_counter() - t) * 1e3, 1)

@@ -98,8 +98,8 @@ def router_row(runner, q, spec: str, k: int) -> dict:
         row["skipped"] = str(e)
         return row
     route = ans.route
-    _, cited = pack_context(route.tree, {q.doc_id: runner.tree(q.doc_id)}, route,
-                            rt.backbone.encode, runner.args.text_budget)
+    _, cited = pack_context({q.doc_id: runner.tree(q.doc_id)}, route, rt.backbone.encode,
+                            runner.args.text_budget)
     row = runner._base(q, f"route[{spec}]", k)
     row.update(route_ms=ans.metrics.route_ms, walk_ms=route.route_ms, scored=route.scored,
                walk=route.walk)

@@ -29,7 +29,7 @@ from engine.answer.shown import plain_heading
 from engine.ask import AskOptions
 from engine.routing.channels import LABELS
 from engine.routing.fused import ROUTER_WORDS, ROUTERS
-from engine.routing.router import Route
+from engine.routing.router import Route, WalkLimits
 from storage.errors import DocumentNotFound
 
 log = logging.getLogger(__name__)
@@ -61,9 +61,10 @@ ROUTER_CHOICES = [(ROUTER_WORDS[r][0], r) for r in ROUTERS]
 def route_from_log(records: list[dict], settings: dict | None) -> Route:
     """A Route rebuilt from the query log (what ask() logged), for history views."""
     s = settings or {}
-    return Route.from_records(records, k=int(s.get("k", 0) or 0), max_depth=s.get("max_depth"),
-                              budget=s.get("budget"), temperature=float(s.get("temperature", 1.0)),
-                              router=s.get("router") or "memory")  # older logs: memory-routed
+    limits = WalkLimits(int(s.get("k", 0) or 0), s.get("max_depth"), s.get("budget"),
+                        float(s.get("temperature", 1.0)))
+    return Route.from_records(records, limits,
+                              s.get("router") or "memory")  # older logs: memory-routed
 
 
 def metrics_md(a) -> str:

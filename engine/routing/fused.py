@@ -50,7 +50,7 @@ from engine.routing.channels import (CHANNELS, ChannelScores, channel, dense_sco
 from engine.routing.fusion import FusionWeights, fuse
 from engine.routing.router import WalkLimits, walk
 from engine.routing.routing_tree import RoutingTree
-from engine.routing.trace import LazySelections, Route
+from engine.routing.trace import Found, LazySelections, Route
 from engine.settings import ROUTERS, WALKS  # the names are the settings' (one list each)
 
 # Each router as the page offers it: (a visitor's phrase, the paper's name for it).
@@ -170,13 +170,10 @@ def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjecti
     use = channels if router == "fused" else {router: channels[router]}
     fused, pack = fuse(use, router_weights(router, weights))
     score, keep = walk_scores(tree, fused, pack, walk_how)
-    scores, probs, visits, selected, stop = walk(
-        tree, lambda kids: score[kids].tolist(), limits, keep)
+    walked = walk(tree, lambda kids: score[kids].tolist(), limits, keep)
     route_ms = (time.perf_counter() - t0) * 1e3
-    result = Route(tree, scores, probs, visits, selected, k=limits.k, max_depth=limits.max_depth,
-                   budget=limits.budget, temperature=limits.temperature, stop_reason=stop,
-                   route_ms=route_ms, router=router, channels=channels, pack_scores=pack,
-                   walk=walk_how)
+    result = Route(tree, walked, limits, Found(router, walk_how, channels, pack,
+                                               route_ms=route_ms))
     # What the other router of the pair would have selected (the disagreement view), walked
     # when it is first read.
     walks = {}
@@ -291,18 +288,15 @@ def route_on_candidates(tree: RoutingTree, query: RouteQuery, proj: RouterProjec
     if not chans:
         raise RouterUnavailable("no routing evidence is available for this library: re-index it")
     use = chans if router == "fused" else {router: chans[router]}
-    (scores, probs, visits, selected, stop), own = _candidate_walk(
-        tree, cands, use, router_weights(router, weights), by)
+    walked, own = _candidate_walk(tree, cands, use, router_weights(router, weights), by)
     route_ms = (time.perf_counter() - t0) * 1e3
     # The trace: the packing score of the scored nodes (NaN elsewhere), their channel scores
     # when first read.
     pack_scores = own
     channels = {name: ScoredOnly(ch, own, tree, propagate=name != "memory")
                 for name, ch in chans.items()}
-    result = Route(tree, scores, probs, visits, selected, k=limits.k, max_depth=limits.max_depth,
-                   budget=limits.budget, temperature=limits.temperature, stop_reason=stop,
-                   route_ms=route_ms, router=router, channels=channels, pack_scores=pack_scores,
-                   walk=walk_how)
+    result = Route(tree, walked, limits, Found(router, walk_how, channels, pack_scores,
+                                               route_ms=route_ms))
     walks = {}  # the disagreement view, over the same candidates, walked when first read
     for other in ("fused", "memory"):
         if other != router and (other == "fused" or other in chans):

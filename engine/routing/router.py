@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -33,24 +32,12 @@ import torch
 from engine.memory.projections import RouterProjections, normalise
 from engine.routing.query import query_ids, query_vector, query_vectors
 from engine.routing.routing_tree import RoutingTree
-from engine.routing.trace import (PRUNED, ROOT_STATUS, SELECTED, UNVISITED, LazySelections, Route,
-                                  RouteNode)
+from engine.routing.trace import (PRUNED, ROOT_STATUS, SELECTED, UNVISITED, Found, LazySelections,
+                                  Route, RouteNode, Walked, WalkLimits)
 
-__all__ = ["PRUNED", "ROOT_STATUS", "SELECTED", "UNVISITED", "LazySelections", "LevelValues",
-           "Route", "RouteNode", "RoutingTree", "query_ids", "query_vector", "query_vectors",
-           "WalkLimits", "route", "walk"]
-
-
-@dataclass(frozen=True)
-class WalkLimits:
-    """How far the top-down walk goes (H2MT 3.3): ``k`` children kept per parent, the depth cap
-    (None: none), the node budget (None: none) and the softmax temperature of the
-    probabilities shown."""
-
-    k: int = 3
-    max_depth: int | None = None
-    budget: int | None = None
-    temperature: float = 1.0
+__all__ = ["PRUNED", "ROOT_STATUS", "SELECTED", "UNVISITED", "Found", "LazySelections",
+           "LevelValues", "Route", "RouteNode", "RoutingTree", "WalkLimits", "Walked",
+           "query_ids", "query_vector", "query_vectors", "route", "walk"]
 
 
 class LevelValues(Mapping):
@@ -101,8 +88,8 @@ def walk(tree: RoutingTree, score_level: Callable[[np.ndarray], "Sequence[float]
     (the rescue walk of ``routing.fused``: ancestors of the best nodes scored flat); empty
     ``keep`` is the paper's walk. Ties go to the earlier child. Each level is one set of array
     operations (segment softmax, one lexsort for every parent's ranking), not a loop over its
-    parents: a big library's walk scores thousands of children. Returns (scores, probs,
-    visits, selected, stop reason)."""
+    parents: a big library's walk scores thousands of children. Returns ``Walked``: (scores,
+    probs, visits, selected, stop reason)."""
     k, max_depth, budget = limits.k, limits.max_depth, limits.budget
     temperature = limits.temperature
     if k < 1:
@@ -152,7 +139,7 @@ def walk(tree: RoutingTree, score_level: Callable[[np.ndarray], "Sequence[float]
         if stop == "budget":
             break
         frontier = winners
-    return scores, probs, visits, selected, stop
+    return Walked(scores, probs, visits, selected, stop)
 
 
 @torch.no_grad()
@@ -169,8 +156,6 @@ def route(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections, *, k: int
     def score_level(kids: np.ndarray) -> list[float]:  # one matmul a level
         return proj.host_score(qn, normalise(tree.memories[torch.from_numpy(kids)], mu)).tolist()
 
-    scores, probs, visits, selected, stop = walk(
-        tree, score_level, WalkLimits(k, max_depth, budget, temperature))
-    route_ms = (time.perf_counter() - t0) * 1e3
-    return Route(tree, scores, probs, visits, selected, k=k, max_depth=max_depth, budget=budget,
-                 temperature=temperature, stop_reason=stop, route_ms=route_ms)
+    limits = WalkLimits(k, max_depth, budget, temperature)
+    walked = walk(tree, score_level, limits)
+    return Route(tree, walked, limits, Found(route_ms=(time.perf_counter() - t0) * 1e3))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -16,6 +16,45 @@ from engine.routing.channels import ChannelScores
 from engine.routing.routing_tree import RoutingTree
 
 SELECTED, PRUNED, UNVISITED, ROOT_STATUS = "selected", "pruned", "unvisited", "root"
+
+
+@dataclass(frozen=True)
+class WalkLimits:
+    """How far the top-down walk goes (H2MT 3.3): ``k`` children kept per parent, the depth cap
+    (None: none), the node budget (None: none) and the softmax temperature of the
+    probabilities shown."""
+
+    k: int = 3
+    max_depth: int | None = None
+    budget: int | None = None
+    temperature: float = 1.0
+
+
+class Walked(NamedTuple):
+    """What a walk found: the scored nodes' scores, probabilities among their siblings and visit
+    order ({routed id: value}), the selected ids in the order they were selected (depth by
+    depth) and why it stopped (leaves | depth cap | budget)."""
+
+    scores: Mapping[int, float]
+    probs: Mapping[int, float]
+    visits: Mapping[int, int]
+    selected: list[int]
+    stop_reason: str
+
+
+@dataclass(frozen=True)
+class Found:
+    """How a route was found: the router (fused | memory | lexical | dense) and the walk
+    (``engine.routing.fused.WALKS``), the channels' scores of every routed node, the fused
+    own-evidence score per node (text packing) or, restored from the query log, each node's
+    channel scores; and the time of scoring and selection (the query vector excluded)."""
+
+    router: str = "memory"
+    walk: str = "topk"
+    channels: dict[str, ChannelScores] | None = None
+    pack_scores: np.ndarray | None = None
+    node_channels: dict[int, dict] | None = None
+    route_ms: float = 0.0
 
 
 class LazySelections(Mapping):
@@ -67,12 +106,13 @@ class Route:
     the UI, so their cost is not routing time.
     """
 
-    def __init__(self, tree: "RoutingTree", scores: dict[int, float], probs: dict[int, float],
-                 visits: dict[int, int], selected: list[int], *, k: int, max_depth: int | None,
-                 budget: int | None, temperature: float, stop_reason: str, route_ms: float = 0.0,
-                 router: str = "memory", channels: dict[str, ChannelScores] | None = None,
-                 pack_scores: np.ndarray | None = None,
-                 node_channels: dict[int, dict] | None = None, walk: str = "topk"):
+    def __init__(self, tree: "RoutingTree", walked: Walked, limits: WalkLimits,
+                 found: Found = Found()):
+        scores, probs, visits, selected, stop_reason = walked
+        k, max_depth, budget = limits.k, limits.max_depth, limits.budget
+        temperature, route_ms = limits.temperature, found.route_ms
+        router, walk, channels = found.router, found.walk, found.channels
+        pack_scores, node_channels = found.pack_scores, found.node_channels
         self.tree = tree
         self.router = router  # fused | memory | lexical | dense
         self.walk = walk  # how the tree was walked (engine.routing.fused.WALKS)
@@ -131,10 +171,10 @@ class Route:
         return [asdict(n) for n in self.nodes]
 
     @classmethod
-    def from_records(cls, records: list[dict], *, k: int = 0, max_depth: int | None = None,
-                     budget: int | None = None, temperature: float = 1.0,
-                     stop_reason: str = "from the query log", router: str = "memory") -> "Route":
-        """Rebuild a Route from ``as_records()`` output (the query log), without memories."""
+    def from_records(cls, records: list[dict], limits: WalkLimits = WalkLimits(k=0),
+                     router: str = "memory") -> "Route":
+        """Rebuild a Route from ``as_records()`` output (the query log), without memories; its
+        stop reason is "from the query log"."""
         recs = sorted(records, key=lambda r: r["id"])
         n = len(recs)
         children: list[list[int]] = [[] for _ in range(n)]
@@ -150,12 +190,12 @@ class Route:
         scored = [r for r in recs if r.get("score") is not None]
         selected = sorted((r["id"] for r in recs if r["status"] == SELECTED),
                           key=lambda i: (recs[i]["depth"], i))
-        return cls(tree, {r["id"]: r["score"] for r in scored},
-                   {r["id"]: r["prob"] for r in scored if r.get("prob") is not None},
-                   {r["id"]: r["visit"] for r in scored if r.get("visit") is not None}, selected,
-                   k=k, max_depth=max_depth, budget=budget, temperature=temperature,
-                   stop_reason=stop_reason, router=router,
-                   node_channels={r["id"]: r["channels"] for r in scored if r.get("channels")})
+        walked = Walked({r["id"]: r["score"] for r in scored},
+                        {r["id"]: r["prob"] for r in scored if r.get("prob") is not None},
+                        {r["id"]: r["visit"] for r in scored if r.get("visit") is not None},
+                        selected, "from the query log")
+        return cls(tree, walked, limits, Found(router, node_channels={
+            r["id"]: r["channels"] for r in scored if r.get("channels")}))
 
     def selected_nodes(self) -> list[RouteNode]:
         return [self.nodes[i] for i in self.selected]

@@ -71,7 +71,7 @@ def test_text_mode_json_on_a_real_manual(real_backbone, shared_dir, tmp_path):
     """`ask --mode text --json` on etoolbox's manual (the question of issue 16): the answer
     names \\patchcmd, and its evidence lines are exactly the cited sentences at or above the
     threshold, each with a page inside its section's pages."""
-    from engine.answer.passages.evidence import THRESHOLD, evidence_lines
+    from engine.answer.passages.evidence import THRESHOLD, scored_lines
     from engine.answer.passages.grounding import sections
     from engine.documents import load_documents, routing_tree
 
@@ -86,7 +86,7 @@ def test_text_mode_json_on_a_real_manual(real_backbone, shared_dir, tmp_path):
     assert out["cut"] == out["answer"].endswith("(cut at 48 tokens)")
     docs = load_documents(rt, [doc])
     cited = sections(routing_tree(rt, docs), {doc: docs[doc].tree}, [c.id for c in a.cited])
-    scored = evidence_lines(rt.encoder, a.text, cited, keep_all=True)
+    scored = scored_lines(rt.encoder, a.text, cited)
     expected = [e.text for e in scored if e.score >= THRESHOLD][:3]
     assert [e["text"] for e in out["evidence"]] == expected
     tree = rt.library.get_tree(doc)

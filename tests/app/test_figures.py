@@ -10,7 +10,7 @@ from app.views.route_tables import route_rows
 from app.views.visible_tree import marker_id, visible_tree
 from engine.answer.response import Answer, Generation, Metrics
 from engine.answer.request import Passages
-from engine.routing.router import Route
+from engine.routing.router import Found, Route, Walked, WalkLimits
 from tests.support.routes import PARENTS, STATUS, make_route
 
 
@@ -134,9 +134,8 @@ def make_channel_route(parents, status, router="fused", with_memory=True, altern
         own[0] = np.nan
         chans[name] = ChannelScores(own=own, subtree=(own.copy() if name == "memory"
                                                      else levels.propagate_max(own)))
-    route = Route(base.tree, base.scores, base.probs, base.visits, base.selected, k=k,
-                  max_depth=None, budget=None, temperature=1.0, stop_reason="leaves",
-                  router=router, channels=chans)
+    route = Route(base.tree, Walked(base.scores, base.probs, base.visits, base.selected,
+                                    "leaves"), WalkLimits(k=k), Found(router, channels=chans))
     route.alternatives.update(alternatives or {})
     return route
 

@@ -139,12 +139,11 @@ def test_routing_tree_draws_a_pruned_run_as_one_marker():
 
 def test_route_folds_map_each_manual_into_the_library_route(built):
     """A library-wide route offsets every manual's ids under a virtual root: the folds follow."""
-    from engine.routing.router import Route, RoutingTree
+    from engine.routing.router import Route, RoutingTree, Walked, WalkLimits
 
     etoolbox = built("etoolbox-manual.pdf")
     routing = RoutingTree.from_library({7: (etoolbox, None), 9: (etoolbox, None)})
-    route = Route(routing, {}, {}, {}, [], k=3, max_depth=None, budget=None, temperature=1.0,
-                  stop_reason="leaves")
+    route = Route(routing, Walked({}, {}, {}, [], "leaves"), WalkLimits(k=3))
     folds = route_folds(route, {7: etoolbox, 9: etoolbox})
     assert len(folds) == 2
     for f in folds:

@@ -5,7 +5,7 @@ import pytest
 
 from bench.qa import loss_table
 from bench.routers import gold_loss, parse_router
-from engine.routing.router import Route, RoutingTree, walk
+from engine.routing.router import Route, RoutingTree, WalkLimits, walk
 
 # root 0 -> 1, 2 ; 1 -> 3, 4 ; 2 -> 5 ; 5 -> 6
 PARENTS = [None, 0, 0, 1, 1, 2, 5]
@@ -20,9 +20,8 @@ def _route(scores: list[float], k: int = 1) -> Route:
                                                  for i in range(n)], depth=depth,
                        title=[str(i) for i in range(n)], pages=[(None, None)] * n,
                        origin=[(7, i) for i in range(n)], memories=None)
-    sc, pr, vi, sel, stop = walk(tree, lambda kids: [scores[c] for c in kids], k=k)
-    return Route(tree, sc, pr, vi, sel, k=k, max_depth=None, budget=None, temperature=1.0,
-                 stop_reason=stop)
+    limits = WalkLimits(k=k)
+    return Route(tree, walk(tree, lambda kids: [scores[c] for c in kids], limits), limits)
 
 
 def test_gold_loss_names_the_depth_of_the_pruned_ancestor():

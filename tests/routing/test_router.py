@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from engine.routing.router import route
 from engine.routing.routing_tree import RoutingTree
-from engine.routing.trace import PRUNED, ROOT_STATUS, SELECTED, UNVISITED, Route
+from engine.routing.trace import PRUNED, ROOT_STATUS, SELECTED, UNVISITED, Route, WalkLimits
 from engine.memory.projections import RouterProjections, normalise, centre
 from engine.document.tree import ROOT, TreeAssembler
 
@@ -142,6 +142,6 @@ def test_route_round_trips_through_its_records(data, k):
     """The query log stores as_records(); the history view rebuilds the same trace from it."""
     _, rtree, q = data
     r = route(rtree, q, RouterProjections(D, d_head=8), k=k)
-    again = Route.from_records(r.as_records(), k=k)
+    again = Route.from_records(r.as_records(), WalkLimits(k=k))
     assert again.as_records() == r.as_records()
     assert sorted(again.selected) == sorted(r.selected)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.routing.router import Route, RoutingTree
+from engine.routing.router import Route, RoutingTree, Walked, WalkLimits
 
 
 def make_route(parents: list[int | None], status: dict[int, str], titles: dict[int, str] | None = None,
@@ -20,9 +20,8 @@ def make_route(parents: list[int | None], status: dict[int, str], titles: dict[i
                        memories=torch.zeros(n, 4))
     scored = [i for i in range(n) if status.get(i) in ("selected", "pruned")]
     selected = [i for i in scored if status[i] == "selected"]
-    return Route(tree, {i: 0.1 * i for i in scored}, {i: 0.5 for i in scored},
-                 {i: i for i in scored}, selected, k=k, max_depth=None, budget=None,
-                 temperature=1.0, stop_reason="leaves")
+    return Route(tree, Walked({i: 0.1 * i for i in scored}, {i: 0.5 for i in scored},
+                              {i: i for i in scored}, selected, "leaves"), WalkLimits(k=k))
 
 
 # root 0 -> 1, 2, 3 ; 1 -> 4, 5 ; 2 -> 6, 7 ; 3 -> 8 ; 4 -> 9, 10 ; 6 -> 11 ; 8 -> 12 -> 13

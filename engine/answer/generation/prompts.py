@@ -11,6 +11,7 @@ through the model's chat template:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -103,12 +104,20 @@ def prompt_around_slots(backbone: Backbone, question: str) -> tuple[torch.Tensor
     return embed_text(backbone, before), embed_text(backbone, after)
 
 
-def slots_plan(backbone: Backbone, parts, question: str, memories: torch.Tensor,
-               paths: list[list[int]] | None, gate: bool) -> Plan:
-    """H2MT generation: [chat prefix; "Context:"; slots; question; assistant prefix]; ``paths``
-    (None: no hierarchical positions) as ``slot_embeddings``; ``gate``: ArcAligner's gate on."""
+@dataclass(frozen=True)
+class Slots:
+    """The memories a prompt holds as slots [n, d], and their tree paths (None: no
+    hierarchical positions) as ``slot_embeddings`` reads them."""
+
+    memories: torch.Tensor
+    paths: list[list[int]] | None = None
+
+
+def slots_plan(backbone: Backbone, parts, question: str, given: Slots, gate: bool) -> Plan:
+    """H2MT generation: [chat prefix; "Context:"; slots; question; assistant prefix], the slots
+    ``given``'s (``slot_embeddings``); ``gate``: ArcAligner's gate on."""
     head, tail = prompt_around_slots(backbone, question)
-    slots = slot_embeddings(backbone, parts, memories, paths)
+    slots = slot_embeddings(backbone, parts, given.memories, given.paths)
     slot_mask = torch.cat([torch.zeros(len(head), dtype=torch.bool), torch.ones(len(slots), dtype=torch.bool),
                            torch.zeros(len(tail), dtype=torch.bool)])
     aligner = getattr(parts, "aligner", None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from engine.memory.flat import flat_index, search
 from engine.answer.modes.base import Mode, Step
 from engine.answer.request import Request
-from engine.answer.generation.prompts import slots_plan
+from engine.answer.generation.prompts import Slots, slots_plan
 from engine.answer.modes.memory import capped_slots
 
 
@@ -25,6 +25,6 @@ class FlatMode(Mode):
         index = flat_index(rt, doc_id, inputs.trees[doc_id], inputs.opts.flat_segment_tokens)
         seg, _ = search(index, inputs.question.vector, rt.parts.router,
                         max(1, len(capped_slots(inputs))))
-        return Step(slots_plan(rt.backbone, rt.parts, inputs.question.text, index.memories[seg], None,
-                               inputs.opts.gate), [],
+        return Step(slots_plan(rt.backbone, rt.parts, inputs.question.text,
+                               Slots(index.memories[seg]), inputs.opts.gate), [],
                     sources=tuple(index.texts[i] for i in seg))  # the segments' text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.answer.passages.sections import routed_text
 from engine.answer.modes.base import Mode, Step
 from engine.answer.request import Request
-from engine.answer.generation.prompts import path_indices, slots_plan, text_plan
+from engine.answer.generation.prompts import Slots, path_indices, slots_plan, text_plan
 from engine.answer.generation.reader import InProcessReader
 
 
@@ -24,8 +24,8 @@ class MemoryMode(Mode):
         if not ids:
             return Step(text_plan(InProcessReader(rt.backbone), question, ""), [])
         paths = [path_indices(inputs.routing, i) for i in ids] if inputs.opts.hier_pos else None
-        return Step(slots_plan(rt.backbone, rt.parts, question, inputs.routing.memories[ids],
-                               paths, inputs.opts.gate), ids,
+        return Step(slots_plan(rt.backbone, rt.parts, question,
+                               Slots(inputs.routing.memories[ids], paths), inputs.opts.gate), ids,
                     sources=tuple(routed_text(inputs.routing, inputs.trees, ids)))
 
     def gate(self, result, cited):

@@ -33,7 +33,7 @@ class TextMode(Mode):
         opts, model = inputs.opts, inputs.reader
         system = TEXT_PROMPTS[opts.text_prompt]
         if opts.text_packing == "sections":
-            context, cited = pack_context(inputs.routing, inputs.trees, inputs.route, model.encode,
+            context, cited = pack_context(inputs.trees, inputs.route, model.encode,
                                           opts.text_budget, opts.text_sections)
             return Step(text_plan(model, inputs.question.text, context, system), cited,
                         sources=(context,))

@@ -58,15 +58,41 @@ def strip_cut_marker(text: str) -> str:
     return _CUT.sub("", text or "")
 
 
-def evidence_lines(encoder, answer: str, sections: list[Section], *, pages_of=None,
-                   threshold: float = THRESHOLD, max_lines: int = MAX_LINES,
-                   keep_all: bool = False, manual_encoder=None) -> list[EvidenceLine]:
-    """The supporting sentences of ``sections`` for ``answer`` (module docstring).
+def evidence_lines(encoder, answer: str, sections: list[Section], pages_of=None,
+                   manual_encoder=None) -> list[EvidenceLine]:
+    """The supporting sentences of ``sections`` for ``answer`` (module docstring): those at or
+    above ``THRESHOLD``, at most ``MAX_LINES``, best first, each on its page.
 
     ``pages_of(section) -> list[str] | None`` gives the normalised page texts of its document.
-    ``keep_all``: every scored sentence, no threshold and no cap (for choosing the threshold).
     ``manual_encoder``: encodes the sections' sentences (the manual's stored vectors,
     ``unit_vectors.stored_encoder``); ``encoder`` by default."""
+    out = []
+    for score, sec, sent in _scored(encoder, answer, sections, manual_encoder):
+        if score < THRESHOLD or len(out) >= MAX_LINES:
+            break
+        pages = pages_of(sec) if pages_of is not None else None
+        out.append(_line(sec, sent, score, pages))
+    return out
+
+
+def scored_lines(encoder, answer: str, sections: list[Section],
+                 manual_encoder=None) -> list[EvidenceLine]:
+    """Every scored sentence of ``sections`` for ``answer``, best first, no threshold and no
+    cap, pages unread (for choosing the threshold)."""
+    return [_line(sec, sent, score, None)
+            for score, sec, sent in _scored(encoder, answer, sections, manual_encoder)]
+
+
+def _line(sec: Section, sent: str, score: float, pages) -> EvidenceLine:
+    page = locate_page(sent, sec.page_start, sec.page_end, pages)
+    return EvidenceLine(doc_id=sec.doc_id, node_id=sec.node_id, title=sec.title, page=page,
+                        text=sent, score=round(score, 4))
+
+
+def _scored(encoder, answer: str, sections: list[Section],
+            manual_encoder) -> list[tuple[float, Section, str]]:
+    """(score, section, sentence) of every sentence of ``sections``, best first (ties in
+    order): its best cosine to a sentence of ``answer``."""
     if encoder is None:
         return []
     answer_sents = split_sentences(strip_cut_marker(answer))
@@ -89,13 +115,4 @@ def evidence_lines(encoder, answer: str, sections: list[Section], *, pages_of=No
         a, c = np.asarray(encoder.encode(answer_sents)), np.asarray(manual_encoder.encode(texts))
     score = (c @ a.T).max(axis=1)
     order = np.argsort(-score, kind="stable")
-    out = []
-    for i in order:
-        if not keep_all and (score[i] < threshold or len(out) >= max_lines):
-            break
-        sec, sent = cands[i]
-        pages = pages_of(sec) if (pages_of is not None and not keep_all) else None
-        page = locate_page(sent, sec.page_start, sec.page_end, pages)
-        out.append(EvidenceLine(doc_id=sec.doc_id, node_id=sec.node_id, title=sec.title,
-                                page=page, text=sent, score=round(float(score[i]), 4)))
-    return out
+    return [(float(score[i]), *cands[i]) for i in order]

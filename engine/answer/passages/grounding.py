@@ -15,7 +15,7 @@ from engine.answer.question import Question
 from engine.answer.request import Request
 from engine.answer.passages.passage_index import index_for
 from engine.answer.passages.inventory import asks_for_a_name, inventory_for
-from engine.answer.passages.inventory import extra_sections as inventory_extra
+from engine.answer.passages.inventory import Kept, extra_sections as inventory_extra
 from engine.answer.passages.unit_vectors import SENTENCES, quote_kind, stored_encoder
 
 
@@ -117,8 +117,7 @@ def inventory_sections(rt, routing, trees: dict, q: Question,
         sha = rt.library.get_document(d).sha256
         inv = inventory_for(rt.cache, d, sha, tree, index_for(rt.cache, d, sha, tree))
         routed = {s.node_id for s in found if s.doc_id == d}
-        extra += inventory_extra(tree, d, inv, list(q.tokens), routed,
-                                 lambda n, d=d: rid[(d, n)])
+        extra += inventory_extra(tree, inv, q, Kept(d, routed, lambda n, d=d: rid[(d, n)]))
     return extra
 
 
@@ -146,7 +145,7 @@ def find_quote(req: Request, timings: dict | None = None,
     ranked = ranked_sentences(rt, req.routing, trees, question, req.route)
     scorer = second_stage.scorer_for(rt)
     if scorer is not None:
-        done = second_stage.rerank(scorer, question.text, ranked, bar)
+        done = second_stage.rerank(scorer, question, ranked, bar)
         ranked = done.ranked
         if timings is not None:
             timings.update(rerank_ms=done.ms, rerank_tokens=done.tokens)

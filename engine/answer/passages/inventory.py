@@ -15,6 +15,7 @@ Built once per document and runtime (``inventory_for``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from engine.answer.passages.answer_type import NAME_TYPES
 from engine.answer.passages.passage_index import PassageIndex, per_document
 from engine.answer.passages.sections import CONTEXT_EXCLUDED_KINDS, entry_lead, heading_path
 from engine.answer.passages.sentences import SectionText
+from engine.answer.question import Question
 from engine.routing import lexical
 from engine.routing.identifiers import as_words
 
@@ -73,16 +75,26 @@ def inventory_for(cache: dict, doc_id, sha256, tree, index: PassageIndex) -> Inv
                         lambda: Inventory.build(index))
 
 
-def extra_sections(tree, doc_id, inventory: Inventory, tokens: list[str], routed: set[int],
-                   rid_of, n: int = TOP) -> list[SectionText]:
+@dataclass(frozen=True)
+class Kept:
+    """What the walk kept of one manual: its document id, the node ids of its routed sections,
+    and the routing id of one of its nodes (``rid_of(node id)``)."""
+
+    doc_id: int | None
+    routed: set[int]
+    rid_of: Callable[[int], int]
+
+
+def extra_sections(tree, inventory: Inventory, question: Question, kept: Kept,
+                   n: int = TOP) -> list[SectionText]:
     """The sections of the question's best entries that the walk did not keep, as routed
-    sections (``rid_of(node id)``: the routing id)."""
+    sections."""
     out = []
-    for node_id in inventory.best(tokens, n):
-        if node_id in routed:
+    for node_id in inventory.best(list(question.tokens), n):
+        if node_id in kept.routed:
             continue
         node = tree.node(node_id)
-        out.append(SectionText(rid=rid_of(node_id), doc_id=doc_id, node_id=node_id,
+        out.append(SectionText(rid=kept.rid_of(node_id), doc_id=kept.doc_id, node_id=node_id,
                                heading=heading_path(tree, node_id) or node.title, body=node.text,
                                page_start=node.page_start, page_end=node.page_end,
                                lead=entry_lead(tree, node)))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.answer.passages.sentences import Sentence
+from engine.answer.question import Question
 
 RERANKERS = ("none", "likelihood", "cross")
 TOP = 8  # candidates re-read (cost grows with TOP x ENTRY_TOKENS: docs/results.md)
@@ -111,18 +112,16 @@ def blend(linear: np.ndarray, second: np.ndarray, weight: float) -> np.ndarray:
     return _z(np.asarray(linear, float)) + weight * _z(np.asarray(second, float))
 
 
-def rerank(scorer, question: str, ranked: list[Sentence], threshold: float,
-           top: int | None = None, weight: float | None = None) -> Reranked:
+def rerank(scorer, question: Question, ranked: list[Sentence], threshold: float) -> Reranked:
     """``ranked`` (best first, the linear score) with its ``top`` best at or above
-    ``threshold`` reordered by the blend (module docstring); the rest in place. ``top`` and
-    ``weight`` default to the scorer's."""
-    top = getattr(scorer, "top", TOP) if top is None else top
-    weight = getattr(scorer, "weight", WEIGHT) if weight is None else weight
+    ``threshold`` reordered by the blend (module docstring), ``top`` and the blend's
+    ``weight`` the scorer's (``TOP`` and ``WEIGHT`` when it names none); the rest in place."""
+    top, weight = getattr(scorer, "top", TOP), getattr(scorer, "weight", WEIGHT)
     head = [s for s in ranked[:top] if s.score >= threshold]
     if scorer is None or len(head) < 2:
         return Reranked(list(ranked))
     t = time.perf_counter()
-    ql, tokens = scorer.scores(question, [passage_text(s, ranked) for s in head])
+    ql, tokens = scorer.scores(question.text, [passage_text(s, ranked) for s in head])
     ms = (time.perf_counter() - t) * 1e3
     mixed = blend([s.score for s in head], ql, weight)
     for s, v in zip(head, ql):

@@ -122,12 +122,14 @@ def pack_blocks(encode, budget: int, items: list[tuple[object, int]],
     return "\n\n".join(blocks), kept
 
 
-def pack_context(routing, trees: dict, route, encode, budget: int,
+def pack_context(trees: dict, route, encode, budget: int,
                  max_sections: int | None = None) -> tuple[str, list[int]]:
-    """Selected nodes' body text within ``budget`` tokens and ``max_sections`` blocks, numbered,
-    under their heading paths and pages (``pack_blocks``). Order: by the fused score of each
-    node's own evidence when the route has one (best first), else deepest first. Returns
-    (context text, routed ids cited in that order)."""
+    """The route's selected nodes' body text within ``budget`` tokens and ``max_sections``
+    blocks, numbered, under their heading paths and pages (``pack_blocks``). Order: by the
+    fused score of each node's own evidence when the route has one (best first), else deepest
+    first (the depths of the routed tree, ``route.tree``). Returns (context text, routed ids
+    cited in that order)."""
+    routing = route.tree
     if route.pack_scores is not None:
         order = sorted(route.selected, key=lambda i: (-float(route.pack_scores[i]),
                                                       -routing.depth[i], i))

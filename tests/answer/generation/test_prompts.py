@@ -7,7 +7,7 @@ import torch
 from engine.answer.generation.reader import InProcessReader
 from engine.answer.generation.prompts import (SLOT_MARKER, TEXT_PROMPTS, chat_parts,
                                    hierarchical_position_encoding, prompt_around_slots,
-                                   slots_plan, text_plan)
+                                   Slots, slots_plan, text_plan)
 
 
 def test_text_prompt_carries_the_sections_under_the_chosen_system_prompt(tiny_backbone):
@@ -22,15 +22,15 @@ def test_text_prompt_carries_the_sections_under_the_chosen_system_prompt(tiny_ba
 
 def test_memory_prompt_has_one_masked_slot_per_memory(tiny_backbone, tiny_parts):
     memories = torch.randn(3, tiny_backbone.hidden_size)
-    plan = slots_plan(tiny_backbone, tiny_parts, "Which supply?", memories, None, gate=True)
+    plan = slots_plan(tiny_backbone, tiny_parts, "Which supply?", Slots(memories), gate=True)
     head, tail = prompt_around_slots(tiny_backbone, "Which supply?")
     assert [len(p) for p in plan.pieces] == [len(head), 3, len(tail)]
     assert plan.slot_mask.tolist() == [False] * len(head) + [True] * 3 + [False] * len(tail)
     assert plan.aligner is getattr(tiny_parts, "aligner", None)
-    assert slots_plan(tiny_backbone, tiny_parts, "Which supply?", memories, None,
+    assert slots_plan(tiny_backbone, tiny_parts, "Which supply?", Slots(memories),
                       gate=False).aligner is None
-    with_paths = slots_plan(tiny_backbone, tiny_parts, "Which supply?", memories,
-                            [[1], [2], [2, 1]], gate=False)
+    with_paths = slots_plan(tiny_backbone, tiny_parts, "Which supply?",
+                            Slots(memories, [[1], [2], [2, 1]]), gate=False)
     assert not torch.allclose(with_paths.pieces[1], plan.pieces[1])  # HDT positions added
     assert SLOT_MARKER not in "".join(chat_parts(tiny_backbone, "x"))
 

@@ -63,7 +63,7 @@ def test_the_cross_encoder_puts_the_entry_before_a_same_word_entry_on_a_big_manu
     assert ranked[0].text.startswith("-setstring")
     assert "-o file" not in rerank.passage_text(ranked[0], ranked)
     cross.top, cross.weight = rerank.CROSS_TOP, rerank.CROSS_WEIGHT
-    done = rerank.rerank(cross, q, ranked, sentences.THRESHOLD)
+    done = rerank.rerank(cross, Question.read(q), ranked, sentences.THRESHOLD)
     assert done.reordered
     assert "-o file Specify output file name" in rerank.passage_text(done.ranked[0], ranked)
     # the measured work: one pass over at most CROSS_TOP rows of MAX_LENGTH positions

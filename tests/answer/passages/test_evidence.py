@@ -4,7 +4,7 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
-from engine.answer.passages.evidence import THRESHOLD, Section, evidence_lines
+from engine.answer.passages.evidence import THRESHOLD, Section, evidence_lines, scored_lines
 from engine.answer.passages.pages import PageTexts, locate_page
 from engine.answer.passages.units import split_sentences
 
@@ -75,5 +75,5 @@ def test_no_evidence_line_below_the_threshold(encoder, etoolbox):
     always the closest one."""
     _, _, files, sections = etoolbox
     answer = "The museum opens at nine in the morning and tickets cost twelve euros for adults."
-    assert evidence_lines(encoder, answer, sections, keep_all=True)[0].score < THRESHOLD
+    assert scored_lines(encoder, answer, sections)[0].score < THRESHOLD
     assert evidence_lines(encoder, answer, sections, pages_of=lambda s: None) == []

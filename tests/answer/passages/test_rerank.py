@@ -19,10 +19,15 @@ def _sent(i: int, score: float, text: str) -> Sentence:
 
 
 class Fixed:
-    """A scorer that prefers the passage holding ``word`` (and counts its calls)."""
+    """A scorer that prefers the passage holding ``word`` (and counts its calls); ``top`` and
+    ``weight``: its blend's, as a real scorer names them (None: the module's)."""
 
-    def __init__(self, word: str):
+    def __init__(self, word: str, top: int | None = None, weight: float | None = None):
         self.word, self.calls = word, []
+        if top is not None:
+            self.top = top
+        if weight is not None:
+            self.weight = weight
 
     def scores(self, question, passages):
         self.calls.append(list(passages))
@@ -32,17 +37,18 @@ class Fixed:
 def test_the_second_stage_reorders_only_the_best_candidates_above_the_bar():
     ranked = [_sent(0, 1.2, "alpha entry"), _sent(1, 1.1, "beta entry"),
               _sent(2, 1.0, "gamma entry"), _sent(3, 0.5, "delta below the bar")]
-    scorer = Fixed("gamma")
-    done = rerank.rerank(scorer, "which?", ranked, threshold=0.7, top=8, weight=2.0)
+    scorer = Fixed("gamma", top=8, weight=2.0)
+    done = rerank.rerank(scorer, Question.read("which?"), ranked, threshold=0.7)
     assert [s.text for s in done.ranked][:1] == ["gamma entry"] and done.reordered
     assert done.ranked[-1].text == "delta below the bar"  # below the bar: not re-read, in place
     assert len(scorer.calls[0]) == 3 and done.tokens == 30
     assert [s.score for s in ranked] == [1.2, 1.1, 1.0, 0.5]  # the linear scores are kept
     # weight 0: the linear order; top 1 or no scorer: nothing re-read
-    linear = rerank.rerank(Fixed("gamma"), "q", ranked, 0.7, weight=0.0)
+    q = Question.read("q")
+    linear = rerank.rerank(Fixed("gamma", weight=0.0), q, ranked, 0.7)
     assert linear.ranked[0].text == "alpha entry"
-    assert rerank.rerank(scorer, "q", ranked, 0.7, top=1).ranked == ranked
-    assert rerank.rerank(None, "q", ranked, 0.7).ranked == ranked
+    assert rerank.rerank(Fixed("gamma", top=1), q, ranked, 0.7).ranked == ranked
+    assert rerank.rerank(None, q, ranked, 0.7).ranked == ranked
 
 
 def test_the_blend_is_standardised_per_question():
@@ -108,7 +114,7 @@ def test_the_second_stage_puts_the_entry_before_a_same_word_entry_on_a_big_manua
     assert any(s.text.startswith("-o file") for s in ranked[:rerank.TOP])
     scorer = rerank.QueryLikelihood(rerank.bfloat16_copy(real_backbone.model),
                                     real_backbone.tokenizer)
-    done = rerank.rerank(scorer, q, ranked, sentences.THRESHOLD)
+    done = rerank.rerank(scorer, Question.read(q), ranked, sentences.THRESHOLD)
     assert done.reordered and done.ranked[0].text.startswith("-o file")
     # the work is bounded: one pass over at most TOP rows of ENTRY_TOKENS + prompt + question
     tok = real_backbone.tokenizer

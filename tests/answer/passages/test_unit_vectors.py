@@ -124,7 +124,7 @@ def test_the_manual_s_sentences_read_after_the_answer_are_stored_once(
     """The evidence lines' manual sentences (kind SENTENCES): the first answer encodes and
     stores them and gets the lines it got before; a later one reads them back, encoding only the
     answer's own sentences."""
-    from engine.answer.passages.evidence import Section, evidence_lines
+    from engine.answer.passages.evidence import Section, scored_lines
     from engine.answer.passages.grounding import manual_sentences_encoder
 
     rt = _runtime(tmp_path, "evidence", tiny_backbone, tiny_parts)
@@ -133,14 +133,14 @@ def test_the_manual_s_sentences_read_after_the_answer_are_stored_once(
     found = [Section(doc, n.id, n.title, n.text, n.page_start, n.page_end)
              for n in tree.preorder() if n.text.strip() and n.parent is not None]
     answer = "Large widgets need a 12 V supply. Restart the widget service afterwards."
-    plain = evidence_lines(rt.encoder, answer, found, keep_all=True)
+    plain = scored_lines(rt.encoder, answer, found)
     first = manual_sentences_encoder(rt, {doc: tree})
-    lines = evidence_lines(rt.encoder, answer, found, keep_all=True, manual_encoder=first)
+    lines = scored_lines(rt.encoder, answer, found, manual_encoder=first)
     assert [(x.text, x.score) for x in lines] == [(x.text, x.score) for x in plain]
     assert first.misses == len(plain) > 5  # every manual sentence once, none of the answer's
     stored = _rows(rt)
     later = manual_sentences_encoder(_runtime(tmp_path, "evidence", tiny_backbone, tiny_parts),
                                      {doc: tree})
-    again = evidence_lines(rt.encoder, answer, found, keep_all=True, manual_encoder=later)
+    again = scored_lines(rt.encoder, answer, found, manual_encoder=later)
     assert later.misses == 0 and _rows(rt) == stored
     assert [x.text for x in again][:2] == [x.text for x in plain][:2]  # float16: same order
