@@ -134,12 +134,12 @@ def build_app(rt: Runtime, *, max_file_mb: float | None = None, max_pages: int |
         poll_key = gr.State("")
         pickers_out = [lib.doc, ask.inputs.doc, cmp.doc]
         poll_in = [poll_key, ask.inputs.doc]
-        poll_out = [lib.table, lib.mem_line, ask.mem_line, poll_key]
-        library_tab.wire(s, lib, pickers_out, poll_in, poll_out)
-        demo.load(bind(s, refresh), None, [lib.table, *pickers_out], api_name="library")
-        demo.load(bind(s, poll), poll_in, poll_out, api_visibility="private",
+        library_tab.wire(s, lib, library_tab.Outside(pickers_out, ask.mem_line, poll_key),
+                         poll_in)
+        demo.load(bind(s, refresh, lib), None, lib.listing_outputs, api_name="library")
+        demo.load(bind(s, poll, lib), poll_in, lib.poll_outputs, api_visibility="private",
                   show_progress="hidden")
-        timer.tick(bind(s, poll), poll_in, poll_out, api_visibility="private",
+        timer.tick(bind(s, poll, lib), poll_in, lib.poll_outputs, api_visibility="private",
                    show_progress="hidden", concurrency_id="poll", concurrency_limit=4)
         ask_tab.wire(s, ask)
         gr.api(bind(s, node_api), api_name="node")

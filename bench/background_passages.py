@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.library.library_tab import upload
+from app.library.library_tab import alone, upload
 from app.shared.memory_writer import MemoryWriter
 from app.shared.state import AppState
 from engine.answer.options import AskOptions
@@ -43,7 +43,8 @@ def main() -> None:
         writer = MemoryWriter(rt)
         s = AppState(rt, rt.settings, writer)
         t0 = time.perf_counter()
-        status, *_ = upload(s, [str(args.file)], progress=lambda *a, **k: None)
+        tab = alone(s)
+        status = upload(s, tab, [str(args.file)], progress=lambda *a, **k: None)[tab.status]
         print(f"upload returned after {time.perf_counter() - t0:.1f} s: {status}", flush=True)
         doc = rt.library.list_documents()[0].id
         during, quotes = [], {}

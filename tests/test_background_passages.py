@@ -10,7 +10,7 @@ import threading
 import pytest
 from sqlalchemy import func, select
 
-from app.library.library_tab import passages_line, upload
+from app.library.library_tab import alone, passages_line, upload
 from app.shared.memory_writer import MemoryWriter
 from app.shared.state import AppState
 from engine.answer.options import AskOptions
@@ -96,7 +96,8 @@ def test_an_upload_is_askable_before_its_passage_vectors_and_an_ask_meanwhile_wo
     writer = MemoryWriter(rt)
     s = AppState(rt, rt.settings, writer)
     try:
-        status, *_ = upload(s, [str(manual)], progress=lambda *a, **k: None)
+        tab = alone(s)
+        status = upload(s, tab, [str(manual)], progress=lambda *a, **k: None)[tab.status]
         doc = rt.library.list_documents()[0].id
         stored, total = pending_unit_vectors(doc, rt)
         assert stored == 0 and total > 3 * STORE_EVERY

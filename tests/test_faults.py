@@ -222,7 +222,7 @@ def test_full_disk_in_the_apps_memory_writer(small_fs, tiny_model_dir, tmp_path,
     """The app's background writer (app/shared/memory_writer.py) meets a full disk after its
     first stored height: the library says "memories paused: the disk is full", an upload says
     so in one line, and the writer resumes at once once space is freed."""
-    from app.library.library_tab import library_line, library_rows, upload
+    from app.library.library_tab import alone, library_line, library_rows, upload
     from app.shared.memory_writer import MemoryWriter
     from app.shared.state import AppState
     from engine.ingest import ingest_file
@@ -255,7 +255,9 @@ def test_full_disk_in_the_apps_memory_writer(small_fs, tiny_model_dir, tmp_path,
     from app.shared.memory_lines import agreeing_notice  # memory mode asked meanwhile
     assert agreeing_notice(s, str(doc), "memories are being written (3/9 nodes); memory mode "
                            "needs them").startswith("Memories are paused (the disk is full; ")
-    status, *_ = upload(s, [str(_other_manual(tmp_path))], progress=lambda *a, **k: None)
+    tab = alone(s)
+    status = upload(s, tab, [str(_other_manual(tmp_path))],
+                    progress=lambda *a, **k: None)[tab.status]
     assert re.fullmatch(r"✗ other\.md: Storing it failed: the disk is full\. Nothing half-written "
                         r"was kept; free some space, then try again\. \(ref \w+ in the server's "
                         r"log\)", status), status
@@ -278,7 +280,8 @@ def _other_manual(tmp_path: Path) -> Path:
 # -- PostgreSQL restarted in the middle of an ask ------------------------------------------------
 
 def test_postgresql_restarted_mid_ask(tiny_model_dir, tmp_path, caplog):
-    from app.library.library_tab import outline, poll, refresh
+    from app.library.library_tab import alone, poll, refresh
+    from app.library.outline import outline
     from app.shared.binding import bind
     from app.shared.memory_writer import MemoryWriter
     from app.shared.state import AppState
@@ -296,21 +299,22 @@ def test_postgresql_restarted_mid_ask(tiny_model_dir, tmp_path, caplog):
         before = _pg_counts(rt.library.engine)
         events = ask_stream(rt, doc, QUESTION, AskOptions(mode="text", max_new_tokens=4))
         assert isinstance(next(events), RouteReady)
+        s = AppState(rt, rt.settings, MemoryWriter(rt))
+        tab = alone(s)  # the page as it was loaded, before the database went away
         server.stop()  # the database goes away in the middle of the ask
         [answer] = [ev.answer for ev in events if isinstance(ev, AnswerReady)]
         assert answer.query_id is None and rt.library.unlogged == 1
-        s = AppState(rt, rt.settings, MemoryWriter(rt))
         for what, action in (("Answering", lambda: ask(rt, doc, QUESTION,
                                                        AskOptions(mode="route"))),
-                             ("Listing the library", bind(s, refresh)),  # the Library tab's
-                             ("Showing the outline", lambda: bind(s, outline)(str(doc)))):
+                             ("Listing the library", bind(s, refresh, tab)),  # the Library tab's
+                             ("Showing the outline", lambda: bind(s, outline, tab)(str(doc)))):
             with pytest.raises(gr.Error) as e, user_errors(what):
                 action()
             assert e.value.message.startswith(f"{what} failed: the database cannot be reached. "
                                               "Nothing half-written was kept; try again once it "
                                               "is back. (ref "), e.value
         # the Library tab's timer: the line in place of the memory line, the rows as shown
-        _, line, _, _ = bind(s, poll)("", None)
+        line = bind(s, poll, tab)("", None)[tab.mem_line]
         assert line.startswith("**Listing the library failed: the database cannot be reached.")
         server.start()
         after = ask(rt, doc, QUESTION, AskOptions(mode="text", max_new_tokens=4))
@@ -344,7 +348,7 @@ con.execute("COMMIT")
 
 
 def test_sqlite_lock_held_past_the_timeout(tiny_model_dir, tmp_path, monkeypatch, caplog):
-    from app.library.library_tab import upload
+    from app.library.library_tab import alone, upload
     from app.shared.memory_writer import MemoryWriter
     from app.shared.state import AppState
     from app.shared.user_errors import user_errors
@@ -358,6 +362,8 @@ def test_sqlite_lock_held_past_the_timeout(tiny_model_dir, tmp_path, monkeypatch
     rt = Runtime.load(_settings(tmp_path, tiny_model_dir, url))
     doc = ingest_file(chain_manual(tmp_path / "chained.md"), rt).doc_id
     other = _other_manual(tmp_path)
+    s = AppState(rt, rt.settings, MemoryWriter(rt))
+    tab = alone(s)  # the page as it was loaded, before the lock was taken
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -369,8 +375,7 @@ def test_sqlite_lock_held_past_the_timeout(tiny_model_dir, tmp_path, monkeypatch
         assert e.value.message.startswith(
             "Uploading failed: the database is locked by another process (waited 1 s). Nothing "
             "was lost; try again once the other process is done. (ref "), e.value
-        status, *_ = upload(AppState(rt, rt.settings, MemoryWriter(rt)), [str(other)],
-                            progress=lambda *a, **k: None)
+        status = upload(s, tab, [str(other)], progress=lambda *a, **k: None)[tab.status]
         assert status.startswith("✗ other.md: Storing it failed: the database is locked by "
                                  "another process (waited 1 s)."), status
         cli = subprocess.run([sys.executable, "-m", "engine", "ingest", str(other), "--text-only",

@@ -88,7 +88,7 @@ def test_a_huge_page_is_rendered_within_the_pixel_cap():
 def test_an_upload_of_too_many_files_is_refused_whole(rt, tmp_path):
     import gradio as gr
 
-    from app.library.library_tab import upload
+    from app.library.library_tab import alone, upload
     from app.shared.memory_writer import memory_writer
     from app.shared.state import AppState
 
@@ -99,7 +99,7 @@ def test_an_upload_of_too_many_files_is_refused_whole(rt, tmp_path):
         f.write_text(f"# M{i}\n\nText {i}.\n")
         files.append(str(f))
     with pytest.raises(gr.Error, match="3 files at once; the limit is 2"):
-        upload(s, files, progress=lambda *a, **k: None)
+        upload(s, alone(s), files, progress=lambda *a, **k: None)
     assert rt.library.list_documents() == []
 
 

@@ -18,11 +18,12 @@ nothing of it is stored.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 
+from app.library.library_components import LibraryTab, Outside
+from app.library.outline import outline, outline_select
 from app.shared import lines
 from app.shared.binding import bind
 from app.shared.memory_lines import doc_memory_line, memories_line
@@ -31,8 +32,6 @@ from app.shared.state import (ALL, AppState, doc_arg, doc_choices, md_text, node
 from app.shared.uploads import ALLOWED_EXTS, UploadRejected, check_upload
 from app.shared.user_errors import internal_error, storage_fault, user_error
 from app.views import feedback
-from app.views.folds import FOLD_MARK, contents_folds, fold_text
-from app.views.hover import pages_label
 from engine.document.tree import DocumentError
 from engine.ingest import ingest_file
 from storage.errors import DocumentNotFound, StorageError
@@ -91,10 +90,12 @@ def library_rows(s: AppState, docs=None, labels: dict[int, str] | None = None) -
             for d in docs]
 
 
-def poll(s: AppState, prev_key, ask_doc_value):
+def poll(s: AppState, t: LibraryTab, prev_key, ask_doc_value):
     """Timer tick: the library rows and memory lines, or nothing when unchanged (one
-    listing and one COUNT per document still being written). A storage fault (the database
-    gone meanwhile) is said once in the memory line, the rows left as shown, not a toast a tick."""
+    listing and one COUNT per document still being written), keyed by component
+    (``t.poll_outputs``). A storage fault (the database gone meanwhile) is said once in the
+    memory line, the rows left as shown, not a toast a tick."""
+    unchanged = {c: gr.skip() for c in t.poll_outputs}
     try:
         docs = s.rt.library.list_documents()
         labels = {d.id: s.memory_label(d) for d in docs}
@@ -103,17 +104,25 @@ def poll(s: AppState, prev_key, ask_doc_value):
             raise
         line = f"**{fault.line('Listing the library')}**"
         key = repr(line)
-        return (gr.skip(),) * 4 if key == prev_key else (gr.skip(), line, gr.skip(), key)
+        return unchanged if key == prev_key else {**unchanged, t.mem_line: line,
+                                                  t.outside.poll_key: key}
     rows = library_rows(s, docs, labels)
     lib_line = " ".join(x for x in (passages_line(s, docs), library_line(labels)) if x)
     ask_line = doc_memory_line(s, ask_doc_value, labels)
     key = repr((rows, lib_line, ask_line))
     if key == prev_key:
-        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    return rows, lib_line, ask_line, key
+        return unchanged
+    return {t.table: rows, t.mem_line: lib_line, t.outside.ask_mem_line: ask_line,
+            t.outside.poll_key: key}
 
 
-def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = None):
+def picker_updates(s: AppState, t: LibraryTab, value: str | None) -> dict:
+    """The three manual pickers' updates (``pickers``), keyed by component."""
+    return dict(zip(t.outside.pickers, pickers(s, value)))
+
+
+def upload(s: AppState, t: LibraryTab, files, progress=gr.Progress(), *,
+           user: str | None = None):
     s.require_admin(user, "upload manuals")
     settings, rt = s.settings, s.rt
     paths = [Path(f) for f in (files or [])]
@@ -172,65 +181,16 @@ def upload(s: AppState, files, progress=gr.Progress(), *, user: str | None = Non
             line += " Memories ready: every mode and router can be used."
         messages.append(line)
     msg = "\n".join(messages) or "No file chosen."
-    return (msg, library_rows(s), *pickers(s, last))
+    return {t.status: msg, t.table: library_rows(s), **picker_updates(s, t, last)}
 
 
-def refresh(s: AppState, current=None):
-    return (library_rows(s), *pickers(s, current))
+def refresh(s: AppState, t: LibraryTab, current=None):
+    return {t.table: library_rows(s), **picker_updates(s, t, current)}
 
 
-def outline(s: AppState, doc):
-    if doc in (None, "", ALL):
-        return [], "", ""
-    try:
-        tree = s.tree_of(doc_arg(doc))
-    except DocumentNotFound:
-        raise gr.Error(f"no manual with id {doc}") from None
-    return outline_rows(tree), "Select a row of the outline to read that node.", ""
-
-
-def outline_rows(tree) -> list[list]:
-    """One row per node in document order, each run of contents or index nodes folded into
-    one row that says what it holds (app/views/folds.py; its node column: the run's first node)."""
-    labels = tree.labels()
-    folds = {f.first: f for f in contents_folds(tree)}
-    rows, skip = [], set()
-    for n in tree.preorder():
-        if n.id in skip:
-            continue
-        indent = "\u00a0\u00a0\u00a0" * n.depth
-        fold = folds.get(n.id)
-        if fold is not None:
-            skip.update(fold.ids)
-            rows.append([n.id, indent + FOLD_MARK + fold.title,
-                         pages_label(fold.page_start, fold.page_end, tree), fold.tokens, fold.kind])
-        else:
-            rows.append([n.id, indent + labels[n.id], pages_label(n.page_start, n.page_end, tree),
-                         n.tokens, n.kind + (" (OCR)" if tree.is_ocr(n) else "")])
-    return rows
-
-
-def outline_select(s: AppState, doc, evt: gr.SelectData):
+def library_select(s: AppState, t: LibraryTab, evt: gr.SelectData):
     row = evt.row_value or []
-    if not row or (doc := picked_id(doc)) is None:
-        return "", ""
-    if str(row[1]).lstrip("\u00a0").startswith(FOLD_MARK):  # a folded run: all its text
-        try:
-            tree = s.tree_of(doc)
-        except DocumentNotFound:
-            return "That manual is not in the library any more.", ""
-        fold = next((f for f in contents_folds(tree) if f.first == int(row[0])), None)
-        if fold is not None:
-            return (f"**{fold.title}**, folded in the outline: a printed "
-                    f"{'table of contents' if fold.kind == 'toc' else 'index'}, left out of "
-                    f"routing and answers ({len(fold.ids)} nodes from node {fold.first} of "
-                    f"manual #{doc})", fold_text(tree, fold))
-    return node_view(s, doc, row[0])
-
-
-def library_select(s: AppState, evt: gr.SelectData):
-    row = evt.row_value or []
-    return str(row[0]) if row else gr.update()
+    return {t.doc: str(row[0]) if row else gr.update()}
 
 
 def node_api(s: AppState, doc_id: int, node_id: int) -> tuple[str, str]:
@@ -238,20 +198,21 @@ def node_api(s: AppState, doc_id: int, node_id: int) -> tuple[str, str]:
     return node_view(s, doc_id, node_id)
 
 
-def confirm_delete(s: AppState, doc):
+def confirm_delete(s: AppState, t: LibraryTab, doc):
     """The question before a delete: which manual, and what goes with it."""
+    hidden = {t.confirm_row: gr.update(visible=False), t.confirm_line: ""}
     if (doc_id := picked_id(doc)) is None:
-        return gr.update(visible=False), ""
+        return hidden
     try:
         d = s.rt.library.get_document(doc_id)
     except DocumentNotFound:
-        return gr.update(visible=False), ""
-    return (gr.update(visible=True),
-            f"**Delete manual #{d.id} {md_text(d.title)}?** Its tree, memories and question "
-            "history go with it; this cannot be undone.")
+        return hidden
+    return {t.confirm_row: gr.update(visible=True),
+            t.confirm_line: f"**Delete manual #{d.id} {md_text(d.title)}?** Its tree, memories "
+                            "and question history go with it; this cannot be undone."}
 
 
-def delete(s: AppState, doc, *, user: str | None = None):
+def delete(s: AppState, t: LibraryTab, doc, *, user: str | None = None):
     s.require_admin(user, "delete manuals")
     if doc in (None, "", ALL):
         raise gr.Error("Choose a manual to delete.")
@@ -266,31 +227,12 @@ def delete(s: AppState, doc, *, user: str | None = None):
     except DocumentNotFound:
         raise gr.Error(f"no manual with id {doc}") from None
     s.forget(doc)
-    return (f"Deleted manual #{doc} (its logged questions stay, without a manual).",
-            library_rows(s), *pickers(s, None), [], "", "")
+    return {t.status: f"Deleted manual #{doc} (its logged questions stay, without a manual).",
+            t.table: library_rows(s), **picker_updates(s, t, None), t.outline: [],
+            t.node_head: "", t.node_text: ""}
 
 
 # -- layout and events ---------------------------------------------------------------------------
-
-@dataclass
-class LibraryTab:
-    """The Library tab's components."""
-    files: gr.File
-    status: gr.Textbox
-    mem_line: gr.Markdown
-    table: gr.Dataframe
-    doc: gr.Dropdown
-    delete_btn: gr.Button
-    confirm_row: gr.Row  # "Delete manual #N ...?" with its two buttons, shown by delete_btn
-    confirm_line: gr.Markdown
-    confirm_btn: gr.Button  # deletes (the /delete_manual endpoint)
-    cancel_btn: gr.Button
-    outline: gr.Dataframe
-    node_head: gr.Markdown
-    node_text: gr.Textbox
-    tab: gr.Tab
-    wrong: gr.Dataframe  # the chosen manual's answers marked wrong (app/views/feedback.py)
-
 
 def build(s: AppState) -> LibraryTab:
     """The tab's components, inside the caller's ``gr.Tabs``."""
@@ -334,22 +276,35 @@ def build(s: AppState) -> LibraryTab:
                       node_text, tab, wrong)
 
 
-def wire(s: AppState, tab: LibraryTab, pickers_out: list, poll_inputs: list,
-         poll_outputs: list) -> None:
-    """The tab's events. ``pickers_out``: the three manual pickers (library, ask, compare);
-    ``poll_inputs``/``poll_outputs``: those of ``poll``, run once an upload returns."""
+def alone(s: AppState) -> LibraryTab:
+    """The tab on a page of its own, unwired (a bench's or a test's calls to its handlers): its
+    outside, that page's own Ask and Compare pickers, Ask memory line and timer key."""
+    with gr.Blocks():
+        with gr.Tabs():
+            tab = build(s)
+        tab.outside = Outside([tab.doc, gr.Dropdown(allow_custom_value=True),
+                               gr.Dropdown(allow_custom_value=True)], gr.Markdown(),
+                              gr.State(""))
+    return tab
+
+
+def wire(s: AppState, tab: LibraryTab, outside: Outside, poll_inputs: list) -> None:
+    """The tab's events. ``outside``: what its handlers update beyond the tab (kept as
+    ``tab.outside``); ``poll_inputs``: those of ``poll``, run once an upload returns."""
+    tab.outside = outside
+    pickers_out = outside.pickers
     # one progress bar, on the indexing status (not one per output component)
-    tab.files.upload(bind(s, upload, on_gpu=True), tab.files,
+    tab.files.upload(bind(s, upload, tab, on_gpu=True), tab.files,
                      [tab.status, tab.table, *pickers_out], api_name="ingest",
                      concurrency_limit=1, concurrency_id="indexing",
                      show_progress_on=[tab.status]).then(
-        bind(s, poll), poll_inputs, poll_outputs, api_visibility="private",
+        bind(s, poll, tab), poll_inputs, tab.poll_outputs, api_visibility="private",
         show_progress="hidden")
-    tab.doc.change(bind(s, outline), tab.doc, [tab.outline, tab.node_head, tab.node_text],
+    tab.doc.change(bind(s, outline, tab), tab.doc, [tab.outline, tab.node_head, tab.node_text],
                    api_name="outline")
-    tab.outline.select(bind(s, outline_select), tab.doc, [tab.node_head, tab.node_text],
+    tab.outline.select(bind(s, outline_select, tab), tab.doc, [tab.node_head, tab.node_text],
                        api_visibility="private")
-    tab.table.select(bind(s, library_select), None, tab.doc, api_visibility="private")
+    tab.table.select(bind(s, library_select, tab), None, tab.doc, api_visibility="private")
     feedback.wire_wrong_list(s, tab.doc, tab.wrong)
     tab.tab.select(bind(s, feedback.wrong_rows), tab.doc, tab.wrong, api_visibility="private",
                    show_progress="hidden")  # verdicts given in the Ask tab meanwhile
@@ -358,10 +313,10 @@ def wire(s: AppState, tab: LibraryTab, pickers_out: list, poll_inputs: list,
                    tab.delete_btn, queue=False, api_visibility="private",
                    show_progress="hidden")
     private = dict(queue=False, api_visibility="private", show_progress="hidden")
-    tab.delete_btn.click(bind(s, confirm_delete), tab.doc,
+    tab.delete_btn.click(bind(s, confirm_delete, tab), tab.doc,
                          [tab.confirm_row, tab.confirm_line], **private)
     tab.cancel_btn.click(lambda: gr.update(visible=False), None, tab.confirm_row, **private)
     tab.confirm_btn.click(lambda: gr.update(visible=False), None, tab.confirm_row, **private)
-    tab.confirm_btn.click(bind(s, delete), tab.doc,
+    tab.confirm_btn.click(bind(s, delete, tab), tab.doc,
                           [tab.status, tab.table, *pickers_out, tab.outline, tab.node_head,
                            tab.node_text], api_name="delete_manual")

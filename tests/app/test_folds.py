@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.library.library_tab import outline_rows
+from app.library.outline import outline_rows
 from app.views.figures import figure_summary, route_figure
 from app.views.folds import FOLD_MARK, MAX_GAP, contents_folds, fold_text, route_folds
 from app.views.visible_tree import fold_marker_id, marker_id, visible_tree
