@@ -58,8 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # glibc's M_ARENA_MAX (malloc.h). The server answers in a pool of worker threads; glibc gives
 # threads their own heap arenas (up to 8 per core), and each keeps freed memory. Two arenas
-# held the app about 200 MB lower over a 200-ask soak (docs/results.md, "Soak, third run"); the
-# creep that remained was Gradio's per-session component copies (app/server/sessions.py).
+# held the app lower over a soak (docs/results.md, "Soak, third run: the arena cap"); the creep
+# that remained was Gradio's per-session component copies (app/server/sessions.py).
 M_ARENA_MAX = -8
 MALLOC_ARENAS = 2
 

@@ -11,7 +11,8 @@ import os as _os
 import sys as _sys
 
 # PyMuPDF 2 imports its optional layout analyser (pymupdf_layout, which it requires: an ONNX
-# model) on every `import pymupdf`: about a second and 160 MB per process. Only
+# model) on every `import pymupdf`, a cost in time and memory per process (docs/results.md,
+# "Phase one (tree and text evidence), quiet"). Only
 # Page.get_layout() uses it, and nothing here calls that, so it is marked absent before any
 # engine module imports pymupdf (pymupdf skips a layout module that fails to import), and the
 # advice to install it, which find_tables() would print on stdout, is turned off.

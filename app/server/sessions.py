@@ -10,9 +10,8 @@ values (answers, figures, tables). Two things made a long-running server grow:
    the output's id only. The copy under its own id, with the value it was given (a routing tree's
    figure JSON, the route table), is never looked up or removed again. The Ask tab streams an
    answer by sending its tokens with the other outputs skipped and then every output's final
-   value, so each answer left a few such copies in its session: measured, one Plot, Dataframes
-   and their values per answer, about +50 MB per 100 asks in one session (docs/results.md,
-   "Issue 26").
+   value, so each answer left a few such copies in its session (one Plot, Dataframes and their
+   values per answer; the growth they caused is in docs/results.md, "Soak: 600 asks").
    ``drop_stale_copies`` removes the copies no output points to any more, every
    ``PRUNE_EVERY_S`` seconds for every session (``start_pruning``).
 2. The number of sessions: Gradio drops a session's state only past ``state_session_capacity``

@@ -11,58 +11,34 @@ row, so it scores 0 against every question); ``encode_query`` one [384] row. ``f
 names the model, the package version, the word-piece limit and the numeric precision; stored
 vectors made under another fingerprint must be recomputed.
 
-Speed shapes the defaults. At upload every node of a manual gets a vector, and the whole of
-ingest phase one of the 715-page ngspice manual must stay under 90 s on a 2-core CPU. Its tree
-has 2,544 nodes, 2,402 with evidence text (1.36 M characters; median 169 MiniLM word pieces,
-59 % over 128, 12 % over 256; the heading path alone has a median of 35). Measured with
-``python -m bench.dense_speed --settings ...`` on that machine (2 AMD EPYC vCPUs, AVX2 without
-VNNI, torch 2.13 CPU, 2 threads, load average 1-2 during the runs; ``--quality-only`` for the
-quality columns). Quality: flat dense retrieval over every node with evidence of a question's
-document; hit@5 = some gold node, or a node inside a gold node's subtree, among the first 5;
-../shared/bench/manuals/dev_qa.jsonl (48 questions, 4 manuals) and the ORD-QA dev split (30):
+Speed shapes the defaults: at upload every node of a manual gets a vector, and ingest phase
+one of a big manual must stay within its goal on a 2-core CPU. Chosen, by speed subject to
+quality (measured in docs/results.md, section "The dense channel's encoder: length and
+precision"):
 
-| setting | ngspice wall s | texts/s | manuals hit@5 | MRR | ORD-QA hit@5 | MRR |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: |
-| 256 word pieces, float32 (the model as published) | 106.8 | 22.5 | 48 | 0.856 | 22 | 0.500 |
-| 128, float32 | 56.1 | 42.8 | 46 | 0.804 | 21 | 0.537 |
-| **112, float32 (chosen)** | **52.3** | **45.9** | **45** | **0.803** | **23** | **0.559** |
-| 96, float32 | 46.8 | 51.3 | 45 | 0.793 | 22 | 0.563 |
-| 64, float32 | - | - | 41 | 0.782 | 23 | 0.616 |
-| 128, int8 dynamic (per-channel weights) | 37.8 | 63.5 | 45 | 0.824 | 20 | 0.484 |
-| 112, int8 dynamic | - | - | 44 | 0.797 | 21 | 0.483 |
-| 96, int8 dynamic | 28.6 | 84.1 | 44 | 0.802 | 20 | 0.489 |
-
-Chosen, by speed subject to quality (at most ~2 questions lost over both sets):
-
-- ``max_seq_length`` 112 word pieces instead of 256: 2.0x faster. The evidence text starts with
-  the heading path, so truncation keeps the headings and the first ~75 word pieces of the body
-  (BM25 still sees all of it). 128 -> 112 -> 96 lose nothing measurable against each other; 64
-  loses 7 manual questions.
+- ``max_seq_length`` 112 word pieces instead of the published 256. The evidence text starts
+  with the heading path, so truncation keeps the headings and the body's opening (BM25 still
+  sees all of it).
 - float32. Dynamic int8 quantisation of the Linear layers (``torch.ao.quantization``,
-  ``quantize="int8"``) is another 1.5-1.6x but is NOT the default: it costs ORD-QA questions at
-  every length (hit@3 15-18 of 30 against 20-23 in float32), and since activations are quantised
-  per batch a text's vector depends on its batch neighbours (cosine 0.97 on average, 0.92 at
-  worst, between a text encoded alone and in a batch; in float32 they agree to 1e-5).
-  Per-tensor int8 weights were worse still (cosine to float32 0.93 on average, against 0.97 per
-  channel). In float32 the fingerprint does not depend on the device: CUDA computes the same
-  function (to rounding; not measured here, this machine has no GPU).
+  ``quantize="int8"``) is faster but is NOT the default: it loses ORD-QA questions, and since
+  activations are quantised per batch a text's vector depends on its batch neighbours. In
+  float32 the fingerprint does not depend on the device: CUDA computes the same function (to
+  rounding).
 - Texts are ordered by word-piece count before batching (sentence-transformers sorts by
-  characters, which pads 8.6 % more on ngspice; this pads 1.4 %), batches of 64 on the CPU and
-  256 on CUDA. Torch's thread count is left as it is (the number of cores).
+  characters, which pads more), batches of 64 on the CPU and 256 on CUDA. Torch's thread
+  count is left as it is (the number of cores).
 - Tried and dropped: ONNX Runtime (onnxruntime is installed as a PyMuPDF dependency; exporting
-  needs the ``onnx`` package): the same CPU time as torch here, float32 or int8.
-
-The figures are for a quiet machine; other processes on the two cores slow every setting down
-alike (2-3x was seen while other jobs ran).
+  needs the ``onnx`` package): no faster than torch here.
 
 Thread safety: one lock per encoder, held for one batch at a time (and around the tokenizer), so
 a question's encoding from another Gradio thread waits for at most one batch of an ingest.
 The app's background passage worker encodes ``in_background``: on a copy of the model (its own
-lock and tokenizer; about 90 MB more, made on first use), waiting between its batches while any
+lock and tokenizer, made on first use; its memory in docs/results.md, section "Indexing
+(issue 70)"), waiting between its batches while any
 other encode (an ask's) runs or waits, so an ask never waits for a background batch.
 Questions of asks that arrive together are encoded as one batch (``encode_query`` gathers them
 for a few milliseconds, ``engine.serving.gather``; a row of a batch equals the text alone to
-2e-7).
+rounding).
 """
 from __future__ import annotations
 

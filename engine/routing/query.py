@@ -45,9 +45,8 @@ def query_vector(question: str, backbone, parts, fraction: float = 0.5) -> torch
     """The query vector of one question (see ``query_vectors``): [d].
 
     One unpadded sequence: no attention mask to build, no padding, under inference mode. The
-    same function as ``query_vectors`` (equal to it in tests); measured, it saves a few per cent
-    of the pass, which is the backbone's weights read once for a handful of positions (the
-    trace of issue 25 in docs/results.md)."""
+    same function as ``query_vectors`` (equal to it in tests) and faster (docs/results.md,
+    "Routing cost": the pass is the backbone's weights read once for a handful of positions)."""
     ids = torch.tensor(query_ids(backbone, question, fraction), dtype=torch.long)
     device, dtype = backbone.device, backbone.dtype
     rows = [parts.e_write.to(device, dtype).view(1, -1)]

@@ -7,8 +7,8 @@ hands every caller its own result; callers that arrive meanwhile start the next 
 runs beside it. An error of ``run`` is raised in every caller of that group.
 
 Batched is not bit for bit alone: a question encoded in a batch differs from the same question
-alone in the last digits (all-MiniLM-L6-v2 up to 2e-7, the H2MT query vector up to 4e-5 on
-the bench questions; the matrix kernels change with the batch's shape even without padding),
+alone in the last digits (the matrix kernels change with the batch's shape even without
+padding; measured in docs/results.md, section "Routing cost"),
 as the project's batched ``query_vectors`` already does against ``query_vector``; a route can
 only change on a tie that close. Written here because no library in use does this for
 in-process calls (batching servers such as TorchServe do it behind HTTP).

@@ -26,9 +26,10 @@ transformers 5.23): it runs on this CPU and its greedy tokens matched ``generate
 prompts, but (1) a request is a list of token ids only: memory mode's prompt is input
 embeddings (slots) and its prefill needs the aligner armed in the thread that runs it; (2) a
 request has no stopping criteria of its own (only max new tokens and eos): the loop stop
-(engine.answer.generation.cleanup) and the time limit cannot be expressed; (3) its paged cache was slow on
-this CPU (31.5 s for two 24-token answers, against seconds for ``generate``). Transformers'
-``DynamicCache``, logits processors, stopping criteria and streamers are used as they are.
+(engine.answer.generation.cleanup) and the time limit cannot be expressed; (3) its paged
+cache was slow on this CPU (measured in docs/results.md, section "Transformers' continuous
+batching, tried"). Transformers' ``DynamicCache``, logits processors, stopping criteria and
+streamers are used as they are.
 """
 from __future__ import annotations
 

@@ -124,8 +124,8 @@ class Settings:
     # the untrained z-score sum, or a JSON path (``engine.routing.fusion.FusionWeights``).
     fusion: str = "auto"
     # The quote's second stage: "auto" = assets/passage_ranker.json, "none" = the linear score
-    # over the routed sections, or a JSON path. Off by default: no better on the dev probe (54%
-    # against 53%) and it cost the example question's answer (docs/results.md, issue 42).
+    # over the routed sections, or a JSON path. Off by default: no better on the dev probe and
+    # it cost the example question's answer (docs/results.md, "Issue 42: the passage ranker").
     passage_ranker: str = "none"
     # The quote's second stage over the linear score's best candidates (issue 66,
     # ``engine.answer.passages.rerank``): "likelihood" = the backbone's zero-shot query
@@ -152,8 +152,8 @@ class Settings:
     # from ``python -m bench.short_answer_fit``. Off by default: held out by manual, its pick is
     # right for a quarter of the dev probe's questions (assets/SHORT_ANSWER_CARD.md).
     short_answer: str = "none"
-    # One app request (ingest of a file, a question). Generous: the 715-page ngspice manual takes
-    # about 15 minutes to index on a 2-core CPU.
+    # One app request (ingest of a file, a question). Generous: a big manual's indexing on a
+    # loaded 2-core CPU (docs/results.md, "Indexing (issue 70)").
     request_timeout_s: float = 3600.0
     # How long a write waits for a lock another process holds (SQLite's busy timeout,
     # PostgreSQL's lock_timeout) before it fails with one line; read by storage/connection.py.

@@ -14,8 +14,9 @@ Questions per manual (seeded by the manual's sha256), three kinds:
   positive = that unit.
 The routed sections are simulated (no memories for these manuals): the best sections by the
 section BM25 (``PassageIndex.section_scores``), their number a tenth of the manual's (4 to 40),
-the question's own section among them with probability ``GOLD_ROUTED`` (the router's measured
-section hit on unseen manuals is 92-94%, issue 42). Candidates and features are then exactly the
+the question's own section among them with probability ``GOLD_ROUTED`` (the router's section
+hit on unseen manuals: docs/results.md, "Issue 42: the passage ranker"). Candidates and
+features are then exactly the
 engine's (``ranking.pool``, ``ranking.encode_and_describe``).
 """
 from __future__ import annotations

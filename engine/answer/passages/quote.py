@@ -16,8 +16,8 @@ measurement (the opening 80 words of the gold chunk scored best against the refe
 
 Measured and left out: quoting a section's opening lines for a how-to question ("how do I ...")
 instead of its best sentence. On both dev sets it scored lower against the reference answers
-(manual dev ROUGE-L 19.0 against 23.2, ORD-QA 18.1 against 19.3; docs/results.md, "The quote's
-weights, measured"): a how-to section's opening is usually an overview, the steps come later.
+(docs/results.md, "The quote's weights, measured"): a how-to section's opening is usually an
+overview, the steps come later.
 
 A quote is never a fragment: a passage of fewer than ``MIN_WORDS`` words that is not a command
 line (``passages.is_command_line``; the title page's lone "The" was one) is passed over for the

@@ -24,7 +24,8 @@ _MONO_NAME = re.compile(r"mono|courier|typewriter|consol|menlo|cmtt|sfmono|incon
 
 # Running headers and footers live in these top/bottom fractions of the page height.
 MARGIN_FRACTION = 0.1
-# Page numbers sit lower or higher than running heads in some layouts (etoolbox: at 83 %).
+# Page numbers sit lower or higher than running heads in some layouts (etoolbox's: docs/results.md,
+# section "Phase one (tree and text evidence), quiet").
 PAGE_NUMBER_FRACTION = 0.2
 _LONE_NUMBER = re.compile(r"\d{1,4}|[ivxlc]{1,7}", re.IGNORECASE)
 # A margin line (digits folded) repeated at the same height on this many pages is running text

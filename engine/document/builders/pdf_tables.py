@@ -3,10 +3,11 @@ text line "cell | cell | cell" at the row's position, in place of the lines the 
 held, so a row is a unit that can be quoted (with the table's header, ``engine.answer.passages``)
 and highlighted whole.
 
-``find_tables`` is slow (about 1.7 s a page on reportlab's user guide, measured on a loaded
-machine: docs/results.md, "Issue 45"), so it runs only where a page plausibly holds a table: at
-least a grid of three heights and three horizontal positions among the ruling lines and
-rectangle edges of its vector drawings (``get_drawings``, milliseconds a page). Borderless tables are not looked for: the cost would fall on every page.
+``find_tables`` is slow (measured in docs/results.md, section "Issue 45: tables"), so it runs
+only where a page plausibly holds a table: at least a grid of three heights and three
+horizontal positions among the ruling lines and rectangle edges of its vector drawings
+(``get_drawings``, far cheaper). Borderless tables are not looked for: the cost would fall on
+every page.
 Cell text is read from the page's words inside each cell (``extract`` drops the spaces of PDFs
 that position words instead of writing spaces).
 """

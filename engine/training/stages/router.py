@@ -96,8 +96,9 @@ def router_loss(run: Run, st: StageConfig, pairs: RoutingPairs, mn: torch.Tensor
     ``tied``: keys go through W_q too (W_k is set to W_q after each step, see RouterStage), so
     the score is a learned metric (W q)^T (W m) on the shared space of the writer's read-outs.
     q and m come from the same writer; with half the parameters it did slightly better on a
-    held-out manual than separate W_q, W_k in side runs (10.7-12.5% against 8.6-11.1% hit@3;
-    assets/MODEL_CARD.md). Used by configs/train_cpu_more.toml, not by the shipped recipe."""
+    held-out manual than separate W_q, W_k in side runs (docs/results.md, "H2MT parts against
+    the untrained initialisation"; assets/MODEL_CARD.md). Used by configs/train_cpu_more.toml,
+    not by the shipped recipe."""
     proj = run.parts.router
     keys = (proj.w_q if st.tied else proj.w_k)(mn)  # [N, d_h], every node once
     q = proj.w_q(qn[pairs.query])  # [P, d_h]
