@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 
 from collections import Counter
-from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -146,13 +145,12 @@ def _page_view(page) -> tuple[str, int]:
 
 def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_explorer_server,
                                                              shared_dir, tmp_path, monkeypatch):
-    import engine.answer.passages.grounding as grounding
+    import engine.answer.passages.evidence as evidence
 
     url, rt = fresh_explorer_server
     # Every evidence line is kept here (no threshold), so that whatever the small model writes
     # there is a sentence to highlight; the threshold is tested in tests/app/test_pages.py.
-    monkeypatch.setattr(grounding, "evidence_lines",
-                        partial(grounding.evidence_lines, threshold=-1.0))
+    monkeypatch.setattr(evidence, "THRESHOLD", -1.0)
     origin = urlparse(url).netloc
     outside: list[str] = []
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
