@@ -7,7 +7,7 @@ import torch
 from engine.answer.generation.cleanup import clean_answer, degeneracy, trim_loop
 from engine.answer.generation.streamer import DECODE, GuardedStreamer
 from engine.serving.stops import RepeatStop, repeats
-from engine.answer.generation.decoding import generate
+from engine.answer.generation.decoding import Decoding, Plan, generate
 from engine.answer.generation.prompts import chat_parts
 
 
@@ -116,8 +116,9 @@ def test_generation_stops_on_a_loop_with_the_real_backbone(real_backbone):
     """SmolLM2 asked to repeat a tag loops until the token limit; the guard stops it early."""
     (prompt,) = chat_parts(real_backbone, "Write the tag <defs> forty times, separated by spaces.")
     emb = real_backbone.embed(torch.tensor(real_backbone.encode(prompt))).float()
-    free = generate(real_backbone, [emb], max_new_tokens=48, guard=False)
-    guarded = generate(real_backbone, [emb], max_new_tokens=48)
+    plan = Plan(real_backbone, [emb])
+    free = generate(plan, Decoding(max_new_tokens=48, guard=False))
+    guarded = generate(plan, Decoding(max_new_tokens=48))
     assert free.stop == "length" and free.generated_tokens == 48 and free.cut
     assert guarded.stop in ("repeat", "loop") and guarded.generated_tokens < 24
     assert not guarded.cut and degeneracy(guarded.text, guarded.stop) is not None
