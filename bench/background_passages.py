@@ -42,8 +42,8 @@ def main() -> None:
         rt.encoder  # loaded before the clock starts, as in a running app
         writer = MemoryWriter(rt)
         s = AppState(rt, rt.settings, writer)
-        t0 = time.perf_counter()
         tab = alone(s)
+        t0 = time.perf_counter()
         status = upload(s, tab, [str(args.file)], progress=lambda *a, **k: None)[tab.status]
         print(f"upload returned after {time.perf_counter() - t0:.1f} s: {status}", flush=True)
         doc = rt.library.list_documents()[0].id

@@ -136,7 +136,8 @@ def test_a_big_upload_is_routed_by_its_words_until_its_sections_vectors_are_stor
     writer = MemoryWriter(rt)
     s = AppState(rt, rt.settings, writer)
     try:
-        status, *_ = upload(s, [str(manual)], progress=lambda *a, **k: None)
+        tab = alone(s)
+        status = upload(s, tab, [str(manual)], progress=lambda *a, **k: None)[tab.status]
         doc = rt.library.list_documents()[0].id
         fp = evidence_fingerprint(rt.encoder)
         assert rt.encoder.reached.wait(60)  # the worker holds at its first encode: the nodes'

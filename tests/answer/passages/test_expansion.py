@@ -174,7 +174,7 @@ def test_the_index_terms_put_the_entry_before_a_same_word_entry_on_a_big_manual(
     before = sentences.score(encoder, q, sentences.candidates(walk))
     assert not before[0].text.startswith("-o file")
     units = sentences.candidates(walk)
-    after = sentences.score(encoder, q, units,
-                            bonus=expansion.bonus(q, units, "index", back, page_of))
+    bonus = expansion.bonus(q, units, "index", back, page_of)
+    after = sentences.score(encoder, q, units, expanded=sentences.Expanded(bonus=bonus))
     assert after[0].text.startswith("-o file"), after[0].text
     assert "Options, command-line" in back.terms_on(page_of(after[0]))
