@@ -10,7 +10,6 @@ from safetensors.torch import save_file
 from engine.answer.passages import cross_encoder, rerank, sentences
 from engine.answer.question import Question
 from engine.settings import Settings
-from tests.answer.passages.test_rerank import gmsh_tree  # noqa: F401  (the real manual)
 
 
 @pytest.fixture(scope="module")
