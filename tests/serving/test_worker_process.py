@@ -73,8 +73,10 @@ def test_answers_from_the_process_equal_the_in_process_workers(real_backbone, pr
         assert outcome.stop == eoutcome.stop
         assert streamer.ids == estreamer.ids and streamer.shown == estreamer.shown
         assert (stop.fired, stop.trim) == (estop.fired, estop.trim)
+        # the same tokens; the log-probabilities to float32's last digits (the two processes'
+        # thread counts may order a sum differently)
         assert req.logits_processor[-1].values == pytest.approx(
-            ereq.logits_processor[-1].values, abs=1e-5)
+            ereq.logits_processor[-1].values, abs=1e-4)
         assert len(req.logits_processor[-1].values) == len(outcome.tokens)
     assert process_worker.active == 0
 
