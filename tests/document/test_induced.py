@@ -120,7 +120,8 @@ def _answer_hits(tree, evidence, encoder, induced_selected: bool = False) -> lis
     """Per question of QUESTIONS: the fused route (k=2) over ``evidence`` selected a leaf that
     holds the answer's phrase."""
     from engine.routing import lexical
-    from engine.routing.fused import RouteQuery, route_on_evidence
+    from engine.routing.fused import RouteBy, RouteQuery, route_on_evidence
+    from engine.routing.router import WalkLimits
     from engine.routing.router import RoutingTree
 
     rt = RoutingTree.from_tree(tree, None, 0, evidence)
@@ -128,7 +129,7 @@ def _answer_hits(tree, evidence, encoder, induced_selected: bool = False) -> lis
     for question, phrase in QUESTIONS:
         route = route_on_evidence(rt, RouteQuery(tokens=lexical.tokenize(question),
                                                  dense=encoder.encode_query(question)),
-                                  None, router="fused", k=2)
+                                  None, RouteBy("fused", limits=WalkLimits(k=2)))
         chosen = [tree.node(i) for i in route.selected if tree.is_leaf(i)]
         if induced_selected:
             assert any(tree.node(i).kind == INDUCED_KIND for i in route.selected)
