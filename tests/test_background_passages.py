@@ -82,6 +82,18 @@ def _rows(rt: Runtime) -> int:
         return s.scalar(select(func.count()).select_from(UnitVectorRow))
 
 
+def _app(rt: Runtime) -> tuple[MemoryWriter, AppState]:
+    """The app's background writer and state over ``rt``."""
+    writer = MemoryWriter(rt)
+    return writer, AppState(rt, rt.settings, writer)
+
+
+def _upload(s: AppState, manual) -> str:
+    """``manual`` through the Library tab's upload handler; its status line."""
+    tab = alone(s)
+    return upload(s, tab, [str(manual)], progress=lambda *a, **k: None)[tab.status]
+
+
 @pytest.fixture()
 def manual(tmp_path, monkeypatch):
     monkeypatch.setattr(uv, "STORE_EVERY", STORE_EVERY)
@@ -93,11 +105,9 @@ def manual(tmp_path, monkeypatch):
 def test_an_upload_is_askable_before_its_passage_vectors_and_an_ask_meanwhile_works(
         tmp_path, manual, tiny_backbone, tiny_parts):
     rt = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts)
-    writer = MemoryWriter(rt)
-    s = AppState(rt, rt.settings, writer)
+    writer, s = _app(rt)
     try:
-        tab = alone(s)
-        status = upload(s, tab, [str(manual)], progress=lambda *a, **k: None)[tab.status]
+        status = _upload(s, manual)
         doc = rt.library.list_documents()[0].id
         stored, total = pending_unit_vectors(doc, rt)
         assert stored == 0 and total > 3 * STORE_EVERY
@@ -129,15 +139,10 @@ def test_a_big_upload_is_routed_by_its_words_until_its_sections_vectors_are_stor
     (the same vectors phase one gives), then the sentence-encoder channel joins the route."""
     import numpy as np
 
-    from engine.routing.evidence import compute_evidence, evidence_fingerprint
-    from engine.routing.shared_vectors import SharedVectors
-
     rt = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts, background_evidence_nodes=0)
-    writer = MemoryWriter(rt)
-    s = AppState(rt, rt.settings, writer)
+    writer, s = _app(rt)
     try:
-        tab = alone(s)
-        status = upload(s, tab, [str(manual)], progress=lambda *a, **k: None)[tab.status]
+        status = _upload(s, manual)
         doc = rt.library.list_documents()[0].id
         fp = evidence_fingerprint(rt.encoder)
         assert rt.encoder.reached.wait(60)  # the worker holds at its first encode: the nodes'

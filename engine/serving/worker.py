@@ -67,6 +67,17 @@ class Prefilled:
     error: BaseException | None = None
 
 
+def submit_and_wait(worker, request: GenerationRequest) -> GenerationOutcome:
+    """``worker.submit(request)``'s outcome; an interrupted wait (the caller's generator
+    closed, an exception in its thread) cancels the request. Every worker's ``generate``."""
+    ticket = worker.submit(request)
+    try:
+        return ticket.result()
+    except BaseException:
+        ticket.cancel()
+        raise
+
+
 class GenerationWorker:
     """Decodes the requests for ``model`` in one batch of at most ``max_batch`` sequences;
     more wait (first come, first served) until a sequence ends."""
@@ -107,14 +118,8 @@ class GenerationWorker:
         self._thread.start()
 
     def generate(self, request: GenerationRequest) -> GenerationOutcome:
-        """Submit and wait; an interrupted wait (the caller's generator closed, an exception
-        in its thread) cancels the request."""
-        ticket = self.submit(request)
-        try:
-            return ticket.result()
-        except BaseException:
-            ticket.cancel()
-            raise
+        """Submit and wait (``submit_and_wait``)."""
+        return submit_and_wait(self, request)
 
     def close(self) -> None:
         """Stop the thread after its current step; waiting and running requests get an error."""

@@ -35,7 +35,7 @@ import weakref
 import torch
 
 from engine.serving.request import GenerationRequest, Ticket
-from engine.serving.worker import GenerationWorker
+from engine.serving.worker import GenerationWorker, submit_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -104,13 +104,8 @@ class ProcessWorker:
         return ticket
 
     def generate(self, request: GenerationRequest):
-        """Submit and wait; an interrupted wait cancels the request."""
-        ticket = self.submit(request)
-        try:
-            return ticket.result()
-        except BaseException:
-            ticket.cancel()
-            raise
+        """Submit and wait (``engine.serving.worker.submit_and_wait``)."""
+        return submit_and_wait(self, request)
 
     def close(self) -> None:
         """Stop the child (its pipe closed: it ends its loop and exits) and the in-process
