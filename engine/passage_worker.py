@@ -5,7 +5,7 @@ a big one (``Settings.background_evidence_nodes``) with its lexical evidence onl
 its words until the dense vectors of its nodes are stored here first
 (``engine.ingest.store_evidence_vectors``, one transaction). Then the vectors of its passage
 texts, which the quote stage reads (``engine.ingest.
-store_unit_vectors``), are then encoded here, one document at a time in a daemon thread, and
+store_unit_vectors``), are encoded here, one document at a time in a daemon thread, and
 stored a chunk at a time (``unit_vectors.STORE_EVERY`` texts). They are stored by the digest of
 their text, so the work resumes after a restart from what is stored (``resume_incomplete``
 queues every document; one whose texts are all stored costs a lookup), and an ask meanwhile
