@@ -31,6 +31,13 @@ class RunSetupError(ValueError):
     """A run that cannot start as asked (a user's mistake, reported without a traceback)."""
 
 
+def preparing_device(cfg: TrainConfig, max_steps: int | None) -> str:
+    """Where the backbone loads: the config's device to train, the CPU when the run only
+    prepares its data (``--max-steps 0``: trees and questions, made on a machine without the
+    config's GPU before a short GPU run)."""
+    return "cpu" if max_steps == 0 else cfg.device
+
+
 def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
           max_steps: int | None = None, from_stage: str | None = None) -> dict:
     """Run (or resume) the configured stages; returns the summary (also in summary.json).
@@ -48,7 +55,8 @@ def train(cfg: TrainConfig, *, backbone=None, fresh: bool = False,
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
     if backbone is None:
-        backbone = load_backbone(Settings.from_env().with_(backbone=cfg.backbone, device=cfg.device))
+        device = preparing_device(cfg, max_steps)
+        backbone = load_backbone(Settings.from_env().with_(backbone=cfg.backbone, device=device))
     if backbone.dtype != torch.float32:
         # the parts train in float32, as the memories they read are written on a CPU (a GPU
         # loads the backbone in bf16 for inference)

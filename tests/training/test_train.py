@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import random
 
 import pytest
@@ -11,7 +12,7 @@ from engine.memory.parts import H2MTParts
 from engine.training.config import StageConfig, TrainConfig
 from engine.training.stages import trainable
 from engine.training.supervision import gold_sets, routing_hit, routing_pairs
-from engine.training.train import train
+from engine.training.train import preparing_device, train
 from engine.training.data import Query, check_not_evaluation, heading_queries, sentences
 from engine.document.build import build_tree
 
@@ -277,3 +278,10 @@ def test_parts_train_against_a_float32_backbone_when_it_was_loaded_in_bf16(tmp_p
     summary = train(cfg, backbone=bf16)
     assert summary["finished"]
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in _log(cfg))
+
+
+def test_data_is_prepared_on_the_cpu_for_a_gpu_config(tmp_path, shared_dir):
+    cfg = replace(_config(tmp_path, shared_dir), device="cuda")
+    assert preparing_device(cfg, 0) == "cpu"
+    assert preparing_device(cfg, None) == "cuda"
+    assert preparing_device(cfg, 10) == "cuda"
