@@ -45,6 +45,7 @@ from engine.serving.request import GenerationResult
 from engine.serving.worker import worker_for
 from engine.serving.worker_process import process_worker_for
 from engine.settings import SettingsError
+from storage import QueryEntry
 
 __all__ = ["MAX_NEW_TOKENS", "NOT_COVERED", "AskError", "AskOptions", "MemoriesPending", "ask",
            "ask_stream", "channel_query", "resolve_docs"]
@@ -272,14 +273,13 @@ def log_answer(req: Request) -> Request:
     if req.generated.reader_error is not None:
         return req
     answer, quote = Answer.of(req), req.quote
-    return req.filled(query_id=req.rt.library.log_answer(
+    return req.filled(query_id=req.rt.library.log_answer(QueryEntry(
         req.question.text, answer.mode, answer.text,
         doc_id=req.doc_ids[0] if len(req.doc_ids) == 1 else None, settings=asdict(req.opts),
         route=answer.as_json()["route"], metrics=asdict(req.metrics), asker=req.asker,
-        keep_routes=req.rt.settings.query_log_routes,
         quote=quote.as_json() if quote is not None else None,
         check=({**answer.check.as_json(), "folded": answer.folded}
-               if answer.check is not None else None)))
+               if answer.check is not None else None)), req.rt.settings.query_log_routes))
 
 
 def route_ready(req: Request) -> RouteReady:

@@ -5,9 +5,9 @@ from storage.faults import Fault, StorageFault, classify
 from storage.jobs import LeaseLost, MemoryJob, MemoryJobs
 from storage.library import Library
 from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvidence,
-                             QueryRecord, SourceFile)
+                             QueryEntry, QueryRecord, SourceFile)
 
 __all__ = ["DatabaseUnavailable", "DocumentInfo", "DocumentMeta", "DocumentNotFound", "DuplicateDocument", "Fault", "LeaseLost", "Library",
            "MemoryJob", "MemoryJobs",
-           "MemoryProgress", "MissingMemories", "NodeEvidence", "QueryRecord", "SourceFile", "StaleMemories",
+           "MemoryProgress", "MissingMemories", "NodeEvidence", "QueryEntry", "QueryRecord", "SourceFile", "StaleMemories",
            "StorageError", "StorageFault", "classify"]

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from dataclasses import replace
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from storage.faults import classify
 from storage.models import DocumentRow, QueryAnswerRow, QueryAskerRow, QueryRow
-from storage.records import QueryRecord, as_utc
+from storage.records import QueryEntry, QueryRecord, as_utc
 
 ROUTE_PRUNE_SPAN = 64  # ids below the kept routes looked at per logged question
 
@@ -32,12 +32,12 @@ class QueryLog:
 
     unlogged: int = 0
 
-    def log_answer(self, question: str, mode: str, answer: str = "", **kwargs: Any) -> int | None:
+    def log_answer(self, entry: QueryEntry, keep_routes: int | None = None) -> int | None:
         """``log_query`` for an answer already given: its id, or None when a storage fault
         kept it out of the log (one warning line, counted in ``unlogged``; the answer stands).
         Anything else (a bug: a value that is not JSON, a constraint) is raised."""
         try:
-            return self.log_query(question, mode, answer, **kwargs)
+            return self.log_query(entry, keep_routes)
         except Exception as e:
             fault = classify(e)
             if fault is None:
@@ -46,46 +46,41 @@ class QueryLog:
                 self.unlogged += 1
                 n = self.unlogged
             log.warning("question log: a %s-mode answer was given but not logged: %s (%d "
-                        "unlogged since start)", mode, fault.cause, n)
+                        "unlogged since start)", entry.mode, fault.cause, n)
             return None
 
-    def log_query(self, question: str, mode: str, answer: str = "", *, doc_id: int | None = None,
-                  settings: dict[str, Any] | None = None, route: Any = None,
-                  metrics: dict[str, Any] | None = None, asker: str | None = None,
-                  keep_routes: int | None = None, quote: dict[str, Any] | None = None,
-                  check: dict[str, Any] | None = None) -> int:
-        """Record one question (settings, route, metrics, the answer's quote and check must be
-        JSON-serialisable) and who asked it (a signed-in name, or None); its id. A document
-        deleted meanwhile (by another process) is logged as none, as a deletion leaves its
-        logged questions. ``keep_routes``: only the newest n rows keep their route (the rows
-        falling out of it drop theirs)."""
-        row = dict(question=question, mode=mode, answer=answer, settings_json=settings,
-                   route_json=route, metrics_json=metrics)
-        parts = dict(quote_json=quote, check_json=check)
+    def log_query(self, entry: QueryEntry, keep_routes: int | None = None) -> int:
+        """Record one question (``QueryEntry``); its id. A document deleted meanwhile (by
+        another process) is logged as none, as a deletion leaves its logged questions.
+        ``keep_routes``: only the newest n rows keep their route (the rows falling out of it
+        drop theirs)."""
         try:
-            return self._log_query(doc_id, row, parts, asker, keep_routes)
+            return self._log_query(entry, keep_routes)
         except IntegrityError:
-            if doc_id is None:
+            if entry.doc_id is None:
                 raise
-            return self._log_query(None, row, parts, asker, keep_routes)
+            return self._log_query(replace(entry, doc_id=None), keep_routes)
 
-    def _log_query(self, doc_id: int | None, values: dict[str, Any], parts: dict[str, Any],
-                   asker: str | None, keep_routes: int | None) -> int:
+    def _log_query(self, entry: QueryEntry, keep_routes: int | None) -> int:
         with self._writing(), self._sessions() as s, s.begin():
+            doc_id = entry.doc_id
             if doc_id is not None and s.get(DocumentRow, doc_id) is None:
                 doc_id = None
-            row = QueryRow(doc_id=doc_id, **values)
+            row = QueryRow(doc_id=doc_id, question=entry.question, mode=entry.mode,
+                           answer=entry.answer, settings_json=entry.settings,
+                           route_json=entry.route, metrics_json=entry.metrics)
             s.add(row)
             s.flush()
-            if asker is not None:
-                s.add(QueryAskerRow(query_id=row.id, asker=asker))
+            if entry.asker is not None:
+                s.add(QueryAskerRow(query_id=row.id, asker=entry.asker))
             if keep_routes is not None:  # the rows just past the newest n: a bounded range
                 old = row.id - keep_routes
                 s.execute(update(QueryRow).where(
                     QueryRow.id <= old, QueryRow.id > old - ROUTE_PRUNE_SPAN,
                     QueryRow.route_json.is_not(None)).values(route_json=None))
-            if any(v is not None for v in parts.values()):
-                s.add(QueryAnswerRow(query_id=row.id, **parts))
+            if entry.quote is not None or entry.check is not None:
+                s.add(QueryAnswerRow(query_id=row.id, quote_json=entry.quote,
+                                     check_json=entry.check))
             return row.id
 
     def list_queries(self, doc_id: int | None = None, *, newest: int | None = None,

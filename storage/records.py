@@ -52,6 +52,23 @@ class DocumentInfo:
 
 
 @dataclass(frozen=True)
+class QueryEntry:
+    """One question to log: its answer, settings, route and metrics, the answer's quote and
+    check (all JSON-serialisable) and who asked it (a signed-in name, or None)."""
+
+    question: str
+    mode: str
+    answer: str = ""
+    doc_id: int | None = None  # the one document asked about (None: several, or none)
+    settings: dict[str, Any] | None = None
+    route: Any = None
+    metrics: dict[str, Any] | None = None
+    asker: str | None = None
+    quote: dict[str, Any] | None = None
+    check: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class QueryRecord:
     """One logged question and its answer."""
 

@@ -403,14 +403,14 @@ def test_every_handler_says_a_storage_fault_in_one_line(tmp_path, caplog):
     """``bind`` (every tab's and API's handler) wraps like the asks: a real read-only library
     written to is one line naming it; a bug is one line with a reference to its traceback."""
     from app.shared.binding import bind
-    from storage import Library
+    from storage import Library, QueryEntry
 
     db = tmp_path / "library.sqlite3"
     Library(f"sqlite:///{db}").close()
     lib = Library(f"sqlite:///file:{db}?mode=ro&uri=true")  # opens: nothing to sweep, no write
 
     def refresh(s):  # a handler that writes (named as the library's listing is)
-        s.log_query("q", "route")
+        s.log_query(QueryEntry("q", "route"))
 
     def outline(s):
         raise KeyError("a bug")

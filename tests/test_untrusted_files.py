@@ -112,6 +112,7 @@ def test_caches_are_bounded(rt, tmp_path):
     from app.shared.memory_writer import memory_writer
     from app.shared.state import TREE_CACHE, AppState
     from engine.ingest import ingest_file
+    from storage import QueryEntry
 
     md = tmp_path / "one.md"
     md.write_text("# One\n\nText.\n")
@@ -135,6 +136,7 @@ def test_caches_are_bounded(rt, tmp_path):
     assert (cache / "upload" / "manual.pdf").exists()
 
     lib = rt.library
-    ids = [lib.log_query(f"q{i}", "route", route=[{"node": i}], keep_routes=3) for i in range(8)]
+    ids = [lib.log_query(QueryEntry(f"q{i}", "route", route=[{"node": i}]), keep_routes=3)
+           for i in range(8)]
     kept = {q.id: q.route for q in lib.list_queries() if q.id in ids}
     assert [kept[i] is not None for i in ids] == [False] * 5 + [True] * 3

@@ -14,6 +14,7 @@ from app.ui import HISTORY_ROWS, LIBRARY_COLUMNS, memory_writer, route_from_log
 from app.views.figures import figure_summary
 from app.views.route_tables import CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.views.visible_tree import visible_tree
+from storage import QueryEntry
 from tests.support.memory_writer import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
@@ -84,7 +85,7 @@ def test_api_flow(client, explorer_server, shared_dir):
     # a router chosen by name: the route and its log record carry that channel's scores; the
     # history lists the newest questions only, however long the log (it used to read it whole)
     for i in range(HISTORY_ROWS + 5):
-        rt.library.log_query(f"old question {i}", "route", doc_id=doc.id)
+        rt.library.log_query(QueryEntry(f"old question {i}", "route", doc_id=doc.id))
     outputs = client.predict(str(doc.id), QUESTION, "route", 3, 0, 0, True, False, 8, "lexical",
                              api_name="/ask")
     history = outputs[7]["data"]

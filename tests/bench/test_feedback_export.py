@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from bench.feedback import main
-from storage import Library
+from storage import Library, QueryEntry
 from storage.feedback import Feedback
 from tests.support.library import meta_for, sample_tree
 
@@ -16,9 +16,9 @@ def test_export_writes_the_answers_marked_wrong_in_the_probe_format(tmp_path, ca
     url = f"sqlite:///{tmp_path / 'lib.sqlite3'}"
     lib = Library(url)
     doc = lib.add_document(meta_for(sample_tree()), sample_tree())
-    wrong = lib.log_query("How do I start the pump?", "text", "Turn the key.", doc_id=doc,
-                          quote=QUOTE)
-    right = lib.log_query("How do I stop it?", "text", "Press red.", doc_id=doc)
+    wrong = lib.log_query(QueryEntry("How do I start the pump?", "text", "Turn the key.",
+                                     doc_id=doc, quote=QUOTE))
+    right = lib.log_query(QueryEntry("How do I stop it?", "text", "Press red.", doc_id=doc))
     Feedback(lib).rate(wrong, "down", "it is the green button")
     Feedback(lib).rate(right, "up")
     lib.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from storage import Library
+from storage import Library, QueryEntry
 from storage.feedback import Feedback, QueryNotFound
 from tests.support.library import PG_URL, library, meta_for, sample_tree  # noqa: F401
 
@@ -16,9 +16,10 @@ CHECK = {"unsupported": [{"term": "--force", "kind": "option", "start": 0, "end"
 
 
 def _logged(lib: Library, doc_id: int | None, question: str, **parts) -> int:
-    return lib.log_query(question, "text", "Use --force.", doc_id=doc_id,
-                         settings={"mode": "text"}, route=[{"id": 0, "status": "root"}],
-                         metrics={"ttft_ms": 1.0}, **parts)
+    return lib.log_query(QueryEntry(question, "text", "Use --force.", doc_id=doc_id,
+                                    settings={"mode": "text"},
+                                    route=[{"id": 0, "status": "root"}],
+                                    metrics={"ttft_ms": 1.0}, **parts))
 
 
 def test_a_thumbs_down_is_stored_with_its_question_quote_and_check(library):  # noqa: F811

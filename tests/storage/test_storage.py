@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 import storage.memory_store as memory_store_module
 from engine.document.tree import Tree
 from storage import (DocumentMeta, DocumentNotFound, DuplicateDocument, Library, MissingMemories,
-                     StaleMemories)
+                     QueryEntry, StaleMemories)
 from storage.blobs import decode_vector, encode_vector
 from storage.models import DocumentRow, MemoryRow, NodeRow, QueryRow
 from tests.support.library import (PG_URL, library, meta_for, sample_evidence,  # noqa: F401
@@ -195,7 +195,7 @@ def test_delete_document_removes_nodes_and_memories(library):
     keep = library.add_document(meta_for(tree, "k" * 64), tree, memories_for(tree), "fp-A")
     gone = library.add_document(meta_for(tree, "g" * 64), tree, memories_for(tree), "fp-A")
     library.put_memories(gone, memories_for(tree, seed=9), "fp-B")
-    query_id = library.log_query("how?", "tree", "like so", doc_id=gone)
+    query_id = library.log_query(QueryEntry("how?", "tree", "like so", doc_id=gone))
 
     library.delete_document(gone)
     assert row_counts(library) == {"documents": 1, "nodes": len(tree), "memories": len(tree),
@@ -293,10 +293,10 @@ def test_failed_put_memories_keeps_the_previous_ones(library):
 def test_query_log(library):
     tree = sample_tree()
     doc_id = library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
-    q1 = library.log_query("Where is the fuse?", "tree", "Page 4.", doc_id=doc_id,
-                           settings={"aggregation": "mean", "k": 3}, route=[0, 4, 5],
-                           metrics={"latency_ms": 12.0})
-    q2 = library.log_query("Anything?", "flat")
+    q1 = library.log_query(QueryEntry("Where is the fuse?", "tree", "Page 4.", doc_id=doc_id,
+                                      settings={"aggregation": "mean", "k": 3},
+                                      route=[0, 4, 5], metrics={"latency_ms": 12.0}))
+    q2 = library.log_query(QueryEntry("Anything?", "flat"))
     records = library.list_queries()
     assert [r.id for r in records] == [q1, q2]
     first = records[0]
@@ -314,7 +314,7 @@ def test_query_log_newest_reads_only_the_end(library):
     """A view of the log's end (the app's history table) reads the newest n, oldest first."""
     tree = sample_tree()
     doc_id = library.add_document(meta_for(tree), tree, memories_for(tree), "fp-A")
-    ids = [library.log_query(f"q{i}", "text", doc_id=doc_id if i % 3 else None)
+    ids = [library.log_query(QueryEntry(f"q{i}", "text", doc_id=doc_id if i % 3 else None))
            for i in range(12)]
     mine = [q for i, q in enumerate(ids) if i % 3]
     assert [r.id for r in library.list_queries(doc_id, newest=3)] == mine[-3:]
@@ -432,9 +432,9 @@ def test_document_states_in_one_query(library):
 def test_query_log_keeps_who_asked(library):
     """Issue 44: a signed-in asker is kept with the question; a question logged without one
     (sign-in off, or a library from before) stays readable and is listed for everyone."""
-    old = library.log_query("before sign-in?", "route")
-    bob = library.log_query("bob's?", "route", asker="bob")
-    carol = library.log_query("carol's?", "route", asker="carol")
+    old = library.log_query(QueryEntry("before sign-in?", "route"))
+    bob = library.log_query(QueryEntry("bob's?", "route", asker="bob"))
+    carol = library.log_query(QueryEntry("carol's?", "route", asker="carol"))
     assert [r.id for r in library.list_queries(asker="bob")] == [bob]
     assert [r.asker for r in library.list_queries()] == [None, "bob", "carol"]
     assert [r.id for r in library.list_queries(newest=1, asker="carol")] == [carol]
