@@ -72,7 +72,7 @@ def run(manuals: list[str] | None, n_sections: int, linear_only: bool = False) -
                                                         {1: tree.pages}))
                 variants.append((VARIANTS[1], after, ranker.threshold))
             for name, ranked, bar in variants:
-                quote = quoting.choose(q.question, ranked, bar, page_of)
+                quote = quoting.choose(ranked, bar, page_of)
                 shown = quoting.passages(quote, ranked, bar, page_of)
                 v = judge(q, ProbeAnswer(text=quote.text if quote else "",
                                          quote=quote.text if quote else None,

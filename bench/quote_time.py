@@ -105,12 +105,12 @@ def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
             asked = Question.read(q)
             ranked = sentences.score(encoder, asked, sentences.candidates(found),
                                      sentences.ScoreRule(window_words=0))
-            quoting.choose(q, ranked)
+            quoting.choose(ranked)
             times["linear, units scored alone (window_words=0)"].append(
                 (time.perf_counter() - t) * 1e3)
             t = time.perf_counter()
             ranked = sentences.score(encoder, asked, sentences.candidates(found))
-            quoting.choose(q, ranked)
+            quoting.choose(ranked)
             times["linear, units scored with their windows (the default)"].append(
                 (time.perf_counter() - t) * 1e3)
             t = time.perf_counter()
@@ -119,7 +119,7 @@ def quote_stage_times(pdf: Path, n_sections: int, rounds: int) -> dict:
             ranked, _ = ranking.rank(ranker, encoder, asked, sentences.candidates(found),
                                      ranking.Manuals({1: index}, lambda d, n: n,
                                                      {1: tree.pages}))
-            quoting.choose(q, ranked, ranker.threshold)
+            quoting.choose(ranked, ranker.threshold)
             ms = (time.perf_counter() - t) * 1e3
             times["first ask with the ranker (builds the passage index)" if first
                   else "passage ranker"].append(ms)
@@ -167,7 +167,7 @@ def second_stage_times(pdf: Path, n_sections: int, rounds: int, how: str = "like
             found, qq = walk(q), Question.read(q)
             t = time.perf_counter()
             ranked = sentences.score(encoder, qq, sentences.candidates(found))
-            quoting.choose(q, ranked)
+            quoting.choose(ranked)
             linear = (time.perf_counter() - t) * 1e3
             times[names[0]].append(linear)
             t = time.perf_counter()
@@ -176,12 +176,12 @@ def second_stage_times(pdf: Path, n_sections: int, rounds: int, how: str = "like
             extra = (inventory.extra_sections(tree, inv, qq, inventory.Kept(
                          1, {s.node_id for s in found}, lambda n: n))
                      if inventory.asks_for_a_name(qq.kind) else [])
-            quoting.choose(q, sentences.score(encoder, qq, sentences.candidates(found + extra)))
+            quoting.choose(sentences.score(encoder, qq, sentences.candidates(found + extra)))
             times[names[2] if first else names[1]].append((time.perf_counter() - t) * 1e3)
             t = time.perf_counter()
             ranked = sentences.score(encoder, qq, sentences.candidates(found))
             done = rerank.rerank(scorer, qq, ranked, sentences.THRESHOLD)
-            quoting.choose(q, done.ranked)
+            quoting.choose(done.ranked)
             times[names[3]].append((time.perf_counter() - t) * 1e3)
             times[names[4]].append(done.ms)
             times[names[5]].append(done.tokens)

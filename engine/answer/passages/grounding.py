@@ -149,7 +149,7 @@ def find_quote(req: Request, timings: dict | None = None,
         ranked = done.ranked
         if timings is not None:
             timings.update(rerank_ms=done.ms, rerank_tokens=done.tokens)
-    quote = quoting.choose(question.text, ranked, bar, sentence_pager(rt))
+    quote = quoting.choose(ranked, bar, sentence_pager(rt))
     if quote is not None and quote.doc_id in trees:
         tree = trees[quote.doc_id]
         quote.page_label = tree.page_label(quote.page)

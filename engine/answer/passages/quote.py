@@ -66,8 +66,7 @@ def is_fragment(text: str) -> bool:
     return len(text.split()) < MIN_WORDS and not is_command_line(text.strip())
 
 
-def choose(question: str, ranked: list[Sentence], threshold: float = THRESHOLD,
-           page_of=None) -> Quote | None:
+def choose(ranked: list[Sentence], threshold: float = THRESHOLD, page_of=None) -> Quote | None:
     """The quote from sentences ranked best first (module docstring); None below the threshold
     (or when the ``TRIES`` best all make fragments). ``page_of(sentence)`` locates a sentence's
     page (None: its section's first page)."""

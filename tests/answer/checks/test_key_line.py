@@ -29,7 +29,7 @@ def line_for(encoder, sections, question, answer=""):
     asked = Question.read(question)
     ranked = S.score(encoder, asked, S.candidates(sections))
     shown = S.select(ranked, lambda t: len(t.split()) * 2)
-    quote = quoting.choose(question, ranked)
+    quote = quoting.choose(ranked)
     return key_line.choose(asked, key_line.Shown(ranked, shown, quote), answer), ranked
 
 

@@ -37,11 +37,11 @@ def test_a_name_question_finds_its_entry_through_the_inventory(etoolbox):
     # the walk without \newbool's section: the quote misses it; the inventory brings it back
     walk = [s for s in stood_in_walk(tree, 12)(q.text) if s.node_id != newbool]
     encoder = load_encoder("cpu")
-    before = quoting.choose(q.text, sentences.score(encoder, q, sentences.candidates(walk)))
+    before = quoting.choose(sentences.score(encoder, q, sentences.candidates(walk)))
     extra = inventory.extra_sections(tree, inv, q, inventory.Kept(
         1, {s.node_id for s in walk}, lambda n: n))
     assert newbool in {s.node_id for s in extra}
-    after = quoting.choose(q.text, sentences.score(encoder, q,
+    after = quoting.choose(sentences.score(encoder, q,
                                                    sentences.candidates(walk + extra)))
     assert before is None or not before.text.startswith("\\newbool")
     assert after is not None and after.text.startswith("\\newbool{⟨name⟩}"), after.text

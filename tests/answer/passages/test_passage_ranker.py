@@ -60,10 +60,10 @@ def test_no_quote_is_a_fragment():
                           page_start=1, page_end=1, order=i, score=score, kind=kind)
     ranked = [unit(1, "The", 0.99, "line"), unit(2, "Frames are made with the frame environment.",
                                                  0.9)]
-    q = quoting.choose("How do I make a frame?", ranked, threshold=0.5)
+    q = quoting.choose(ranked, threshold=0.5)
     assert q is not None and q.text.startswith("Frames are made")
     assert quoting.is_fragment("The") and not quoting.is_fragment("$ make install")
-    assert quoting.choose("x", [unit(1, "The", 0.99, "line")], threshold=0.5) is None
+    assert quoting.choose([unit(1, "The", 0.99, "line")], threshold=0.5) is None
 
 
 def _ask(ranker, encoder, tree, question, routed_ids):
@@ -74,7 +74,7 @@ def _ask(ranker, encoder, tree, question, routed_ids):
     ranked, cands = ranking.rank(ranker, encoder, Question.read(question),
                                  S.candidates(sections),
                                  ranking.Manuals({1: index}, lambda d, n: n, {1: tree.pages}))
-    return ranked, quoting.choose(question, ranked, ranker.threshold)
+    return ranked, quoting.choose(ranked, ranker.threshold)
 
 
 def _node(tree, title):

@@ -104,7 +104,7 @@ def _quote_of(tree, title, best_text):
         s.score = 1.0 if s.text.startswith(best_text) else 0.0
     ranked = sorted(sents, key=lambda s: -s.score)
     assert ranked[0].score == 1.0, f"no unit starts with {best_text!r}"
-    return quoting.choose("question", ranked, 0.5), ranked[0]
+    return quoting.choose(ranked, 0.5), ranked[0]
 
 
 def test_a_definition_entry_is_quoted_from_its_signature_line(corpus_tree):

@@ -40,7 +40,7 @@ def test_the_quote_is_the_best_sentence_and_its_sequel_verbatim(encoder):
     assert alone[0].text == "Large widgets need a 12 V supply."  # each unit read alone
     r = ranked(encoder, question)  # each unit read with its window (the quote from it)
     assert r[0].node_id == 20 and r[0].score >= r[-1].score
-    q = quoting.choose(question, r)
+    q = quoting.choose(r)
     assert q is not None and (q.node_id, q.page, q.heading) == (20, 5, "Sizes > Large widgets")
     # forward from the best unit, contiguous, holding the fact and what follows it
     assert "Large widgets need a 12 V supply. Never connect them to 230 V." in q.text
@@ -53,7 +53,7 @@ def test_a_how_to_question_quotes_its_best_sentence_forward(encoder):
     best sentence on both dev sets): the quote starts at the best sentence."""
     question = "How do I get widget.conf written?"
     r = ranked(encoder, question)
-    q = quoting.choose(question, r)
+    q = quoting.choose(r)
     assert q is not None and q.node_id == 10
     assert q.text.startswith("The installer writes widget.conf for you.")  # not the opening
     assert q.text in " ".join(SECTIONS[0].body.split())
@@ -74,7 +74,7 @@ def test_only_the_best_sentences_by_words_are_encoded(encoder):
 def test_an_unrelated_question_gets_no_quote_and_no_context(encoder):
     question = "Who won the football world cup in 1954?"
     r = ranked(encoder, question)
-    assert quoting.choose(question, r) is None
+    assert quoting.choose(r) is None
     assert S.select(r, lambda t: len(t.split())) == []
 
 
@@ -103,7 +103,7 @@ def test_how_to_quote_holds_the_command_and_the_sentence_it_leans_on(encoder, co
             _real_section(tree, "Installation via Docker", 2),
             _real_section(tree, "Installation from Source Distribution", 3)]
     question = "How do I install Why3 with opam?"
-    q = quoting.choose(question, S.score(encoder, Question.read(question), S.candidates(secs)))
+    q = quoting.choose(S.score(encoder, Question.read(question), S.candidates(secs)))
     assert q is not None and q.heading == "Installation via Opam"
     assert q.text.startswith("The simplest way to install Why3 is via Opam")
     assert "It is as simple as\nopam install why3" in q.text
@@ -113,7 +113,7 @@ def test_r_help_quote_holds_the_command(encoder, corpus_tree):
     tree = corpus_tree("r-intro.pdf")
     secs = [_real_section(tree, "Getting help with functions and features")]
     question = "How do I get help about a function such as solve?"
-    q = quoting.choose(question, S.score(encoder, Question.read(question), S.candidates(secs)))
+    q = quoting.choose(S.score(encoder, Question.read(question), S.candidates(secs)))
     assert q is not None and "> help(solve)" in q.text.split("\n")
 
 
@@ -166,7 +166,7 @@ def test_a_text_two_sections_share_is_each_ones_and_read_once():
     assert [c.node_id for c in cands].count(20) == [c.node_id for c in cands].count(10) == 4
     question = "What is the initial state of a flag created with \\newtoggle?"
     ranked = S.score(None, Question.read(question), cands)  # words alone: the heading names \newtoggle
-    q = quoting.choose(question, ranked, threshold=0.0)
+    q = quoting.choose(ranked, threshold=0.0)
     assert q.node_id == 20 and "initial state of newly defined flags is false" in q.text
     kept = S.select(ranked, lambda t: len(t.split()), budget=10_000, threshold=0.0)
     assert len(kept) == len({k.text for k in kept}) == 5  # two entries' openings, three shared
@@ -210,14 +210,14 @@ def test_a_quote_opening_on_a_short_line_is_paged_by_its_next_unit():
     ranked.sort(key=lambda s: s.index != 0)  # the short line ranked first, as it was
     page_of = lambda s: locate_page(s.text, s.page_start, s.page_end, pages)  # noqa: E731
     assert page_of(sents[0]) is None  # too short to look for
-    q = quoting.choose(question, ranked, threshold=0.0, page_of=page_of)
+    q = quoting.choose(ranked, threshold=0.0, page_of=page_of)
     assert q.text.startswith("system)\nsystemctl set-default graphical") and q.page == 2
 
 
 def test_three_passages_the_quote_first_none_overlapping(encoder):
     question = "Which power supply voltage does a large widget need?"
     r = ranked(encoder, question)
-    quote = quoting.choose(question, r, threshold=0.0)
+    quote = quoting.choose(r, threshold=0.0)
     shown = quoting.passages(quote, r, threshold=0.0)
     assert 1 < len(shown) <= quoting.PASSAGES
     assert shown[0] is quote
