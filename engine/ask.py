@@ -107,7 +107,7 @@ def channel_query(rt: Runtime, routing: RoutingTree, q: Question, opts: AskOptio
     the fused and memory routers' selections can be compared. ``metrics.query_vector_ms``
     gets the H2MT query vector's share (the backbone pass over the question). The MiniLM vector
     and the query vector are computed with the questions of other asks arriving at the same
-    moment (``engine.serving.gather``)."""
+    moment (``engine.routing.gather``)."""
     wanted = set(routing.available_channels())
     query = RouteQuery()
     if "lexical" in wanted:

@@ -68,15 +68,3 @@ class TreeLevels:
 def channel(own: np.ndarray, levels: TreeLevels, propagate: bool = True) -> ChannelScores:
     own = np.asarray(own, dtype=np.float32)
     return ChannelScores(own=own, subtree=levels.propagate_max(own) if propagate else own.copy())
-
-
-def lexical_scores(index, query_tokens: list[str], has_evidence: np.ndarray) -> np.ndarray:
-    """BM25 of every routed node; NaN where the node has no evidence."""
-    s = np.asarray(index.scores(query_tokens), dtype=np.float32)
-    return np.where(has_evidence, s, np.nan).astype(np.float32)
-
-
-def dense_scores(vectors: np.ndarray, query: np.ndarray, has_evidence: np.ndarray) -> np.ndarray:
-    """Cosine of unit vectors: one matrix-vector product; NaN where no evidence."""
-    s = vectors @ np.asarray(query, dtype=np.float32)
-    return np.where(has_evidence, s, np.nan).astype(np.float32)

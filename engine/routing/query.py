@@ -2,7 +2,7 @@
 n_q = floor(T * fraction), fraction 1/2 as in the paper (a setting).
 
 ``gathered_query_vector`` is ``query_vector`` for concurrent asks: the questions gathered within
-a few milliseconds (``engine.serving.gather``) go through the backbone as one right-padded batch
+a few milliseconds (``engine.routing.gather``) go through the backbone as one right-padded batch
 (``query_vectors``; equal to the question alone to rounding). One gatherer per (backbone,
 fraction), kept beside the parts object and dropped with it.
 """
@@ -15,7 +15,7 @@ import weakref
 import torch
 
 from engine.memory.writer import _Item, read_out
-from engine.serving.gather import Gatherer
+from engine.routing.gather import Gatherer
 
 _GATHERERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # parts -> {key: Gatherer}
 _GATHERERS_LOCK = threading.Lock()
@@ -74,6 +74,8 @@ def gathered_query_vector(question: str, backbone, parts, fraction: float = 0.5)
         key = (id(backbone), fraction)
         gatherer = per_parts.get(key)
         if gatherer is None:
-            gatherer = per_parts[key] = Gatherer(
-                lambda qs: _gathered(qs, backbone, parts, fraction))
+            def run(questions: list[str]) -> list[torch.Tensor]:
+                return _gathered(questions, backbone, parts, fraction)
+
+            gatherer = per_parts[key] = Gatherer(run)
     return gatherer(question).clone()  # equal questions share a row: each caller its own

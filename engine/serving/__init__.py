@@ -2,5 +2,4 @@
 one model as one batch (continuous batching: ``worker``, ``batch``, ``request``), the stop rules
 every reader applies (``stops``), what a reader is (``reader``: the ``Reader`` protocol) and a
 reader on an OpenAI-compatible server (``remote_reader``: the HTTP client; ``remote_decoding``:
-decoding there), and the gatherer that lets the question encoders run the questions arriving
-together as one batch (``gather``). Nothing here imports the rest of the engine."""
+decoding there). Nothing here imports the rest of the engine."""

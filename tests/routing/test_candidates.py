@@ -9,8 +9,8 @@ import torch
 
 from engine.memory.projections import RouterProjections
 from engine.routing.candidates import CandidateIndex, Moments, top_scores
-from engine.routing.fused import (RouteBy, RouteQuery, channels_on_demand, route_on_evidence,
-                                  score_channels)
+from engine.routing.fused import (RouteBy, RouteQuery, channels_on_demand, read_query,
+                                  route_on_evidence, score_channels)
 from engine.routing.fusion import zscore
 from engine.routing.router import RoutingTree
 
@@ -86,8 +86,9 @@ def test_candidate_scores_equal_the_exact_ones_on_a_real_manual(etoolbox):
     try:
         for q in QUESTIONS:
             query = _query(encoder, q)
-            exact = score_channels(rtree, query, proj)
-            on_demand, cands = channels_on_demand(rtree, query, proj)
+            ev = read_query(rtree, query, proj)
+            exact = score_channels(rtree, ev)
+            on_demand, cands = channels_on_demand(rtree, ev)
             assert set(on_demand) == set(exact) == {"lexical", "dense", "memory"}
             assert len(cands) and rtree.has_evidence[cands].all()
             for name, ch in exact.items():

@@ -163,10 +163,10 @@ def route_queries(doc: Doc, backbone, parts, encoder, fraction: float, cache: Pa
 
 def query_features(rt, rq, proj, tree, gold: list[int]):
     """(children, gold index, [C, N_CH, 2] features, present [N_CH]) per parent on the gold path."""
-    from engine.routing.fused import score_channels
+    from engine.routing.fused import read_query, score_channels
     from engine.routing.fusion import features
 
-    feats = features(score_channels(rt, rq, proj))
+    feats = features(score_channels(rt, read_query(rt, rq, proj)))
     present = np.array([c in feats for c in CHANNELS], dtype=bool)
     out = []
     for g in gold:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.serving.gather import Gatherer
+from engine.routing.gather import Gatherer
 
 QUESTIONS = ["How are arrays passed between C and OCaml?", "Why?",
              "What does the camlidl compiler generate from an IDL file?",
