@@ -40,12 +40,15 @@ class RouterProjections(nn.Module):
     @torch.no_grad()
     def keys(self, m: torch.Tensor) -> torch.Tensor:
         """W_k m for centred, normalised memories [n, d] from anywhere -> [n, d_h] on the host."""
-        return placement.to_host(self.w_k(placement.onto(m, self)))
+        return self._served(self.w_k, m)
 
     @torch.no_grad()
     def query(self, q: torch.Tensor) -> torch.Tensor:
         """W_q q for a centred, normalised query [d] from anywhere -> [d_h] on the host."""
-        return placement.to_host(self.w_q(placement.onto(q, self)))
+        return self._served(self.w_q, q)
+
+    def _served(self, w: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        return placement.to_host(w(placement.onto(x, self)))
 
     def host_score(self, q: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         """``score`` for host inputs, computed as ``keys`` and ``query``: [n] on the host."""

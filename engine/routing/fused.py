@@ -47,7 +47,7 @@ import torch
 from engine.memory.projections import RouterProjections, normalise
 from engine.routing.candidates import ChannelOnDemand, Moments, ScoredOnly, top_scores
 from engine.routing.channels import CHANNELS, ChannelScores, channel
-from engine.routing.fusion import FusionWeights, fuse
+from engine.routing.fusion import RESCUE, FusionWeights, fuse, walk_scores
 from engine.routing.router import WalkLimits, walk
 from engine.routing.routing_tree import RoutingTree
 from engine.routing.trace import Found, LazySelections, Route
@@ -60,14 +60,6 @@ ROUTER_WORDS = {
     "lexical": ("the question's words", "lexical: BM25 alone"),
     "dense": ("the question's meaning", "dense: the sentence encoder alone"),
 }
-
-# How many flat-ranked best nodes the rescue walks keep reachable. Measured on the dev sets
-# (docs/results.md, issue 24): 6 left one manual question's gold at flat rank 9 pruned; 10
-# reaches gold as often as flat RRF on both sets for about 5 more selected nodes a question.
-# Rescuing each channel's own top nodes instead (the memory channel's too) selected twice as
-# many nodes on ORD-QA for the same hits, so the rescue ranks by the one fused own score.
-RESCUE = 10
-
 
 class RouterUnavailable(ValueError):
     """The chosen router needs a channel this library does not have (yet)."""
@@ -95,23 +87,30 @@ class QueryEvidence:
     d_head: int = 1  # the projections' width (the score is divided by its root)
     key_moments: Moments | None = None  # the keys' moments, on a big library only (candidates)
 
+    @property
+    def channels(self) -> tuple[str, ...]:
+        """The channels it has, in ``CHANNELS`` order."""
+        have = {"lexical": self.bm25, "dense": self.dense, "memory": self.keys}
+        return tuple(c for c in CHANNELS if have[c] is not None)
+
 
 @torch.no_grad()
 def read_query(tree: RoutingTree, query: RouteQuery, proj: RouterProjections | None
                ) -> QueryEvidence:
     """The one place a route reads the tree's evidence and the learned projections for the
     question: BM25 of every node, the sentence vector, the memory keys and the question's key."""
-    bm25 = dense = keys = query_key = None
+    bm25 = dense = keys = query_key = moments = None
+    d_head = 1
+    if tree.memories is not None and query.memory is not None and proj is not None:
+        keys, d_head = tree.memory_keys(proj), proj.d_head
+        query_key = proj.query(normalise(query.memory.float().cpu(), tree.centre))
+        if tree.candidates is not None:
+            moments = tree.memory_key_moments(proj)
     if tree.tokens is not None and query.tokens is not None:
         bm25 = np.asarray(tree.lexical_index().scores(query.tokens), dtype=np.float32)
     if tree.dense is not None and query.dense is not None:
         dense = np.asarray(query.dense, dtype=np.float32)
-    if tree.memories is not None and query.memory is not None and proj is not None:
-        keys = tree.memory_keys(proj)
-        query_key = proj.query(normalise(query.memory.float().cpu(), tree.centre))
-        moments = tree.memory_key_moments(proj) if tree.candidates is not None else None
-        return QueryEvidence(bm25, dense, keys, query_key, proj.d_head, moments)
-    return QueryEvidence(bm25, dense)
+    return QueryEvidence(bm25, dense, keys, query_key, d_head, moments)
 
 
 def score_channels(tree: RoutingTree, ev: QueryEvidence) -> dict[str, ChannelScores]:
@@ -138,24 +137,6 @@ def router_weights(router: str, weights: FusionWeights | None) -> FusionWeights:
         return weights or FusionWeights()
     return FusionWeights(subtree={c: float(c == router) for c in CHANNELS},
                          own={c: 0.0 for c in CHANNELS}, source=f"{router} alone")
-
-
-def walk_scores(tree: RoutingTree, fused: np.ndarray, pack: np.ndarray, how: str
-                ) -> tuple[np.ndarray, frozenset[int]]:
-    """The score the walk ranks children by, and the nodes it must keep (see WALKS)."""
-    if how not in WALKS:
-        raise RouterUnavailable(f"unknown walk {how!r}; choose one of {', '.join(WALKS)}")
-    score = tree.levels.propagate_max(pack) if how.startswith("leaf") else fused
-    keep: set[int] = set()
-    if how.endswith("rescue"):
-        has = (np.flatnonzero(tree.has_evidence) if tree.tokens is not None
-               else np.arange(1, len(tree)))  # the root is never a hit
-        best = has[np.lexsort((has, -pack[has]))[:RESCUE]]
-        for u in best.tolist():
-            while u is not None and u not in keep:
-                keep.add(u)
-                u = tree.parent[u]
-    return score, frozenset(keep)
 
 
 @dataclass(frozen=True)
@@ -193,10 +174,13 @@ def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjecti
             f"unknown router {by.router!r}; choose one of {', '.join(ROUTERS)}")
     t0 = time.perf_counter()
     ev = read_query(tree, query, proj)
+    plan = fusing(by, ev.channels)
+    if by.walk not in WALKS:
+        raise RouterUnavailable(f"unknown walk {by.walk!r}; choose one of {', '.join(WALKS)}")
     if tree.candidates is not None and by.walk in ("leaf-rescue", "leaf"):
-        scoring = candidate_scoring(tree, ev, by)
+        scoring = candidate_scoring(tree, ev, by, plan)
     else:
-        scoring = exact_scoring(tree, ev, by)
+        scoring = exact_scoring(tree, ev, by, plan)
     walked = walk(tree, scoring.score_level, by.limits, scoring.keep)
     result = Route(tree, walked, by.limits, Found(
         by.router, by.walk, scoring.channels, scoring.pack_scores,
@@ -206,35 +190,43 @@ def route_on_evidence(tree: RoutingTree, query: RouteQuery, proj: RouterProjecti
     return result
 
 
-def _used(router: str, channels: dict) -> dict:
-    """The channels the router fuses; RouterUnavailable when it has none of its own."""
-    if router != "fused" and router not in channels:
-        raise RouterUnavailable(_missing(router))
-    if not channels:
+class Fusing(NamedTuple):
+    """What a route fuses, from its router and the channels the question has: the channels the
+    router ranks by and their weights, and, for the disagreement view, those of the other
+    router of the pair (fused | memory)."""
+
+    used: tuple[str, ...]
+    weights: FusionWeights
+    others: dict[str, tuple[tuple[str, ...], FusionWeights]]
+
+
+def fusing(by: RouteBy, names: tuple[str, ...]) -> Fusing:
+    """``by.router``'s channels among ``names`` (those the tree and the question have) and its
+    weights; RouterUnavailable when it has none of its own."""
+    if by.router != "fused" and by.router not in names:
+        raise RouterUnavailable(_missing(by.router))
+    if not names:
         raise RouterUnavailable("no routing evidence is available for this library: re-index it")
-    return channels if router == "fused" else {router: channels[router]}
+    others = {other: (names if other == "fused" else (other,), router_weights(other, by.weights))
+              for other in ("fused", "memory")
+              if other != by.router and (other == "fused" or other in names)}
+    return Fusing(names if by.router == "fused" else (by.router,),
+                  router_weights(by.router, by.weights), others)
 
 
-def _others(router: str, channels: dict) -> dict[str, dict]:
-    """The disagreement view: the channels the other router of the pair would fuse."""
-    return {other: channels if other == "fused" else {other: channels[other]}
-            for other in ("fused", "memory")
-            if other != router and (other == "fused" or other in channels)}
-
-
-def exact_scoring(tree: RoutingTree, ev: QueryEvidence, by: RouteBy) -> Scoring:
+def exact_scoring(tree: RoutingTree, ev: QueryEvidence, by: RouteBy, plan: Fusing) -> Scoring:
     """Every node scored by every channel, fused, and the walk's score (``walk_scores``)."""
     channels = score_channels(tree, ev)
-    use, weights = _used(by.router, channels), router_weights(by.router, by.weights)
-    walks = {other: functools.partial(_exact_alternative, tree, use_o,
-                                      router_weights(other, by.weights), by)
-             for other, use_o in _others(by.router, channels).items()}
-    fused, pack = fuse(use, weights)
+    walks = {other: functools.partial(_exact_alternative, tree, {c: channels[c] for c in used},
+                                      weights, by)
+             for other, (used, weights) in plan.others.items()}
+    fused, pack = fuse({c: channels[c] for c in plan.used}, plan.weights)
     score, keep = walk_scores(tree, fused, pack, by.walk)
     return Scoring(channels, lambda kids: score[kids].tolist(), keep, pack, walks)
 
 
-def candidate_scoring(tree: RoutingTree, ev: QueryEvidence, by: RouteBy) -> Scoring:
+def candidate_scoring(tree: RoutingTree, ev: QueryEvidence, by: RouteBy, plan: Fusing
+                      ) -> Scoring:
     """The leaf walks on candidates (module docstring); the trace holds channel scores for the
     scored nodes, NaN elsewhere."""
     if by.walk not in ("leaf-rescue", "leaf"):
@@ -245,11 +237,11 @@ def candidate_scoring(tree: RoutingTree, ev: QueryEvidence, by: RouteBy) -> Scor
     own = np.full(len(tree), np.nan, dtype=np.float32)
     channels = {name: ScoredOnly(ch, own, tree, propagate=name != "memory")
                 for name, ch in chans.items()}
-    use, weights = _used(by.router, chans), router_weights(by.router, by.weights)
-    walks = {other: functools.partial(_alternative_walk, tree, cands, use_o,
-                                      router_weights(other, by.weights), by)
-             for other, use_o in _others(by.router, chans).items()}
-    score_level, keep = _candidate_levels(tree, cands, _packer(use, weights), by, own)
+    walks = {other: functools.partial(_alternative_walk, tree, cands,
+                                      {c: chans[c] for c in used}, weights, by)
+             for other, (used, weights) in plan.others.items()}
+    pack = _packer({c: chans[c] for c in plan.used}, plan.weights)
+    score_level, keep = _candidate_levels(tree, cands, pack, by, own)
     return Scoring(channels, score_level, keep, own, walks, len(cands))
 
 

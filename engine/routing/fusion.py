@@ -13,6 +13,10 @@ the per-parent routing loss of H2MT 3.4 on cached channel features of the traini
 A channel that is missing (no memories yet, no encoder) is left out of the sum, not zeroed to a
 score: the remaining channels' weights apply unchanged. A node whose channel value is NaN (no
 evidence in it or its subtree) takes that channel's lowest z-score.
+
+The walk ranks children by the fused score, or by the fused own score max-propagated (the leaf
+walks of ``routing.fused``), and the rescue walks keep the paths to the best nodes by fused own
+score (``walk_scores``).
 """
 from __future__ import annotations
 
@@ -23,9 +27,17 @@ from pathlib import Path
 import numpy as np
 
 from engine.routing.channels import CHANNELS, ChannelScores
+from engine.settings import WALKS
 
 # A missing value sits this far below the channel's mean: below every node that has evidence.
 MISSING_Z = -3.0
+
+# How many flat-ranked best nodes the rescue walks keep reachable. Measured on the dev sets
+# (docs/results.md, issue 24): 6 left one manual question's gold at flat rank 9 pruned; 10
+# reaches gold as often as flat RRF on both sets for about 5 more selected nodes a question.
+# Rescuing each channel's own top nodes instead (the memory channel's too) selected twice as
+# many nodes on ORD-QA for the same hits, so the rescue ranks by the one fused own score.
+RESCUE = 10
 
 
 @dataclass
@@ -85,3 +97,23 @@ def fuse(channels: dict[str, ChannelScores], weights: FusionWeights | None = Non
         # otherwise put every chapter above the section that carries the answer).
         fused_own += (w.subtree.get(name, 0.0) + w.own.get(name, 0.0)) * z_own
     return fused, fused_own
+
+
+def walk_scores(tree, fused: np.ndarray, pack: np.ndarray, how: str
+                ) -> tuple[np.ndarray, frozenset[int]]:
+    """The score the walk ranks children by, and the nodes it must keep (``WALKS``, the walks
+    of ``routing.fused``): the fused score, or the fused own score max-propagated (the leaf
+    walks); the rescue walks keep the paths to the ``RESCUE`` best nodes by fused own score."""
+    if how not in WALKS:
+        raise ValueError(f"unknown walk {how!r}; choose one of {', '.join(WALKS)}")
+    score = tree.levels.propagate_max(pack) if how.startswith("leaf") else fused
+    keep: set[int] = set()
+    if how.endswith("rescue"):
+        has = (np.flatnonzero(tree.has_evidence) if tree.tokens is not None
+               else np.arange(1, len(tree)))  # the root is never a hit
+        best = has[np.lexsort((has, -pack[has]))[:RESCUE]]
+        for u in best.tolist():
+            while u is not None and u not in keep:
+                keep.add(u)
+                u = tree.parent[u]
+    return score, frozenset(keep)

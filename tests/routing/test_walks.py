@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from engine.routing.channels import TreeLevels, channel
-from engine.routing.fused import (RESCUE, WALKS, RouteBy, RouteQuery, RouterUnavailable,
-                                  route_on_evidence, walk_scores)
-from engine.routing.fusion import fuse
+from engine.routing.fused import WALKS, RouteBy, RouteQuery, RouterUnavailable, route_on_evidence
+from engine.routing.fusion import RESCUE, fuse, walk_scores
 from engine.routing.router import RoutingTree, WalkLimits, walk
 
 
@@ -60,8 +59,14 @@ def test_rescue_keeps_the_paths_to_the_best_flat_nodes():
 
 
 def test_unknown_walk_is_refused():
+    """A route asked for an unknown walk is refused in one line; a walk's score for one is a
+    programming error."""
     tree, (fused, pack) = _split_scores()
-    with pytest.raises(RouterUnavailable, match="unknown walk"):
+    tree.dense = np.eye(len(SPLIT), 4, dtype=np.float32)
+    with pytest.raises(RouterUnavailable, match="unknown walk 'beam'"):
+        route_on_evidence(tree, RouteQuery(dense=np.ones(4, np.float32)), None,
+                          RouteBy(walk="beam"))
+    with pytest.raises(ValueError, match="unknown walk"):
         walk_scores(tree, fused, pack, "beam")
 
 
