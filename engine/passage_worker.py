@@ -180,6 +180,8 @@ class PassageWorker:
                 if doc_id in self._cancelled:
                     return
                 self._progress[doc_id] = (stored, total + nodes)
+                if nodes:  # found by its words until they are stored (queued by a restart too)
+                    self._words_only.add(doc_id)
             background = getattr(self.rt.encoder, "in_background", None)  # asks go first
             with background() if background is not None else contextlib.nullcontext():
                 if nodes:

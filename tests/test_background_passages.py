@@ -207,6 +207,35 @@ def test_the_background_work_stops_after_a_chunk_and_resumes_after_a_restart(
         again.stop()
 
 
+def test_after_a_restart_the_library_line_says_a_big_upload_is_still_found_by_its_words(
+        tmp_path, manual, tiny_backbone, tiny_parts):
+    """A big upload stored with its words only, then the app restarted before its sections'
+    vectors were encoded: the resumed work says, as the upload did, that it is found by its
+    words until they are stored, and no longer once they are."""
+    first = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts, background_evidence_nodes=0)
+    doc = ingest_file(manual, first, memories=False, background=True).doc_id
+    fp = evidence_fingerprint(first.encoder)
+    assert not first.library.evidence_has_vectors(doc, fp)
+    first.library.close()  # the process ends before its passage worker ran
+    later = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts, background_evidence_nodes=0)
+    writer, s = _app(later)
+    try:
+        assert passages_line(s, later.library.list_documents()) == ""
+        writer.resume_incomplete()
+        assert later.encoder.reached.wait(60)  # held at its first encode: the sections'
+        assert writer.passages.words_only(doc)
+        line = passages_line(s, later.library.list_documents())
+        assert f"#{doc} ready to ask, its sections found by their words for now" in line, line
+        later.encoder.release.set()
+        assert writer.passages.wait_idle(60)
+        assert later.library.evidence_has_vectors(doc, fp)
+        assert not writer.passages.words_only(doc)
+        assert passages_line(s, later.library.list_documents()) == ""
+    finally:
+        later.encoder.release.set()
+        writer.stop()
+
+
 def test_the_cli_ingest_still_stores_every_passage_vector_in_the_same_call(
         tmp_path, manual, tiny_backbone, tiny_parts):
     rt = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts)
