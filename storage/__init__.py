@@ -9,5 +9,6 @@ from storage.records import (DocumentInfo, DocumentMeta, MemoryProgress, NodeEvi
 
 __all__ = ["DatabaseUnavailable", "DocumentInfo", "DocumentMeta", "DocumentNotFound", "DuplicateDocument", "Fault", "LeaseLost", "Library",
            "MemoryJob", "MemoryJobs",
-           "MemoryProgress", "MissingMemories", "NodeEvidence", "QueryEntry", "QueryRecord", "SourceFile", "StaleMemories",
+           "MemoryProgress", "MissingMemories", "NodeEvidence", "QueryEntry", "QueryRecord",
+           "SourceFile", "StaleMemories",
            "StorageError", "StorageFault", "classify"]
