@@ -136,7 +136,7 @@ def route(req: Request) -> Request:
             WalkLimits(opts.k, opts.max_depth, opts.budget, opts.temperature)))
     except RouterUnavailable as e:
         raise AskError(str(e)) from None
-    pin_named_pages(found, req.routing, req.trees, req.question.text)  # "what is on page 8"
+    pin_named_pages(found, req.routing, req.trees, req.question.page_refs)  # "what is on page 8"
     started = req.started if req.mode.shows_route else time.perf_counter()
     return req.filled(question=req.question.encoded(query.dense, q), route=found,
                       started=started)

@@ -14,13 +14,19 @@ _PAGE_REF = re.compile(r"\b(?:(pdf)\s+)?(?:page|p\.|pg\.?)\s*([0-9]{1,5}|[ivxlcd
                        re.IGNORECASE)
 
 
-def named_pages(question: str, tree) -> set[int]:
-    """Physical 1-based pages of ``tree`` the question names (empty: none)."""
+def page_references(text: str) -> tuple[tuple[bool, str], ...]:
+    """The pages a question's text names, as written: (whether it says "PDF page", the number
+    or roman numeral in lower case) each, in order (empty: none)."""
+    return tuple((bool(m.group(1)), m.group(2).lower()) for m in _PAGE_REF.finditer(text))
+
+
+def named_pages(refs: tuple[tuple[bool, str], ...], tree) -> set[int]:
+    """Physical 1-based pages of ``tree`` that the page references ``refs``
+    (``page_references``) name (empty: none)."""
     out: set[int] = set()
     labels = {label.lower(): i + 1 for i, label in reversed(list(enumerate(tree.page_labels)))
               if label}
-    for m in _PAGE_REF.finditer(question):
-        pdf, ref = m.group(1), m.group(2).lower()
+    for pdf, ref in refs:
         if not pdf and ref in labels:
             out.add(labels[ref])
         elif ref.isdigit() and 1 <= int(ref) <= tree.pages:
@@ -28,14 +34,15 @@ def named_pages(question: str, tree) -> set[int]:
     return out
 
 
-def pin_named_pages(route, routing, trees: Mapping[int, object], question: str) -> list[int]:
-    """Put the deepest routed nodes on a page the question names first in ``route.selected``
-    (in document order); the routed ids pinned."""
-    if route is None:
+def pin_named_pages(route, routing, trees: Mapping[int, object],
+                    refs: tuple[tuple[bool, str], ...]) -> list[int]:
+    """Put the deepest routed nodes on a page the question names (its page references
+    ``refs``) first in ``route.selected`` (in document order); the routed ids pinned."""
+    if route is None or not refs:
         return []
     wanted = {}
     for doc_id, tree in trees.items():
-        pages = named_pages(question, tree)
+        pages = named_pages(refs, tree)
         if pages:
             wanted[doc_id] = pages
     if not wanted:

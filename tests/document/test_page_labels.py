@@ -84,12 +84,17 @@ def test_quote_on_physical_page_10_says_page_8(tiny_backbone, shared_dir, tmp_pa
 
 
 def test_a_question_may_name_the_printed_or_the_physical_page(shared_dir, tmp_path):
+    from engine.answer.question import Question
     from engine.routing.named_pages import named_pages
 
+    def named(text, tree):  # the pages the question read once names
+        return named_pages(Question.read(text).page_refs, tree)
+
     tree = build_raw_tree(labelled_pdf(shared_dir, tmp_path))
-    assert named_pages("What is on page 8?", tree) == {10}
-    assert named_pages("what is on PDF page 8", tree) == {8}
-    assert named_pages("see p. ii", tree) == {2}
-    assert named_pages("How do I patch a command?", tree) == set()
+    assert named("What is on page 8?", tree) == {10}
+    assert named("what is on PDF page 8", tree) == {8}
+    assert named("see p. ii", tree) == {2}
+    assert named("How do I patch a command?", tree) == set()
+    assert Question.read("see p. ii and PDF page 8").page_refs == ((False, "ii"), (True, "8"))
     plain = build_raw_tree(shared_dir / "corpus" / "etoolbox-manual.pdf")
-    assert named_pages("what is on page 8", plain) == {8}
+    assert named("what is on page 8", plain) == {8}
