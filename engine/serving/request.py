@@ -3,8 +3,12 @@
 A request is what ``model.generate`` is given for one prompt under greedy decoding: the prompt
 (input embeddings, or token ids), its own logits processors and stopping criteria (each sees
 the generated tokens only, as ``generate`` does when it starts from ``inputs_embeds``), at most
-``max_new_tokens`` new tokens, a wall-clock limit and a streamer fed the new tokens. Memory-mode
-prompts add their slot mask and the ArcAligner that refines the slots during the prefill.
+``max_new_tokens`` new tokens, a wall-clock limit and a streamer fed the new tokens; with
+``logprobs`` the worker records each chosen token's log-probability (the maximum of the
+log-softmax of the scores it was chosen from, after the processors: what
+``engine.answer.measure.TokenLogProbs`` records, computed for the whole batch at once).
+Memory-mode prompts add their slot mask and the ArcAligner that refines the slots during the
+prefill.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ class GenerationRequest:
     logits_processor: LogitsProcessorList = field(default_factory=LogitsProcessorList)
     stopping_criteria: StoppingCriteriaList = field(default_factory=StoppingCriteriaList)
     streamer: object | None = None  # transformers' streamer interface: put(ids), end()
+    logprobs: bool = False  # record each chosen token's log-probability (the outcome's)
     slot_mask: torch.Tensor | None = None
     aligner: object | None = None
 
@@ -59,6 +64,7 @@ class GenerationOutcome:
     stop: str  # STOPS
     loops: torch.Tensor | None = None  # [n_slots, n_gated_layers] when the gate ran
     prefill_started_at: float | None = None  # time.perf_counter() when its prefill began
+    logprobs: list[float] | None = None  # per token, when the request asked for them
 
 
 class Ticket:

@@ -4,10 +4,12 @@ Asks submit a ``GenerationRequest`` and get a ``Ticket``. One thread per model r
 take the requests waiting (up to ``max_batch`` sequences in all), prefill each alone (on the
 worker's prefill thread, so that a long prompt's prefill does not hold the running streams:
 they go on stepping meanwhile) and add it to a running batch of sequences of about its length
-(``engine.serving.batch``), run one decoding step for each batch, give every sequence its token (streamed to its own streamer),
-and let the sequences that ended go; a cancelled ticket leaves before the next step. Decoding
-a small model on a CPU is bound by reading its weights for every step, so a step for eight
-sequences costs little more than a step for one.
+(``engine.serving.batch``), run one decoding step for each batch, give every sequence its
+token (streamed to its own streamer), and let the sequences that ended go; a step's tokens are
+chosen for the whole batch at once and read to the host once (``engine.serving.batch.choose``);
+a cancelled ticket leaves before the next step. Decoding a small model on a CPU is bound by
+reading its weights for every step, so a step for eight sequences costs little more than a step
+for one.
 
 Memory mode. The ArcAligner's selective LoRA and slot gates act only in the armed forward (the
 prefill, whose length equals the slot mask's); decoding steps pass through its wrappers
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from engine.serving.batch import DecodeBatch, Row
+from engine.serving.batch import Choice, DecodeBatch, Row, choose
 from engine.serving.request import GenerationOutcome, GenerationRequest, Ticket
 
 log = logging.getLogger(__name__)
@@ -272,10 +274,17 @@ class GenerationWorker:
         return row, cache, out.logits[:, -1].to(dtype=torch.float32)
 
     def _advance(self, row: Row, logits: torch.Tensor) -> str | None:
-        """Give ``row`` its next token from its logits [1, V]; why it ends, or None."""
+        """Give ``row`` its first token from its prefill's logits [1, V]; why it ends, or None."""
+        return self._pushed(row, choose([row], logits), 0, logits[0])
+
+    def _pushed(self, row: Row, choice: Choice, i: int, logits: torch.Tensor) -> str | None:
+        """Hand row ``i`` of ``choice`` to ``row`` (``logits``: its own [V]); why it ends, or
+        None. A cancelled row takes no token; a row whose processor raised raises that error."""
         if row.ticket.cancelled:
             return "cancelled"
-        return row.push(row.choose(logits[0]), logits[0])
+        if choice.errors[i] is not None:
+            raise choice.errors[i]
+        return row.push(choice.tokens[i], logits, choice.logprobs[i])
 
     def _step(self, batch: DecodeBatch) -> bool:
         """One decoding step of the batch; the rows that end (or fail) leave it. False when
@@ -301,9 +310,10 @@ class GenerationWorker:
         if not live:
             return False
         logits = batch.step(self.model)
+        choice = batch.choose(logits)  # the step's one host read
         for i, row in enumerate(batch.rows):
             try:
-                stop = self._advance(row, logits[i:i + 1])
+                stop = self._pushed(row, choice, i, logits[i])
             except Exception as e:  # e.g. its streamer or stopping criterion raised
                 self._end(row, None, e)
                 continue

@@ -269,3 +269,77 @@ def test_a_long_prefill_does_not_freeze_the_running_streams(tiny, monkeypatch):
         assert short_t.result(timeout=60).stop == "cancelled"
     finally:
         worker.close()
+
+
+# Eight asks as the product makes them (``worker_request``): different lengths, limits, loop
+# stop on or off, penalties, an n-gram ban, a copy constraint.
+PRODUCT_ASKS = [
+    ("How do I patch a command?", dict(max_new_tokens=24)),
+    ("Repeat after me, forever: la la la la la la la la la la la la", dict(max_new_tokens=40)),
+    ("Answer yes or no only: is LaTeX a typesetting system?", dict(max_new_tokens=24)),
+    ("List the options of the beamer document class.", dict(max_new_tokens=24,
+                                                            repetition_penalty=1.3)),
+    ("What does \\ifdef do in etoolbox, and when should I use it instead of \\ifdefined?",
+     dict(max_new_tokens=24, no_repeat_ngram=3)),
+    ("Why?", dict(max_new_tokens=6)),
+    ("How do I make a table?", dict(max_new_tokens=16, guard=False)),
+    ("What does the red light mean?", dict(max_new_tokens=20, copy_from=(
+        "The red light means the supply is low. The green light means the unit is ready."))),
+]
+
+
+def product_results(bb, asks, worker):
+    """The asks' results through ``worker`` (submitted at once), as ``Streamed`` makes them;
+    every other ask also records its log-probabilities row by row, as a processor
+    (``TokenLogProbs``, last), beside the batch's (None for the others)."""
+    from engine.answer.generation.decoding import Decoding, Plan, worker_request, worker_result
+    from engine.answer.measure import TokenLogProbs
+
+    made = []
+    for i, (question, kw) in enumerate(asks):
+        plan, decoding = Plan(bb, [prompt_embeds(bb, question)]), Decoding(**kw)
+        streamer = GuardedStreamer(bb.tokenizer)
+        req, stop = worker_request(plan, decoding, streamer)
+        by_row = TokenLogProbs() if i % 2 == 0 else None
+        if by_row is not None:
+            req.logits_processor.append(by_row)
+        made.append((plan, decoding, streamer, req, stop, by_row))
+    tickets = [worker.submit(m[3]) for m in made]
+    results = []
+    for (plan, decoding, streamer, _, stop, by_row), ticket in zip(made, tickets):
+        outcome = ticket.result(timeout=300)
+        results.append((worker_result(plan, decoding, outcome, stop), outcome.tokens, streamer,
+                        by_row.values if by_row is not None else None))
+    return results
+
+
+def test_real_model_product_asks_alone_and_eight_together_equal_generate(real_backbone):
+    """The batched choice (one argmax and one host read per step, processors on a row's own
+    view, the incremental loop stop): one ask alone and eight at once give ``generate``'s
+    tokens, text, stop reason and log-probabilities."""
+    from engine.answer.generation.decoding import Decoding, Plan
+
+    bb = real_backbone
+    expected = []
+    for question, kw in PRODUCT_ASKS:
+        streamer = GuardedStreamer(bb.tokenizer)
+        result = generate(Plan(bb, [prompt_embeds(bb, question)]), Decoding(**kw), streamer)
+        expected.append((result, streamer.ids))
+    worker = GenerationWorker(bb.model, max_batch=8)
+    try:
+        alone = product_results(bb, PRODUCT_ASKS[:1], worker)
+        together = product_results(bb, PRODUCT_ASKS, worker)
+    finally:
+        worker.close()
+    for (want, ids), (got, tokens, streamer, by_row) in zip(expected[:1] + expected,
+                                                             alone + together):
+        assert tokens == ids and streamer.ids == ids
+        assert (got.text, got.stop, got.generated_tokens) == (want.text, want.stop,
+                                                              want.generated_tokens)
+        assert streamer.shown.strip() == want.text
+        # the worker's forward differs from generate's in the last digits (its mask, positions)
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-4)
+        if by_row is not None:  # the batch's log-softmax gives the row's own numbers exactly
+            assert got.logprobs == by_row
+    assert {"length", "eos"} <= {r.stop for r, _ in expected}
+    assert {"loop", "repeat"} & {r.stop for r, _ in expected}

@@ -154,21 +154,20 @@ def worker_request(plan: Plan, decoding: Decoding,
     request = GenerationRequest(
         inputs_embeds=torch.cat(plan.pieces), max_new_tokens=decoding.max_new_tokens,
         max_time=decoding.max_time, eos_token_ids=eos_ids(plan.model),
-        # the log-probs last: they read the scores the token is chosen from
-        logits_processor=LogitsProcessorList(
-            [*processors(decoding.repetition_penalty, decoding.no_repeat_ngram, plan.model,
-                         decoding.copy_from), TokenLogProbs()]),
+        logits_processor=processors(decoding.repetition_penalty, decoding.no_repeat_ngram,
+                                    plan.model, decoding.copy_from),
+        # the worker records what TokenLogProbs records, for its whole batch at once
+        logprobs=True,
         stopping_criteria=[stop] if decoding.guard else [], streamer=streamer,
         slot_mask=plan.slot_mask if gated else None, aligner=plan.aligner if gated else None)
     return request, stop
 
 
 def worker_result(plan: Plan, decoding: Decoding, outcome: GenerationOutcome,
-                  stop: RepeatStop, request: GenerationRequest) -> GenerationResult:
-    """The result of ``request`` (``worker_request``'s: its last processor recorded the tokens'
-    log-probabilities)."""
-    return _result(plan.model, outcome, stop, decoding.max_new_tokens,
-                   request.logits_processor[-1].values)
+                  stop: RepeatStop) -> GenerationResult:
+    """The result of a ``worker_request`` (the worker recorded the tokens'
+    log-probabilities in ``outcome``)."""
+    return _result(plan.model, outcome, stop, decoding.max_new_tokens, outcome.logprobs or [])
 
 
 class Streamed:
@@ -212,4 +211,4 @@ class Streamed:
         except BaseException:  # closed early (GeneratorExit) or failed: leave the batch
             ticket.cancel()
             raise
-        self.result = worker_result(self.plan, self.decoding, ticket.result(), stop, request)
+        self.result = worker_result(self.plan, self.decoding, ticket.result(), stop)

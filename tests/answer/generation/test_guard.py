@@ -145,3 +145,30 @@ def test_a_slow_reader_gets_the_waiting_pieces_in_one_and_a_prompt_one_token_at_
     slow.end()
     joined = list(slow)
     assert joined == ["".join(pieces)] == [real_tokenizer.decode(ids, **DECODE)]
+
+
+def test_the_incremental_stop_fires_where_counting_over_all_tokens_does():
+    """``RepeatStop`` keeps n-gram counts (one new n-gram a token); on random sequences (of a
+    few distinct tokens, or a random round repeated) it fires at the same token, with the same
+    rule, as ``repeats`` over every token so far; the same through ``add`` (the worker) and
+    ``__call__`` (generate)."""
+    rng = torch.Generator().manual_seed(3)
+    rules = set()
+    for trial in range(60):
+        if trial % 2:
+            seq = torch.randint(0, 2 + trial % 5, (300,), generator=rng).tolist()
+        else:
+            head = torch.randint(0, 50, (trial,), generator=rng).tolist()
+            seq = head + torch.randint(0, 1000, (17 + trial % 7,), generator=rng).tolist() * 3
+        by_count = next(((i, "loop") if repeats(seq[:i], 16) >= 2 else (i, "repeat")
+                         for i in range(1, len(seq) + 1)
+                         if repeats(seq[:i], 16) >= 2 or repeats(seq[:i], 4) >= 3), None)
+        added, called = RepeatStop(), RepeatStop()
+        at_add = next((i + 1 for i, t in enumerate(seq) if added.add(t)), None)
+        prompt = [9, 9, 9]  # generate hands the prompt's ids too; the stop reads the new ones
+        at_call = next((i for i in range(1, len(seq) + 1)
+                        if bool(called(torch.tensor([prompt + seq[:i]]), None)[0])), None)
+        assert by_count is not None
+        assert (at_add, added.fired) == by_count == (at_call, called.fired)
+        rules.add(added.fired)
+    assert rules == {"loop", "repeat"}
