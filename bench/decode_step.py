@@ -15,7 +15,9 @@ row, and growing / dynamic. Run on a quiet machine: the figures are wall times.
 log-probabilities, a streamer) to the generation worker, one alone and eight at once. First the
 worker's step is driven by hand (the rows prefilled, then one batch stepped until every row
 ends): per step, its wall time and the model's forward within it (forward hooks; on CUDA
-synchronized), so the host share of a step is the difference. Then the same answers submitted
+synchronized), so the host share of a step is the difference, in wall time and in the loop
+thread's CPU time (which a loaded machine's waits do not inflate; with one torch thread the
+forward's arithmetic runs in that thread too). Then the same answers submitted
 as an ask submits them: tokens a second from submit to the last outcome.
 """
 from __future__ import annotations
@@ -62,10 +64,11 @@ QUESTIONS = [  # about the same length: eight rows share one batch (worker.LENGT
 
 
 class ForwardClock:
-    """The model's forward passes timed with hooks: ``seconds`` summed since ``reset``."""
+    """The model's forward passes timed with hooks: ``seconds`` (wall) and ``cpu`` (this
+    thread's CPU time: what a loaded machine's waits do not inflate) summed since reset."""
 
     def __init__(self, model) -> None:
-        self.model, self.seconds, self._t0 = model, 0.0, 0.0
+        self.model, self.seconds, self.cpu, self._t0, self._c0 = model, 0.0, 0.0, 0.0, 0.0
         model.register_forward_pre_hook(self._before)
         model.register_forward_hook(self._after)
 
@@ -75,11 +78,12 @@ class ForwardClock:
 
     def _before(self, *_) -> None:
         self._sync()
-        self._t0 = time.perf_counter()
+        self._t0, self._c0 = time.perf_counter(), time.thread_time()
 
     def _after(self, *_) -> None:
         self._sync()
         self.seconds += time.perf_counter() - self._t0
+        self.cpu += time.thread_time() - self._c0
 
 
 def product_requests(backbone, rows: int, max_new: int) -> list:
@@ -101,7 +105,8 @@ def product_requests(backbone, rows: int, max_new: int) -> list:
 @torch.no_grad()
 def driven_steps(backbone, clock: ForwardClock, rows: int, max_new: int) -> dict:
     """The worker's steps of one batch of ``rows`` answers, driven by hand: per-step wall and
-    forward medians (ms), tokens, decoding tokens a second."""
+    forward medians (ms), the host share's median in wall and in CPU time (ms), tokens,
+    decoding tokens a second."""
     from engine.serving.request import Ticket
     from engine.serving.worker import GenerationWorker
 
@@ -110,20 +115,22 @@ def driven_steps(backbone, clock: ForwardClock, rows: int, max_new: int) -> dict
     batches = []
     for t in tickets:
         worker._admit(worker._prefilled(t), batches)
-    walls, forwards = [], []
+    walls, forwards, host_cpu = [], [], []
     start = time.perf_counter()
     while batches:
-        clock.seconds = 0.0
-        t0 = time.perf_counter()
+        clock.seconds = clock.cpu = 0.0
+        t0, c0 = time.perf_counter(), time.thread_time()
         batches = [b for b in batches if worker._step(b)]
         walls.append(time.perf_counter() - t0)
         forwards.append(clock.seconds)
+        host_cpu.append(time.thread_time() - c0 - clock.cpu)
     wall = time.perf_counter() - start
     worker.close()
     tokens = sum(len(t.result().tokens) for t in tickets)
     hosts = [w - f for w, f in zip(walls, forwards)]
     return dict(step=1000 * statistics.median(walls), forward=1000 * statistics.median(forwards),
                 host=1000 * statistics.median(hosts), steps=len(walls), tokens=tokens,
+                host_cpu=1000 * statistics.median(host_cpu),
                 tps=(tokens - rows) / wall)  # the first tokens come from the prefills
 
 
@@ -148,7 +155,8 @@ def loop_main(backbone, max_new: int) -> None:
         d = driven_steps(backbone, clock, rows, max_new)
         print(f"{rows} row(s), driven: {d['steps']} steps, {d['tokens']} tokens; median step "
               f"{d['step']:.1f} ms = forward {d['forward']:.1f} ms + host {d['host']:.1f} ms "
-              f"({100 * d['host'] / d['step']:.0f}%); {d['tps']:.1f} tokens/s decoding")
+              f"({100 * d['host'] / d['step']:.0f}%), host CPU time {d['host_cpu']:.2f} ms; "
+              f"{d['tps']:.1f} tokens/s decoding")
     for rows in (1, 8):
         tokens, seconds = submitted(backbone, rows, max_new)
         print(f"{rows} answer(s) submitted: {tokens} tokens in {seconds:.2f} s = "
