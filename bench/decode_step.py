@@ -4,7 +4,7 @@
 host share instead.
 
     python -m bench.decode_step [--length 800] [--steps 24]
-    python -m bench.decode_step --loop [--max-new 128]
+    python -m bench.decode_step --loop [--max-new 128] [--profile]
 
 Each batch is prefilled once with random token ids of ``--length`` positions, then stepped
 ``--steps`` times (one new token per row, as ``engine.serving.batch.DecodeBatch.step`` feeds
@@ -18,12 +18,15 @@ ends): per step, its wall time and the model's forward within it (forward hooks;
 synchronized), so the host share of a step is the difference, in wall time and in the loop
 thread's CPU time (which a loaded machine's waits do not inflate; with one torch thread the
 forward's arithmetic runs in that thread too). Then the same answers submitted
-as an ask submits them: tokens a second from submit to the last outcome.
+as an ask submits them: tokens a second from submit to the last outcome. ``--profile``: instead,
+eight rows' driven steps under cProfile, the loop's own functions by cumulative time.
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import statistics
 import time
 
@@ -148,6 +151,26 @@ def submitted(backbone, rows: int, max_new: int) -> tuple[int, float]:
     return tokens, seconds
 
 
+def profile_main(backbone, max_new: int) -> None:
+    """Eight rows' driven steps under cProfile (the serving loop's and streamer's functions)."""
+    from engine.serving.request import Ticket
+    from engine.serving.worker import GenerationWorker
+
+    worker = GenerationWorker(backbone.model, max_batch=8)
+    batches = []
+    with torch.no_grad():
+        for r in product_requests(backbone, 8, max_new):
+            worker._admit(worker._prefilled(Ticket(r, lambda: None)), batches)
+        profile = cProfile.Profile()
+        profile.enable()
+        while batches:
+            batches = [b for b in batches if worker._step(b)]
+        profile.disable()
+    worker.close()
+    stats = pstats.Stats(profile).sort_stats("cumulative")
+    stats.print_stats("serving|streamer|stops", 20)
+
+
 def loop_main(backbone, max_new: int) -> None:
     clock = ForwardClock(backbone.model)
     submitted(backbone, 1, 8)  # warm-up
@@ -169,13 +192,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--loop", action="store_true", help="the worker's step and its host share")
     ap.add_argument("--max-new", type=int, default=128, help="--loop: tokens an answer at most")
+    ap.add_argument("--profile", action="store_true", help="--loop: eight rows under cProfile")
     args = ap.parse_args()
     backbone = load_backbone(Settings.from_env())
     model = backbone.model.eval()
     if args.loop:
         print(f"torch threads {torch.get_num_threads()}, load average "
               f"{os.getloadavg()[0]:.2f}, {model.device}, {model.dtype}")
-        loop_main(backbone, args.max_new)
+        (profile_main if args.profile else loop_main)(backbone, args.max_new)
         return
     print(f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f}, "
           f"{args.length} positions cached")
