@@ -89,8 +89,13 @@ def test_real_model_answers_decoded_together_equal_the_unbatched_ones(real_backb
 
 @pytest.fixture(scope="module")
 def tiny(tiny_backbone):
-    tiny_backbone.model.generation_config.eos_token_id = None  # decode to the limit
-    return tiny_backbone
+    """The shared tiny backbone decoding to the limit (no end-of-sequence id) for this module's
+    tests; the id is given back after them, as the other modules' tests read it."""
+    config = tiny_backbone.model.generation_config
+    eos = config.eos_token_id
+    config.eos_token_id = None
+    yield tiny_backbone
+    config.eos_token_id = eos
 
 
 def test_loop_stop_and_memory_slots_in_one_batch(tiny):
