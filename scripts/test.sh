@@ -18,11 +18,13 @@ trap pg_test_stop EXIT
 # One pytest worker per core (at most four; H2MT_TEST_WORKERS overrides, 0 runs in one process),
 # each with its share of the cores for torch, so two workers never fight over one core's threads.
 # A test's slow parts (a browser waiting, a subprocess starting) then overlap with another's work.
+# loadgroup hands the tests out one by one as workers free up, and the tests of one xdist_group
+# (those sharing a session fixture too costly to build twice: tests/conftest.py) to one worker.
 cores=$(nproc 2>/dev/null || echo 1)
 workers=${H2MT_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
 xdist=()
 if [ "$workers" -gt 1 ]; then
-  xdist=(-n "$workers" --dist load)
+  xdist=(-n "$workers" --dist loadgroup)
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / workers > 0 ? cores / workers : 1 ))}
 fi
 rc=0

@@ -40,7 +40,8 @@ def pytest_configure(config):
 # Fixtures whose tests take tens of seconds to minutes: the real backbone, a browser, an app or a
 # reader server, a parsed corpus manual, the saved tiny model that CLI processes load.
 HEAVY_FIXTURES = {"real_backbone", "browser", "explorer_server", "fresh_explorer_server",
-                  "served_reader", "corpus_tree", "shared_dir", "tiny_model_dir"}
+                  "example_explorer", "served_reader", "corpus_tree", "shared_dir",
+                  "tiny_model_dir"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -80,6 +81,19 @@ def corpus_tree(shared_dir):
             pytest.skip(f"{path} missing")
         return _raw_tree(path)
     return get
+
+@pytest.fixture(scope="session")
+def camlidl_cut(shared_dir, tmp_path_factory) -> Path:
+    """camlidl's manual cut to its first 12 pages (tests/support/pdf_cut.py): the product's PDF
+    path on a real manual with a fraction of its memories for the real backbone to write (the
+    whole one's take most of two minutes on one core)."""
+    from tests.support.pdf_cut import first_pages
+
+    return first_pages(shared_dir / "corpus" / "camlidl-manual_no-outline.pdf", 12,
+                       tmp_path_factory.mktemp("camlidl") / CAMLIDL_CUT)
+
+
+CAMLIDL_CUT = "camlidl-1-12.pdf"  # the cut's file name, as uploads and the library show it
 
 # -- models ------------------------------------------------------------------------------------
 import pytest as _pytest
@@ -161,6 +175,29 @@ def explorer_server(real_backbone, tmp_path_factory):
     """(url, runtime) of the explorer on a temporary library, shared by the session's tests."""
     with serve_explorer(real_backbone, tmp_path_factory.mktemp("explorer")) as served:
         yield served
+
+
+@_pytest.fixture(scope="session")
+def example_explorer(real_backbone, tmp_path_factory):
+    """(url, runtime) of the explorer on an empty data folder indexing its example manual, as a
+    visitor gets it, shared by the session's first-screen browser tests (they carry the
+    ``xdist_group`` mark ``EXAMPLE_EXPLORER``, so one worker starts it). Its memory writer is
+    held for the whole session: the CPU goes to the answers, and the memory counts a page shows
+    stay put while a test compares them."""
+    from tests.support.memory_writer import hold_memory_writer
+
+    with serve_explorer(real_backbone, tmp_path_factory.mktemp("examples"),
+                        examples=True) as (url, rt), _pytest.MonkeyPatch.context() as patch:
+        writer, gate = hold_memory_writer(rt, patch, HELD_S)
+        try:
+            yield url, rt
+        finally:
+            writer.worker.stop()  # the held write let go unwritten: the app closes at once
+
+
+# The xdist group of the tests on ``example_explorer`` (``--dist loadgroup``: one worker).
+EXAMPLE_EXPLORER = "example_explorer"
+HELD_S = 3600  # the session's bound on holding the example app's memory writer
 
 
 @_pytest.fixture

@@ -1,7 +1,9 @@
 """The explorer's flow through its HTTP API (gradio_client): ingest (phase one, memories in the
 background), library, ask (with a router), node, compare.
 
-Runs the real backbone on CPU; the app and its library are shared with the browser test.
+Runs the real backbone on CPU; the app and its library are shared with the browser test. The
+manual is camlidl's first 12 pages (``camlidl_cut``): the real backbone writes its memories in
+the background during the flow.
 """
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ from app.views.figures import figure_summary
 from app.views.route_tables import CHANNEL_COLUMNS, ROUTE_COLUMNS
 from app.views.visible_tree import visible_tree
 from storage import QueryEntry
+from tests.conftest import CAMLIDL_CUT
 from tests.support.memory_writer import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
 
-CORPUS_PDF = "camlidl-manual_no-outline.pdf"
+CORPUS_PDF = CAMLIDL_CUT
 QUESTION = "How are arrays passed between C and OCaml?"
 MEMORIES_S = 600  # the background writer on a 2-core CPU
 
@@ -37,16 +40,16 @@ def client(explorer_server):
     return Client(url, verbose=False)
 
 
-def test_api_flow(client, explorer_server, shared_dir):
+def test_api_flow(client, explorer_server, camlidl_cut):
     from gradio_client import handle_file
 
     _, rt = explorer_server
-    pdf = shared_dir / "corpus" / CORPUS_PDF
+    pdf = camlidl_cut
     status, table, lib_doc, ask_doc, cmp_doc = client.predict([handle_file(str(pdf))],
                                                               api_name="/ingest")
     assert "✓" in status and CORPUS_PDF in status, status
     doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
-    assert doc.n_nodes > 10 and doc.pages == 26
+    assert doc.n_nodes > 10 and doc.pages == 12
     assert any(row[0] == doc.id for row in table["data"])
     # phase one only: the upload returns before the memories are written (in the background)
     if "being written in the background" in status:
@@ -146,14 +149,14 @@ def test_api_flow(client, explorer_server, shared_dir):
     assert modes == ["route", "text"]
 
 
-def test_api_ask_streams_route_first_then_tokens(client, explorer_server, shared_dir):
+def test_api_ask_streams_route_first_then_tokens(client, explorer_server, camlidl_cut):
     """/ask is a stream: the routing tree (and the sections to be read) come first, before any
     token; then the answer grows; the last output is the whole answer with its evidence lines
     (in the summary), each on a page of its section."""
     from gradio_client import handle_file
 
     _, rt = explorer_server
-    status, *_ = client.predict([handle_file(str(shared_dir / "corpus" / CORPUS_PDF))],
+    status, *_ = client.predict([handle_file(str(camlidl_cut))],
                                 api_name="/ingest")  # stored by test_api_flow: reused
     doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
     job = client.submit(str(doc.id), QUESTION, "text", 3, 0, 0, True, False, 24, "fused",
@@ -185,13 +188,13 @@ def test_api_ask_streams_route_first_then_tokens(client, explorer_server, shared
 
 
 def test_fresh_client_asks_about_a_manual_stored_before_it_connected(client, explorer_server,
-                                                                     shared_dir):
+                                                                     camlidl_cut):
     """A script's first call names a stored manual by id: no /library call needed; an unknown
     id is one clear line (it used to be "Value: 1 is not in the list of choices: []")."""
     from gradio_client import Client, handle_file
 
     url, rt = explorer_server
-    pdf = shared_dir / "corpus" / CORPUS_PDF
+    pdf = camlidl_cut
     if not any(d.file_name == CORPUS_PDF for d in rt.library.list_documents()):
         client.predict([handle_file(str(pdf))], api_name="/ingest")
     doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)
@@ -280,7 +283,7 @@ def test_api_memory_mode_waits_for_memories_with_a_notice(client, explorer_serve
 
 
 def test_a_crashed_request_fails_alone_and_the_next_one_works(client, explorer_server,
-                                                              shared_dir, monkeypatch):
+                                                              camlidl_cut, monkeypatch):
     """The model fails in the middle of one answer (a RuntimeError from the generation worker's
     prefill, engine/serving/worker.py): that caller gets one line with a reference to the
     server's log (never the exception's text, issue 44), the app stays up, and the next
@@ -288,7 +291,7 @@ def test_a_crashed_request_fails_alone_and_the_next_one_works(client, explorer_s
     from gradio_client import Client, handle_file
 
     url, rt = explorer_server
-    pdf = shared_dir / "corpus" / CORPUS_PDF
+    pdf = camlidl_cut
     if not any(d.file_name == CORPUS_PDF for d in rt.library.list_documents()):
         client.predict([handle_file(str(pdf))], api_name="/ingest")
     doc = next(d for d in rt.library.list_documents() if d.file_name == CORPUS_PDF)

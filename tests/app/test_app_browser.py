@@ -1,7 +1,8 @@
 """The explorer in a real browser (headless Chromium driven by Playwright's sync API).
 
-Upload a corpus PDF, wait for indexing (phase one; the library shows its memories as "memories
-n/N" until the background writer is done, then "ready"), read a node of its outline, route with
+Upload a corpus PDF (camlidl's first 12 pages, ``camlidl_cut``), wait for indexing (phase one;
+the library shows its memories as "memories n/N" until the background writer is done, then
+"ready"), read a node of its outline, route with
 the "words matched" (lexical) router, ask a question in text mode, check the answer, the cited
 nodes, the routing tree the browser drew (against the route the engine logged) with each
 channel in its hover, and the fused-vs-memory disagreement view, open a cited node and its page,
@@ -29,11 +30,12 @@ from tests.support.browser import (CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, YELLOW_J
                                   TABLE_JS, browser, cell, settled,
                                   no_error_badge, open_folds, same_answer, shot,
                                   shown_answer, SHOWN_ANSWER_JS, value)
+from tests.conftest import CAMLIDL_CUT
 from tests.support.memory_writer import hold_memory_writer
 
 pytestmark = pytest.mark.real_model
 
-CORPUS_PDF = "camlidl-manual_no-outline.pdf"
+CORPUS_PDF = CAMLIDL_CUT
 QUESTION = "How do I declare an array parameter in an IDL file?"
 MEMORIES_S = 600
 
@@ -144,7 +146,7 @@ def _page_view(page) -> tuple[str, int]:
 
 
 def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_explorer_server,
-                                                             shared_dir, tmp_path, monkeypatch):
+                                                             camlidl_cut, tmp_path, monkeypatch):
     import engine.answer.passages.evidence as evidence
 
     url, rt = fresh_explorer_server
@@ -161,7 +163,7 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
     page.goto(url)
 
     # -- upload and index (phase one; the memories follow in the background) ---------------
-    pdf = shared_dir / "corpus" / CORPUS_PDF
+    pdf = camlidl_cut
     page.locator("#upload-files input[type=file]").set_input_files(str(pdf))
     page.wait_for_function(
         "() => (document.querySelector('#index-status textarea')?.value || '').includes('✓')",
@@ -237,6 +239,8 @@ def test_newcomer_path_upload_ask_cite_history_compare_delete(browser, fresh_exp
         " && (document.querySelector('#answer-metrics')?.innerText || '').includes('TTFT')"
         " && document.querySelector('#route-plot .js-plotly-plot')?.data; }",
         timeout=TIMEOUT_MS)
+    # the answer and its metrics can show before it is logged: wait for the ask event to end
+    settled(page, "#answer-text")
     seen = page.evaluate("() => { clearInterval(window.__rec); return window.__seen; }")
     queries = rt.library.list_queries(doc.id)
     assert len(queries) == n_before + 1

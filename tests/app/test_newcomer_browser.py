@@ -1,5 +1,7 @@
 """A newcomer's first screen in a real browser (headless Chromium at 1440x900, issue 58): the app
-on an empty data folder indexes its example manual, a click on an example question asks it, and
+on an empty data folder indexes its example manual (``example_explorer``, shared with the
+screen's test: the Library tab's memory line while it is indexed, when the page catches it), a
+click on an example question asks it, and
 what the page shows agrees with itself and speaks plainly. Checked: the reader named by its model
 and where it runs, never by a hash; each answer and router choice by its label from the engine's
 tables; the thumbs hidden until an answer is logged, a thumbs down answered on the page; after the
@@ -9,7 +11,7 @@ no two of its labels printed over each other; no "nothing is highlighted" beside
 page; the passages after the quote as text, a click showing one highlighted on its page; the memory counts of the Ask tab's line, the notice and the Library tab the same; the
 Evidence table's headers on one line; then the Evaluation tab's example question file run, its
 verdict columns on screen, the key shown as written, and its results offered for download.
-The memory writer is held, so that the counts stay put while they are compared. The answered
+The app's memory writer is held, so that the counts stay put while they are compared. The answered
 first screen is kept as first-screen.png (docs/screenshots with H2MT_UPDATE_SCREENSHOTS=1).
 """
 from __future__ import annotations
@@ -24,11 +26,12 @@ from app.shared.examples import QUESTIONS
 from app.ui import LIBRARY_COLUMNS
 from engine.answer.modes import MODES
 from engine.routing.fused import ROUTER_WORDS
+from tests.conftest import EXAMPLE_EXPLORER
 from tests.support.browser import (TABLE_JS, TIMEOUT_MS, YELLOW_JS, browser, cell,  # noqa: F401
-                                  keep_screenshot, no_error_badge, settled)
-from tests.support.memory_writer import hold_memory_writer
+                                  keep_screenshot, no_error_badge,
+                                  open_while_the_example_is_indexed, settled)
 
-pytestmark = pytest.mark.real_model
+pytestmark = [pytest.mark.real_model, pytest.mark.xdist_group(EXAMPLE_EXPLORER)]
 
 SCREEN = (1440, 900)
 QUESTION = QUESTIONS[2]  # "How do I patch a command?"
@@ -94,28 +97,22 @@ def counts(text: str) -> list[str]:
     return re.findall(r"\b\d+/\d+\b", text)
 
 
-def test_newcomer_first_screen_speaks_plainly_and_agrees_with_itself(browser, real_backbone,
-                                                                     tmp_path, monkeypatch):
-    from tests.conftest import serve_explorer
-
-    with serve_explorer(real_backbone, tmp_path / "explorer", examples=True) as (url, rt):
-        _, gate = hold_memory_writer(rt, monkeypatch, TIMEOUT_MS / 1000)
-        page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]})
-        page.set_default_timeout(60_000)
-        try:
-            _first_answer(page, url, rt, tmp_path)
-            _every_example(page, rt)
-            _evaluation_example(page, rt, tmp_path)
-        finally:
-            gate.set()
-            page.close()
+def test_newcomer_first_screen_speaks_plainly_and_agrees_with_itself(browser, example_explorer,
+                                                                     tmp_path):
+    url, rt = example_explorer
+    page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]})
+    page.set_default_timeout(60_000)
+    try:
+        _first_answer(page, url, rt, tmp_path)
+        _every_example(page, rt)
+        _evaluation_example(page, rt, tmp_path)
+    finally:
+        page.close()
 
 
 def _first_answer(page, url: str, rt, tmp_path) -> None:
-    page.goto(url)
+    open_while_the_example_is_indexed(page, url)
     # -- before any answer: plain choices, the reader by name, no thumbs ------------------
-    page.wait_for_function("() => (document.querySelector('#start-hint')?.innerText || '')"
-                           ".includes('Try it')", timeout=TIMEOUT_MS)
     reader = page.locator("#ask-reader").inner_text()
     assert "SmolLM2-135M-Instruct, on this computer" in reader, reader
     modes = page.locator("#ask-mode").inner_text()
@@ -135,14 +132,17 @@ def _first_answer(page, url: str, rt, tmp_path) -> None:
     # -- an example question, asked by its click ------------------------------------------
     page.locator("#ask-max-new input").fill("24")
     page.locator("#ask-max-new input").press("Tab")
+    (doc,) = rt.library.list_documents()
+    asked = len(rt.library.list_queries(doc.id))  # the app's other tests may have asked before
     page.locator("#example-questions button", has_text=QUESTION).first.click()
     page.wait_for_function("(q) => (document.querySelector('#ask-question textarea')?.value"
                            " || '') === q", arg=QUESTION)
     # the last step of an answer shows the thumbs (its query is logged by then)
     page.locator("#feedback-up").wait_for(state="visible", timeout=TIMEOUT_MS)
     settled(page, "#answer-text")
-    (doc,) = rt.library.list_documents()
-    (rec,) = rt.library.list_queries(doc.id)
+    queries = rt.library.list_queries(doc.id)
+    assert len(queries) == asked + 1  # the click asked once
+    rec = queries[-1]
     assert rec.question == QUESTION
     page.wait_for_function("() => document.querySelector('#route-plot .js-plotly-plot')?.data"
                            " && (document.querySelector('#evidence-note')?.innerText || '')"

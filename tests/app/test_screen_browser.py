@@ -3,13 +3,14 @@ Chromium): three passages a person can read without a click, and no two lines th
 each other in the states visited.
 
 Two explorers on the real backbone: one on an empty library (no manual chosen: one line that
-stays, no red badge), and one on an empty data folder that indexes its example manual (the
-Library tab's memory line while it is indexed, when the page catches it; then an example
-question asked by its click at 24 tokens: the quote and the passages after it as text under the
-answer, a click opening the second on its highlighted page, the key line only as a whole term
-of the quote; an empty question: one line that stays until the next ask; a folded answer when
-the model's is folded). The memory writer is held so that the CPU goes to the answers. The
-answered screen is kept as passages.png (docs/screenshots with H2MT_UPDATE_SCREENSHOTS=1).
+stays, no red badge), and one on an empty data folder that indexes its example manual, shared
+with the newcomer's test (``example_explorer``; its memory writer held, so that the CPU goes to
+the answers): the Library tab's memory line while it is indexed, when the page catches it; then
+an example question asked by its click at 24 tokens: the quote and the passages after it as text
+under the answer, a click opening the second on its highlighted page, the key line only as a
+whole term of the quote; an empty question: one line that stays until the next ask; a folded
+answer when the model's is folded. The answered screen is kept as passages.png (docs/screenshots
+with H2MT_UPDATE_SCREENSHOTS=1).
 """
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ import pytest
 
 from app.shared.examples import QUESTIONS
 from app.shared.lines import EMPTY_QUESTION, NO_MANUAL
+from tests.conftest import EXAMPLE_EXPLORER
 from tests.support.browser import (TIMEOUT_MS, YELLOW_JS, browser, contradictions,  # noqa: F401
-                                  keep_screenshot, no_error_badge, settled)
-from tests.support.memory_writer import hold_memory_writer
+                                  keep_screenshot, no_error_badge,
+                                  open_while_the_example_is_indexed, settled)
 
-pytestmark = pytest.mark.real_model
+pytestmark = [pytest.mark.real_model, pytest.mark.xdist_group(EXAMPLE_EXPLORER)]
 
 SCREEN = (1440, 900)
 QUESTION = QUESTIONS[2]  # "How do I patch a command?"
@@ -48,22 +50,19 @@ def _no_contradiction(page, state: str) -> None:
 
 
 def test_the_three_passages_are_readable_and_no_line_contradicts_another(browser, real_backbone,
-                                                                          tmp_path, monkeypatch):
+                                                                          example_explorer,
+                                                                          tmp_path):
     from tests.conftest import serve_explorer
 
+    url, rt = example_explorer
     page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]})
     page.set_default_timeout(60_000)
     try:
-        with serve_explorer(real_backbone, tmp_path / "empty") as (url, _):
-            _no_manual(page, url)
-        with serve_explorer(real_backbone, tmp_path / "explorer", examples=True) as (url, rt):
-            _, gate = hold_memory_writer(rt, monkeypatch, TIMEOUT_MS / 1000)
-            try:
-                _while_indexing(page, url)
-                _answer(page, rt, tmp_path)
-                _empty_question(page, rt)
-            finally:
-                gate.set()
+        open_while_the_example_is_indexed(page, url)  # first: the indexing may still be seen
+        with serve_explorer(real_backbone, tmp_path / "empty") as (empty_url, _):
+            _no_manual(browser, empty_url)
+        _answer(page, rt, tmp_path)
+        _empty_question(page, rt)
     finally:
         page.close()
 
@@ -81,35 +80,20 @@ def _ask_for_one_line(page, question: str, line: str) -> None:
     no_error_badge(page)
 
 
-def _no_manual(page, url: str) -> None:
-    """No manual chosen: one line in the notice, no red badge; it stays while the page goes on
-    (the validator's own line, which Gradio takes away after a few seconds, is gone)."""
-    page.goto(url)
-    page.get_by_role("tab", name="Ask").click()
-    _ask_for_one_line(page, "How do I patch a command?", NO_MANUAL)
-    assert not page.locator("#passages").is_visible()
-    _no_contradiction(page, "no manual")
-
-
-def _while_indexing(page, url: str) -> None:
-    """The example manual being indexed: the Library tab's memory line never says its memories
-    are not queued (they are, once indexing ends). Checked when the page catches the manual
-    stored while the hint still says it is being indexed."""
-    page.goto(url)
-    page.get_by_role("tab", name="Library").click()
-    caught = page.wait_for_function(
-        """() => { const hint = document.querySelector('#start-hint')?.innerText || '';
-                   const row = document.querySelector("#library-table [data-testid='cell-0-0']");
-                   if (hint.includes('Try it')) return 'ready';
-                   return row && row.innerText.trim() && hint.includes('being indexed')
-                          ? (document.querySelector('#memory-status')?.innerText || ' ') : null;
-                 }""", timeout=TIMEOUT_MS).json_value()
-    if caught != "ready":
-        assert "not queued" not in caught and "engine worker" not in caught, caught
-        _no_contradiction(page, "indexing")
-    page.get_by_role("tab", name="Ask").click()
-    page.wait_for_function("() => (document.querySelector('#start-hint')?.innerText || '')"
-                           ".includes('Try it')", timeout=TIMEOUT_MS)
+def _no_manual(browser, url: str) -> None:
+    """No manual chosen (a page of its own): one line in the notice, no red badge; it stays
+    while the page goes on (the validator's own line, which Gradio takes away after a few
+    seconds, is gone)."""
+    page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(url)
+        page.get_by_role("tab", name="Ask").click()
+        _ask_for_one_line(page, "How do I patch a command?", NO_MANUAL)
+        assert not page.locator("#passages").is_visible()
+        _no_contradiction(page, "no manual")
+    finally:
+        page.close()
 
 
 def _answer(page, rt, tmp_path) -> None:

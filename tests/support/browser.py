@@ -220,3 +220,27 @@ def contradictions(page) -> list[str]:
     found = [why for a, b, why in CONTRADICTIONS
              if re.search(a, body) and (not b or re.search(b, body))]
     return found
+
+
+def open_while_the_example_is_indexed(page, url: str) -> None:
+    """Open the explorer of ``example_explorer`` (tests/conftest.py) on its Library tab: while
+    its example manual is indexed, the memory line never says its memories are not queued (they
+    are, once indexing ends) and no line contradicts another, checked when the page catches the
+    manual stored while the hint still says it is being indexed (the first test on the app
+    can); then the Ask tab, once its hint says the manual is ready ("Try it")."""
+    page.goto(url)
+    page.get_by_role("tab", name="Library").click()
+    caught = page.wait_for_function(
+        """() => { const hint = document.querySelector('#start-hint')?.innerText || '';
+                   const row = document.querySelector("#library-table [data-testid='cell-0-0']");
+                   if (hint.includes('Try it')) return 'ready';
+                   return row && row.innerText.trim() && hint.includes('being indexed')
+                          ? (document.querySelector('#memory-status')?.innerText || ' ') : null;
+                 }""", timeout=TIMEOUT_MS).json_value()
+    if caught != "ready":
+        assert "not queued" not in caught and "engine worker" not in caught, caught
+        found = contradictions(page)
+        assert not found, f"indexing: {found}"
+    page.get_by_role("tab", name="Ask").click()
+    page.wait_for_function("() => (document.querySelector('#start-hint')?.innerText || '')"
+                           ".includes('Try it')", timeout=TIMEOUT_MS)
