@@ -153,15 +153,13 @@ def _phase_one_run(cli: PreloadedCli, pdf: Path, db: Path, run: int, delay: floa
 
 
 @pytest.mark.real_model
-def test_kill_in_phase_two_resumes(camlidl_cut, tmp_path, tiny_backbone, tiny_parts):
-    """On camlidl's first 12 pages: the real backbone writes their memories, each run killed
-    within two seconds of its first written batch."""
+def test_kill_in_phase_two_resumes(shared_dir, tmp_path, tiny_backbone, tiny_parts):
     from engine.ask import AskError, AskOptions, ask
     from engine.ingest import ingest_file
     from engine.runtime import Runtime
     from storage import Library
 
-    pdf = camlidl_cut
+    pdf = shared_dir / "corpus" / PDF
     db = tmp_path / "library.sqlite3"
     rng = random.Random(1)
     written = []

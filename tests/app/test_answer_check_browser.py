@@ -1,11 +1,13 @@
 """The calibrated answer check in a real browser (headless Chromium), on the real etoolbox
-manual and the real model: a wrong answer is folded under one line saying why in words, and a
-right one is shown unfolded with the manual's key line and its page above it."""
+manual (and beamer's guide, its first 40 pages) and the real model: a wrong answer is folded
+under one line saying why in words, and a right one is shown unfolded with the manual's key
+line and its page above it."""
 from __future__ import annotations
 
 import pytest
 
 from tests.support.browser import ask_page, ask_and_wait, browser, no_error_badge, shot  # noqa: F401
+from tests.support.pdf_cut import first_pages
 
 from engine.answer.checks.confidence import ASSET, Confidence
 
@@ -13,16 +15,18 @@ pytestmark = pytest.mark.real_model
 
 PDF = "etoolbox-manual.pdf"
 WRONG_PDF = "beamer-userguide.pdf"
+WRONG_PAGES = 40  # the tutorial's fonts (3.15, 5.6): phase one on a sixth of the guide
 # Text mode, 128 tokens, the shipped answer_check.json (refitted on the dev probe, issue 67:
 # docs/results.md, "The answer check on the screen (issue 67)"). The model answers the first
 # question rightly, naming \newbool, the key line's command, at a confidence of 0.694 against
 # the threshold 0.680 (measured with the engine's ask on a fresh library; the margin is small:
 # the check folds nine right answers in ten on unseen manuals, this is one it shows); on
-# beamer's guide it answers the second wrongly ("use a font that is designed to be read with
-# serif fonts", where the guide says to use the serif theme; the dev probe's beamer-08) at
-# 0.110. Before the refit the second question was "What is the default size of a beamer
-# frame?": its wrong answer "125 mm by 100 mm" now scores 0.744 and is shown, one of the wrong
-# answers the check misses (docs/results.md).
+# beamer's guide it answers the second wrongly (the dev probe's beamer-08: on the whole guide
+# "use a font that is designed to be read with serif fonts", at 0.110; on its first 40 pages
+# "you need to use serif fonts", at 0.036, where the guide says to use the serif theme). Before
+# the refit the second question was "What is the default size of a beamer frame?": its wrong
+# answer "125 mm by 100 mm" now scores 0.744 and is shown, one of the wrong answers the check
+# misses (docs/results.md).
 RIGHT_Q = "How do I define a new boolean flag?"
 WRONG_Q = "How do I switch the presentation's text to a serif font?"
 
@@ -36,8 +40,9 @@ def test_a_wrong_answer_is_folded_with_its_reason_and_a_right_one_shows_its_key_
     monkeypatch.setitem(rt.cache, "answer_check", Confidence.load(ASSET))
     doc = rt.library.get_document(
         ingest_file(shared_dir / "corpus" / PDF, rt, memories=False).doc_id)
-    wrong_doc = rt.library.get_document(
-        ingest_file(shared_dir / "corpus" / WRONG_PDF, rt, memories=False).doc_id)
+    wrong_pdf = first_pages(shared_dir / "corpus" / WRONG_PDF, WRONG_PAGES,
+                            tmp_path / f"beamer-1-{WRONG_PAGES}.pdf")
+    wrong_doc = rt.library.get_document(ingest_file(wrong_pdf, rt, memories=False).doc_id)
     with ask_page(browser, url, wrong_doc.id, "text", max_new_tokens=128) as page:
         rec = ask_and_wait(page, rt, wrong_doc.id, WRONG_Q)
         fold = page.locator("#answer-fold details.answer-fold")
