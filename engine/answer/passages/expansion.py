@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from engine.answer.passages.passage_index import per_document
 from engine.document.hygiene import _logical_lines
@@ -207,23 +209,40 @@ MISMATCH_WEIGHT = 0.0  # held out: chosen for none
 SOURCES = ("none", "index", "kind", "index+kind")  # Settings.quote_expansion
 
 
-def bonus(question, sents: list, source: str, back: "BackIndex | None" = None,
-          page_of=None, terms_weight: float = TERMS_WEIGHT, kind_weight: float = KIND_WEIGHT,
-          mismatch_weight: float = MISMATCH_WEIGHT) -> list[float]:
-    """Each unit's share of the score from its expansion (``source`` one of ``SOURCES``):
-    ``terms_weight`` times the question's match with the index terms of the page the unit
-    begins on (``page_of(unit)``; ``back`` the manual's index), and ``kind_weight`` when its
-    entry is a kind the question names (``mismatch_weight`` taken off when it is another)."""
+@dataclass(frozen=True)
+class Weights:
+    """The expansion's weights in the linear score: the index terms' match, a named kind's
+    agreement, and what a kind's disagreement takes off."""
+
+    terms: float = TERMS_WEIGHT
+    kind: float = KIND_WEIGHT
+    mismatch: float = MISMATCH_WEIGHT
+
+
+@dataclass(frozen=True)
+class PagedIndex:
+    """A manual's back-of-book index with how a unit finds its page (``page_of(unit)``)."""
+
+    back: "BackIndex"
+    page_of: Callable
+
+
+def bonus(question, sents: list, source: str, index: PagedIndex | None = None,
+          weights: Weights = Weights()) -> list[float]:
+    """Each unit's share of the score from its expansion (``source`` one of ``SOURCES``): the
+    terms weight times the question's match with the index terms of the page the unit begins
+    on, and the kind weight when its entry is a kind the question names (the mismatch weight
+    taken off when it is another)."""
     out = [0.0] * len(sents)
-    if "index" in source and back is not None and len(back) and page_of is not None:
-        match = terms_match(question, [back.terms_on(page_of(s)) for s in sents])
-        out = [x + terms_weight * float(m) for x, m in zip(out, match)]
+    if "index" in source and index is not None and len(index.back):
+        match = terms_match(question, [index.back.terms_on(index.page_of(s)) for s in sents])
+        out = [x + weights.terms * float(m) for x, m in zip(out, match)]
     if "kind" in source:
         wanted = wanted_kinds(question.text)
         if wanted:
             for i, s in enumerate(sents):
                 a = kind_agreement(wanted, entry_kinds(s.entry or s.text, s.heading))
-                out[i] += kind_weight if a > 0 else -mismatch_weight if a < 0 else 0.0
+                out[i] += weights.kind if a > 0 else -weights.mismatch if a < 0 else 0.0
     return out
 
 

@@ -98,11 +98,12 @@ def expansion_bonus(rt, trees: dict, q: Question, routed: list) -> list[float] |
     source = getattr(rt.settings, "quote_expansion", "none")
     if source == "none" or not routed:
         return None
-    back, docs = None, [d for d in trees if d is not None]
+    index, docs = None, [d for d in trees if d is not None]
     if "index" in source and len(docs) == 1:
         d = docs[0]
         back = expansion.back_index_for(rt.cache, d, rt.library.get_document(d).sha256, trees[d])
-    return expansion.bonus(q, routed, source, back, sentence_pager(rt))
+        index = expansion.PagedIndex(back, sentence_pager(rt))
+    return expansion.bonus(q, routed, source, index)
 
 
 def inventory_sections(rt, routing, trees: dict, q: Question,

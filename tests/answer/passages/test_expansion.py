@@ -105,17 +105,18 @@ def test_the_bonus_reads_the_index_terms_of_a_units_page_and_its_entrys_kind():
     back = expansion.BackIndex({3: ["dry run"], 5: ["history, size"]})
     q = Question.read("Which option makes a dry run?")
     page = (lambda s: s.page_start)
-    assert expansion.bonus(q, units, "none", back, page) == [0.0, 0.0]
-    kind = expansion.bonus(q, units, "kind", back, page, kind_weight=0.1)
+    paged, W = expansion.PagedIndex(back, page), expansion.Weights
+    assert expansion.bonus(q, units, "none", paged) == [0.0, 0.0]
+    kind = expansion.bonus(q, units, "kind", paged, W(kind=0.1))
     assert kind == [0.1, 0.0]
-    index = expansion.bonus(q, units, "index", back, page, terms_weight=0.2)
+    index = expansion.bonus(q, units, "index", paged, W(terms=0.2))
     assert index[0] == 0.2 and index[1] == 0.0  # the best match gets the whole weight
-    both = expansion.bonus(q, units, "index+kind", back, page, terms_weight=0.2, kind_weight=0.1)
+    both = expansion.bonus(q, units, "index+kind", paged, W(terms=0.2, kind=0.1))
     assert abs(both[0] - 0.3) < 1e-9 and both[1] == 0.0
     # a question naming no kind, and a manual without an index: nothing added
     plain = Question.read("How is the history kept?")
-    assert expansion.bonus(plain, units, "index+kind", expansion.BackIndex({}), page) \
-        == [0.0, 0.0]
+    empty = expansion.PagedIndex(expansion.BackIndex({}), page)
+    assert expansion.bonus(plain, units, "index+kind", empty) == [0.0, 0.0]
 
 
 def test_the_setting_is_checked_and_off_by_default():
@@ -174,7 +175,7 @@ def test_the_index_terms_put_the_entry_before_a_same_word_entry_on_a_big_manual(
     before = sentences.score(encoder, q, sentences.candidates(walk))
     assert not before[0].text.startswith("-o file")
     units = sentences.candidates(walk)
-    bonus = expansion.bonus(q, units, "index", back, page_of)
+    bonus = expansion.bonus(q, units, "index", expansion.PagedIndex(back, page_of))
     after = sentences.score(encoder, q, units, expanded=sentences.Expanded(bonus=bonus))
     assert after[0].text.startswith("-o file"), after[0].text
     assert "Options, command-line" in back.terms_on(page_of(after[0]))
