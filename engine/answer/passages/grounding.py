@@ -80,8 +80,11 @@ def ranked_sentences(rt, routing, trees: dict, q: Question,
                if rt.encoder is not None else None)
     if ranker is None or encoder is None:
         bonus = expansion_bonus(rt, trees, q, routed)
-        return sentence_evidence.score(encoder, q, routed,
-                                       expanded=sentence_evidence.Expanded(bonus=bonus))
+        rule = sentence_evidence.ScoreRule(
+            code_weight=sentence_evidence.CODE_WEIGHT
+            if getattr(rt.settings, "quote_code_prior", True) else 0.0)
+        return sentence_evidence.score(encoder, q, routed, rule,
+                                       sentence_evidence.Expanded(bonus=bonus))
     indexes = {d: index_for(rt.cache, d, rt.library.get_document(d).sha256, tree)
                for d, tree in trees.items()}
     rid = {o: i for i, o in enumerate(routing.origin)}

@@ -8,6 +8,7 @@ import hashlib
 
 from engine.answer.passages import sentences
 from engine.answer.passages.unit_vectors import UNITS_VERSION
+from engine.settings import Settings
 
 # Raised by hand when the score's code changes in a way its constants below do not show.
 SCORE_VERSION = 1
@@ -18,5 +19,7 @@ def passage_scorer() -> str:
     constants = (sentences.LEXICAL_WEIGHT, sentences.THRESHOLD, sentences.HEADING_WEIGHT,
                  sentences.TYPE_WEIGHT, sentences.ENCODED, sentences.WINDOW_WORDS,
                  sentences.WINDOW_UNITS)
+    if Settings().quote_code_prior:  # the score as shipped (a zero weight is the score before)
+        constants += (sentences.CODE_WEIGHT,)
     digest = hashlib.sha256(repr(constants).encode()).hexdigest()[:8]
     return f"units {UNITS_VERSION}, score {SCORE_VERSION}, {digest}"

@@ -13,9 +13,12 @@ Both read a unit's **window** (``windows``): the unit and up to two units after 
 section within ``WINDOW_WORDS`` words, what a quote starting at the unit would show.
 
 ``score = cosine + LEXICAL_WEIGHT * bm25 / max bm25 + HEADING_WEIGHT * heading match +
-TYPE_WEIGHT * answer-type fit``: the heading match is the share of the question's words in the
+TYPE_WEIGHT * answer-type fit - CODE_WEIGHT * code line for a name question``: the heading match is the share of the question's words in the
 unit's heading path; the fit is 1 when the unit is the kind of passage the question asks for
-(``engine.answer.passages.answer_type``: a how-to question and a command line, ...). The cosine carries the absolute
+(``engine.answer.passages.answer_type``: a how-to question and a command line, ...); a command or
+code line (``unit_prior.shape_of``) loses ``CODE_WEIGHT`` when the question asks for a name
+(``unit_prior.CodePrior``: the line that repeats the question's words yields to the prose or
+entry that answers it). The cosine carries the absolute
 confidence (the BM25 part is relative to the question's candidates), so ``THRESHOLD`` is a bar on
 it plus the word match. Chosen (the issue is silent on the form): a linear sum, as the fused
 router sums its channels; the weight and the threshold are set on the dev sets
@@ -36,6 +39,7 @@ import numpy as np
 from engine.answer.passages.answer_type import fits
 from engine.answer.question import Question
 from engine.answer.passages.sections import block
+from engine.answer.passages.unit_prior import CodePrior, shape_of
 from engine.answer.passages.units import split_units
 from engine.routing import lexical
 from engine.routing.identifiers import as_words
@@ -45,6 +49,9 @@ THRESHOLD = 0.70  # docs/results.md, "The quote's weights, measured"
 # heading-path match and answer-type cue (docs/results.md, "Quotes that hold the fact")
 HEADING_WEIGHT = 0.2
 TYPE_WEIGHT = 0.1
+# a code line's prior for a name question (docs/results.md, "The unit within the section (issue
+# 66, fourth session)": chosen leave one manual out)
+CODE_WEIGHT = 0.05
 BUDGET = 150  # reader context tokens (150, 300, 500 measured on both dev sets: docs/results.md)
 # Only the best ENCODED sentences by BM25 go through the encoder (the rest keep cosine 0, so they
 # rank below and never pass the threshold, yet stay in the list for the quote's continuation).
@@ -158,14 +165,16 @@ def windows(sents: list[Sentence], words: int = WINDOW_WORDS,
 
 @dataclass(frozen=True)
 class ScoreRule:
-    """The linear score's weights (module docstring) and its reach: how many units are encoded
-    (the ``encoded`` best by BM25) and the words of a unit's window (0: the unit alone)."""
+    """The linear score's weights (module docstring; ``code_weight``: a code line's prior for a
+    name question, 0 without it) and its reach: how many units are encoded (the ``encoded``
+    best by BM25) and the words of a unit's window (0: the unit alone)."""
 
     lexical_weight: float = LEXICAL_WEIGHT
     heading_weight: float = HEADING_WEIGHT
     type_weight: float = TYPE_WEIGHT
     encoded: int = ENCODED
     window_words: int = WINDOW_WORDS
+    code_weight: float = CODE_WEIGHT
 
 
 @dataclass(frozen=True)
@@ -215,10 +224,12 @@ def score(encoder, question: Question, sents: list[Sentence],
         cos[chosen] = vec @ qv
     qtype, qtok = q.kind, set(q.tokens)
     heads = {h: heading_match(qtok, h) for h in {s.path for s in sents}}
+    prior = CodePrior(rule.code_weight)
     for s, c, x, b in zip(sents, cos, lex, bonus or [0.0] * len(sents)):
         s.cosine, s.lexical = round(float(c), 4), round(float(x), 4)
         s.score = round(float(c) + lexical_weight * float(x) + heading_weight * heads[s.path]
-                        + type_weight * fits(qtype, s.kind, s.text) + b, 4)
+                        + type_weight * fits(qtype, s.kind, s.text)
+                        + prior.bonus(qtype, shape_of(s)) + b, 4)
     return sorted(sents, key=lambda s: (-s.score, s.order))
 
 
