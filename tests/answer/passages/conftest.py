@@ -18,3 +18,18 @@ def gmsh_tree(real_tokenizer):
         pytest.skip(f"gmsh-doc not available: {e}")
     tok = real_tokenizer
     return build_tree(pdf, lambda t: tok.encode(t, add_special_tokens=False), tok.decode, 256)
+
+
+@pytest.fixture(scope="session")
+def scons_tree(real_tokenizer):
+    """The SCons user guide (351 pages, a dev-probe manual from the scons-doc package), its tree
+    built as ingest builds it; fetched with apt-get when missing (skipped where that fails)."""
+    from bench.probe_set import load_manuals, manual_pdf
+    from engine.document.build import build_tree
+
+    try:
+        pdf = manual_pdf(load_manuals()["scons"])
+    except Exception as e:  # no package index here: nothing to read
+        pytest.skip(f"scons-doc not available: {e}")
+    tok = real_tokenizer
+    return build_tree(pdf, lambda t: tok.encode(t, add_special_tokens=False), tok.decode, 256)
