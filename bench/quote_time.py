@@ -1,6 +1,7 @@
 """Time from question to quote, with and without the passage ranker, in one run (issue 42).
 
-    python -m bench.quote_time --db URL --doc ID [--rounds 2] [--expansion index+kind] [--out FILE]
+    python -m bench.quote_time --db URL --doc ID [--rounds 2] [--expansion index+kind]
+                               [--code-prior] [--out FILE]
     python -m bench.quote_time --pdf FILE [--sections 50] [--rounds 2] [--out FILE]
 
 Asks ``QUESTIONS`` (written for timing only: generic questions a user of a circuit simulator
@@ -12,7 +13,8 @@ quote; quote mode generates nothing) and of its ``quote_ms`` for each, and the f
 with the ranker (it builds the manual's passage index: ``engine.answer.passages.passage_index``).
 ``--expansion``: the linear score without and with entry expansion (issue 66,
 ``engine.answer.passages.expansion``) instead, the first ask with it building the manual's
-back-of-book index.
+back-of-book index. ``--code-prior``: the linear score without and with the code prior (issue
+66, ``engine.answer.passages.unit_prior``).
 
 ``--pdf`` times the quote stage alone where no library holds the manual (indexing ngspice's
 715 pages takes about 15 minutes on 2 cores): the tree is built as ingest builds it, the walk's
@@ -206,6 +208,9 @@ def main(argv=None) -> None:
     ap.add_argument("--expansion", choices=("index", "kind", "index+kind"), default=None,
                     help="with --db: the linear score without and with entry expansion "
                          "(issue 66) instead of the passage ranker")
+    ap.add_argument("--code-prior", action="store_true",
+                    help="with --db: the linear score without and with the code prior (issue "
+                         "66, unit_prior) instead of the passage ranker")
     a = ap.parse_args(argv)
     if a.pdf is not None:
         times = (second_stage_times(a.pdf, a.sections, a.rounds, a.scorer, a.top)
@@ -228,6 +233,10 @@ def main(argv=None) -> None:
         variants = {"linear": linear,
                     f"linear + expansion {a.expansion}": replace(linear,
                                                                  quote_expansion=a.expansion)}
+    if a.code_prior:
+        linear = replace(rt.settings, passage_ranker="none", quote_code_prior=False)
+        variants = {"linear": linear,
+                    "linear + code prior": replace(linear, quote_code_prior=True)}
     second = list(variants.values())[1]
     times = {k: {"total_ms": [], "quote_ms": []} for k in variants}
     first = None

@@ -13,15 +13,15 @@ Both read a unit's **window** (``windows``): the unit and up to two units after 
 section within ``WINDOW_WORDS`` words, what a quote starting at the unit would show.
 
 ``score = cosine + LEXICAL_WEIGHT * bm25 / max bm25 + HEADING_WEIGHT * heading match +
-TYPE_WEIGHT * answer-type fit - CODE_WEIGHT * code line for a name question``: the heading match is the share of the question's words in the
-unit's heading path; the fit is 1 when the unit is the kind of passage the question asks for
-(``engine.answer.passages.answer_type``: a how-to question and a command line, ...); a command or
-code line (``unit_prior.shape_of``) loses ``CODE_WEIGHT`` when the question asks for a name
-(``unit_prior.CodePrior``: the line that repeats the question's words yields to the prose or
-entry that answers it). The cosine carries the absolute
-confidence (the BM25 part is relative to the question's candidates), so ``THRESHOLD`` is a bar on
-it plus the word match. Chosen (the issue is silent on the form): a linear sum, as the fused
-router sums its channels; the weight and the threshold are set on the dev sets
+TYPE_WEIGHT * answer-type fit - CODE_WEIGHT * code line for a name question``: the heading
+match is the share of the question's words in the unit's heading path; the fit is 1 when the
+unit is the kind of passage the question asks for (``engine.answer.passages.answer_type``: a
+how-to question and a command line, ...); a command or code line (``unit_prior.shape_of``)
+loses ``CODE_WEIGHT`` when the question asks for a name (``unit_prior.CodePrior``: a line
+that repeats the question's words yields to the prose or entry that answers it). The cosine
+carries the absolute confidence (the BM25 part is relative to the question's candidates), so
+``THRESHOLD`` is a bar on it plus the word match. Chosen (the issue is silent on the form): a
+linear sum, as the fused router sums its channels; the weight and the threshold are set on the dev sets
 (docs/results.md, "Quotes and sentence-level evidence").
 
 The candidates are the sections' units (``engine.answer.passages.units``): sentences, lines (however
