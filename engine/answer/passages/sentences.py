@@ -21,8 +21,8 @@ loses ``CODE_WEIGHT`` when the question asks for a name (``unit_prior.CodePrior`
 that repeats the question's words yields to the prose or entry that answers it). The cosine
 carries the absolute confidence (the BM25 part is relative to the question's candidates), so
 ``THRESHOLD`` is a bar on it plus the word match. Chosen (the issue is silent on the form): a
-linear sum, as the fused router sums its channels; the weight and the threshold are set on the dev sets
-(docs/results.md, "Quotes and sentence-level evidence").
+linear sum, as the fused router sums its channels; the weight and the threshold are set on the
+dev sets (docs/results.md, "Quotes and sentence-level evidence").
 
 The candidates are the sections' units (``engine.answer.passages.units``): sentences, lines (however
 short), and a sentence with the command or code line(s) it introduces, whose text keeps its line
