@@ -143,10 +143,11 @@ class Settings:
     # "index+kind" both, "none" neither. Off by default (docs/results.md, "Entry expansion").
     quote_expansion: str = "none"
     # The code prior (issue 66, ``engine.answer.passages.unit_prior``): a command or code line
-    # scores ``sentences.CODE_WEIGHT`` less when the question asks for a name, so the prose or
-    # entry that answers comes first. On by default (docs/results.md, "The unit within the
-    # section (issue 66, fourth session)").
-    quote_code_prior: bool = True
+    # scores ``sentences.CODE_WEIGHT`` less for a how-to question, so the sentence that states
+    # the procedure comes first. Off by default: the answer check is to be checked on text
+    # answers over it first (docs/results.md, "The unit within the section (issue 66, fourth
+    # session)").
+    quote_code_prior: bool = False
     # The answer check's confidence: "auto" = assets/answer_check.json (answers below its
     # threshold folded), "none" = only the rule-based check folds, or a JSON path. On by
     # default: the model's sentence is shown only when the check says it holds

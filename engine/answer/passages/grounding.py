@@ -82,7 +82,7 @@ def ranked_sentences(rt, routing, trees: dict, q: Question,
         bonus = expansion_bonus(rt, trees, q, routed)
         rule = sentence_evidence.ScoreRule(
             code_weight=sentence_evidence.CODE_WEIGHT
-            if getattr(rt.settings, "quote_code_prior", True) else 0.0)
+            if getattr(rt.settings, "quote_code_prior", False) else 0.0)
         return sentence_evidence.score(encoder, q, routed, rule,
                                        sentence_evidence.Expanded(bonus=bonus))
     indexes = {d: index_for(rt.cache, d, rt.library.get_document(d).sha256, tree)

@@ -19,7 +19,7 @@ def passage_scorer() -> str:
     constants = (sentences.LEXICAL_WEIGHT, sentences.THRESHOLD, sentences.HEADING_WEIGHT,
                  sentences.TYPE_WEIGHT, sentences.ENCODED, sentences.WINDOW_WORDS,
                  sentences.WINDOW_UNITS)
-    if Settings().quote_code_prior:  # the score as shipped (a zero weight is the score before)
+    if Settings().quote_code_prior:  # the score as shipped (without the prior, the score before)
         constants += (sentences.CODE_WEIGHT,)
     digest = hashlib.sha256(repr(constants).encode()).hexdigest()[:8]
     return f"units {UNITS_VERSION}, score {SCORE_VERSION}, {digest}"

@@ -13,12 +13,12 @@ Both read a unit's **window** (``windows``): the unit and up to two units after 
 section within ``WINDOW_WORDS`` words, what a quote starting at the unit would show.
 
 ``score = cosine + LEXICAL_WEIGHT * bm25 / max bm25 + HEADING_WEIGHT * heading match +
-TYPE_WEIGHT * answer-type fit - CODE_WEIGHT * code line for a name question``: the heading
+TYPE_WEIGHT * answer-type fit - code weight * code line for a how-to question``: the heading
 match is the share of the question's words in the unit's heading path; the fit is 1 when the
 unit is the kind of passage the question asks for (``engine.answer.passages.answer_type``: a
-how-to question and a command line, ...); a command or code line (``unit_prior.shape_of``)
-loses ``CODE_WEIGHT`` when the question asks for a name (``unit_prior.CodePrior``: a line
-that repeats the question's words yields to the prose or entry that answers it). The cosine
+how-to question and a command line, ...); with the code prior (``ScoreRule.code_weight``,
+``CODE_WEIGHT`` when ``Settings.quote_code_prior`` is on, else 0) a command or code line
+(``unit_prior.shape_of``) loses it for a how-to question (``unit_prior.CodePrior``). The cosine
 carries the absolute confidence (the BM25 part is relative to the question's candidates), so
 ``THRESHOLD`` is a bar on it plus the word match. Chosen (the issue is silent on the form): a
 linear sum, as the fused router sums its channels; the weight and the threshold are set on the
@@ -49,8 +49,8 @@ THRESHOLD = 0.70  # docs/results.md, "The quote's weights, measured"
 # heading-path match and answer-type cue (docs/results.md, "Quotes that hold the fact")
 HEADING_WEIGHT = 0.2
 TYPE_WEIGHT = 0.1
-# a code line's prior for a name question (docs/results.md, "The unit within the section (issue
-# 66, fourth session)": chosen leave one manual out)
+# a code line's prior for a how-to question, when the code prior is on (docs/results.md, "The
+# unit within the section (issue 66, fourth session)": chosen leave one manual out)
 CODE_WEIGHT = 0.05
 BUDGET = 150  # reader context tokens (150, 300, 500 measured on both dev sets: docs/results.md)
 # Only the best ENCODED sentences by BM25 go through the encoder (the rest keep cosine 0, so they
@@ -166,7 +166,7 @@ def windows(sents: list[Sentence], words: int = WINDOW_WORDS,
 @dataclass(frozen=True)
 class ScoreRule:
     """The linear score's weights (module docstring; ``code_weight``: a code line's prior for a
-    name question, 0 without it) and its reach: how many units are encoded (the ``encoded``
+    how-to question, 0 without it) and its reach: how many units are encoded (the ``encoded``
     best by BM25) and the words of a unit's window (0: the unit alone)."""
 
     lexical_weight: float = LEXICAL_WEIGHT
@@ -174,7 +174,7 @@ class ScoreRule:
     type_weight: float = TYPE_WEIGHT
     encoded: int = ENCODED
     window_words: int = WINDOW_WORDS
-    code_weight: float = CODE_WEIGHT
+    code_weight: float = 0.0
 
 
 @dataclass(frozen=True)

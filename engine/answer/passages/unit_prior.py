@@ -1,11 +1,11 @@
 """A prior on the unit within its section: a code line yields to the prose that answers.
 
 The linear score (``engine.answer.passages.sentences``) reads each unit apart, and its
-answer-type cue (``answer_type.fits``) lifts every command or code line for a question that
-asks for a name the manual prints (how to, which option, what syntax). On a big manual such a
-line that repeats the question's words (an example, a synopsis line, a comment in a listing)
-then outranks the sentence or entry that states the answer. ``CodePrior`` takes a weight off a
-unit of shape "code" (``shape_of``) for those questions. Chosen on the dev probe against a
+answer-type cue (``answer_type.fits``) lifts every command or code line for a how-to question.
+On a big manual such a line that repeats the question's words (an example, a comment in a
+listing, a cross-reference line) then outranks the sentence that states the procedure.
+``CodePrior`` takes a weight off a unit of shape "code" (``shape_of``) for a how-to question
+(not for "which option" or "what syntax", whose answer is such a line). Chosen on the dev probe against a
 section-opening prior, a length prior, a prior on other short lines and a line read with the
 prose it belongs to, each weight held out by manual (docs/results.md, "The unit within the
 section (issue 66, fourth session)").
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.answer.passages.answer_type import NAME_TYPES
+from engine.answer.passages.answer_type import HOWTO
 from engine.answer.passages.units import is_command_line
 
 LINE_SHAPES = ("code", "line")  # shapes that are lines rather than prose
@@ -32,12 +32,11 @@ def shape_of(unit) -> str:
 
 @dataclass(frozen=True)
 class CodePrior:
-    """``weight`` taken off a code line for a question that asks for a name (module
-    docstring)."""
+    """``weight`` taken off a code line for a how-to question (module docstring)."""
 
     weight: float = 0.0
 
     def bonus(self, qkind: str | None, shape: str) -> float:
         """What a unit of ``shape`` gets for a question of kind ``qkind``
         (``answer_type.question_type``)."""
-        return -self.weight if qkind in NAME_TYPES and shape == "code" else 0.0
+        return -self.weight if qkind == HOWTO and shape == "code" else 0.0

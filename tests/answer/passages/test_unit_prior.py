@@ -1,11 +1,11 @@
-"""engine.answer.passages.unit_prior: a code line yields to the prose that answers a question
-asking for a name (issue 66, the unit within the section)."""
+"""engine.answer.passages.unit_prior: a code line yields to the sentence that answers a how-to
+question (issue 66, the unit within the section)."""
 from __future__ import annotations
 
 import pytest
 
 from engine.answer.passages import sentences
-from engine.answer.passages.answer_type import DEFINITION, HOWTO, NAME_TYPES, OPTION, SYNTAX
+from engine.answer.passages.answer_type import DEFINITION, HOWTO, OPTION, SYNTAX
 from engine.answer.passages.unit_prior import CodePrior, shape_of
 from engine.answer.question import Question
 
@@ -23,16 +23,16 @@ def test_the_shape_of_each_unit():
     assert [shape_of(u) for u in units] == ["sentence", "code", "line", "sentence"]
 
 
-@pytest.mark.parametrize("qkind", NAME_TYPES)
-def test_a_code_line_loses_the_weight_for_a_name_question(qkind):
+def test_a_code_line_loses_the_weight_for_a_how_to_question():
     prior = CodePrior(0.05)
-    assert prior.bonus(qkind, "code") == -0.05
+    assert prior.bonus(HOWTO, "code") == -0.05
     for shape in ("line", "sentence", "entry", "intro", "row"):
-        assert prior.bonus(qkind, shape) == 0.0
+        assert prior.bonus(HOWTO, shape) == 0.0
 
 
-@pytest.mark.parametrize("qkind", [DEFINITION, None])
+@pytest.mark.parametrize("qkind", [OPTION, SYNTAX, DEFINITION, None])
 def test_nothing_changes_for_another_question(qkind):
+    """"Which option" and "what syntax" ask for such a line: it keeps its score."""
     for shape in ("code", "line", "sentence"):
         assert CodePrior(0.05).bonus(qkind, shape) == 0.0
 
@@ -50,8 +50,8 @@ def test_the_linear_score_takes_the_weight_off_code_lines_only():
     assert on[code] == pytest.approx(off[code] - 0.3)
     assert {t: s for t, s in on.items() if t != code} == {t: s for t, s in off.items()
                                                           if t != code}
-    what = Question.read("What is LIBPATH?")
-    assert what.kind not in (HOWTO, OPTION, SYNTAX)
+    what = Question.read("Which option sets LIBPATH?")
+    assert what.kind == OPTION
     plain = [u.score for u in sentences.score(None, what, sentences.candidates([SECTION]),
                                               sentences.ScoreRule(code_weight=0.0))]
     prior = [u.score for u in sentences.score(None, what, sentences.candidates([SECTION]),
@@ -59,12 +59,12 @@ def test_the_linear_score_takes_the_weight_off_code_lines_only():
     assert plain == prior
 
 
-def test_the_setting_is_checked_and_on_by_default():
+def test_the_setting_is_checked_and_off_by_default():
     from engine.settings import Settings, SettingsError
 
-    assert Settings().quote_code_prior is True
-    assert sentences.ScoreRule().code_weight == sentences.CODE_WEIGHT > 0
-    assert Settings.from_env({"H2MT_QUOTE_CODE_PRIOR": "0"}).quote_code_prior is False
+    assert Settings().quote_code_prior is False
+    assert sentences.ScoreRule().code_weight == 0.0 < sentences.CODE_WEIGHT
+    assert Settings.from_env({"H2MT_QUOTE_CODE_PRIOR": "1"}).quote_code_prior is True
     with pytest.raises(SettingsError, match="H2MT_QUOTE_CODE_PRIOR"):
         Settings.from_env({"H2MT_QUOTE_CODE_PRIOR": "perhaps"})
 
@@ -80,9 +80,9 @@ def test_the_prose_comes_before_a_code_line_on_a_big_manual(scons_tree):
     q = Question.read("How can I find out why SCons keeps rebuilding a target every time?")
     walk = stood_in_walk(scons_tree, 50)(q.text)
     encoder = load_encoder("cpu")
-    before = sentences.score(encoder, q, sentences.candidates(walk),
-                             sentences.ScoreRule(code_weight=0.0))
+    before = sentences.score(encoder, q, sentences.candidates(walk))
     assert shape_of(before[0]) == "code" and "--debug=explain" not in before[0].text
-    after = sentences.score(encoder, q, sentences.candidates(walk))
+    after = sentences.score(encoder, q, sentences.candidates(walk),
+                            sentences.ScoreRule(code_weight=sentences.CODE_WEIGHT))
     assert "--debug=explain" in after[0].text, after[0].text
     assert shape_of(after[0]) == "sentence"
