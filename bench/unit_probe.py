@@ -8,7 +8,7 @@ manuals, and priors on the unit that might choose better, every weight held out 
 
 ``collect`` reads each probe manual's tree from the probe library and stands in for the walk as
 ``bench.expand_probe`` does (the 50 best sections by BM25), scores the routed units with the
-shipped linear score (``sentences.score``) and writes, per question, every unit within reach of
+linear score (``sentences.score``, without the code prior) and writes, per question, every unit within reach of
 the quote's bar with its score's parts, where it sits (its index in its section, its entry's
 first unit), its length, its shape (``unit_prior.shape_of``), the question's kind, and the
 quote that would start at it (holds the key, begins on a gold page, a fragment); and, for a
@@ -232,7 +232,7 @@ def prior_of(opening=0.0, code=0.0, label=0.0, length=0.0, owner=0.0):
 
     - ``opening``: a section's first unit (its opening statement or definition);
     - ``code`` / ``label``: taken off a code line / another line (``unit_prior.shape_of``) for
-      a question that asks for a name (``unit_prior.CodePrior``, the shipped form of ``code``);
+      a how-to question (``unit_prior.CodePrior``, the setting's form of ``code``);
     - ``length``: times the unit's words over ``LONG_WORDS`` (at most 1);
     - ``owner``: a line's score read as ``(1 - owner) * its own + owner * its owner's``
       (``owner_of``; a line without one keeps its own)."""
@@ -255,8 +255,8 @@ def grids() -> list[tuple[str, object, list[tuple]]]:
         return lambda w: prior_of(**{field: w})
 
     return [("the section's opening", one("opening"), [(w,) for w in W]),
-            ("a code line taken off for a name question", one("code"), [(w,) for w in W]),
-            ("a code or other line taken off for a name question",
+            ("a code line taken off for a how-to question", one("code"), [(w,) for w in W]),
+            ("a code line and a label line taken off for a how-to question",
              lambda a, b: prior_of(code=a, label=b), [(a, b) for a in W for b in W]),
             ("length", one("length"), [(w,) for w in W]),
             ("a line read with its owner", one("owner"), [(w,) for w in BLEND]),
