@@ -12,7 +12,7 @@ linear score (``sentences.score``, without the code prior) and writes, per quest
 the quote's bar with its score's parts, where it sits (its index in its section, its entry's
 first unit), its length, its shape (``unit_prior.shape_of``), the question's kind, and the
 quote that would start at it (holds the key, begins on a gold page, a fragment); and, for a
-code or command line, the prose or entry unit it belongs to (``unit_prior.owner_of``), scored
+code or command line, the prose or entry unit it belongs to (``owner_of``), scored
 the same way (encoded when the linear score had not encoded it).
 
 ``misses`` prints the linear score's misses over 300 pages side by side (question, first unit,

@@ -5,9 +5,9 @@ answer-type cue (``answer_type.fits``) lifts every command or code line for a ho
 On a big manual such a line that repeats the question's words (an example, a comment in a
 listing, a cross-reference line) then outranks the sentence that states the procedure.
 ``CodePrior`` takes a weight off a unit of shape "code" (``shape_of``) for a how-to question
-(not for "which option" or "what syntax", whose answer is such a line). Chosen on the dev probe against a
-section-opening prior, a length prior, a prior on other short lines and a line read with the
-prose it belongs to, each weight held out by manual (docs/results.md, "The unit within the
+(not for "which option" or "what syntax", whose answer is such a line). Chosen on the dev probe
+against a section-opening prior, a length prior, a prior on other short lines and a line read
+with the prose it belongs to, each weight held out by manual (docs/results.md, "The unit within the
 section (issue 66, fourth session)").
 """
 from __future__ import annotations
