@@ -8,12 +8,12 @@ manuals, and priors on the unit that might choose better, every weight held out 
 
 ``collect`` reads each probe manual's tree from the probe library and stands in for the walk as
 ``bench.expand_probe`` does (the 50 best sections by BM25), scores the routed units with the
-linear score (``sentences.score``, without the code prior) and writes, per question, every unit within reach of
-the quote's bar with its score's parts, where it sits (its index in its section, its entry's
-first unit), its length, its shape (``unit_prior.shape_of``), the question's kind, and the
-quote that would start at it (holds the key, begins on a gold page, a fragment); and, for a
-code or command line, the prose or entry unit it belongs to (``owner_of``), scored
-the same way (encoded when the linear score had not encoded it).
+linear score (``sentences.score``, without the code prior) and writes, per question, every unit
+within reach of the quote's bar with its score's parts, where it sits (its index in its
+section, its entry's first unit), its length, its shape (``unit_prior.shape_of``), the
+question's kind, and the quote that would start at it (holds the key, begins on a gold page, a
+fragment); and, for a code or other line, the prose or entry unit it belongs to
+(``owner_of``), scored the same way (encoded when the linear score had not encoded it).
 
 ``misses`` prints the linear score's misses over 300 pages side by side (question, first unit,
 right unit) for reading by hand. ``report`` replays the quote and the three passages
