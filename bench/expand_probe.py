@@ -41,46 +41,26 @@ RECORDED = 30
 
 
 def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> None:
-    import pymupdf
     import torch
 
-    from bench.probe_set import holds, load_manuals, load_questions, manual_pdf
-    from bench.quote_time import stood_in_walk
+    from bench.probe_set import holds, stored_manuals
     from engine.answer.passages import expansion, sentences
     from engine.answer.passages import quote as quoting
     from engine.answer.passages.answer_type import fits
-    from engine.answer.passages.pages import _norm, locate_page
     from engine.answer.question import Question
     from engine.routing.dense import load_encoder
-    from storage.library import Library
 
     torch.set_num_threads(1)
     encoder = _Memo(load_encoder("cpu"))
-    lib = Library(db)
-    all_manuals = load_manuals()
-    questions = load_questions(manuals=all_manuals)
-    wanted = manuals or list(dict.fromkeys(q.manual for q in questions))
     out.mkdir(parents=True, exist_ok=True)
     bar = sentences.THRESHOLD - max(AGREE) - 0.05
     with open(out / "units.jsonl", "a") as f:
-        for key in wanted:
-            mine = [q for q in questions if q.manual == key]
-            m = all_manuals[key]
-            doc = lib.find_by_sha256(m.sha256)
-            if not mine or doc is None:
-                print(f"{key}: not in the library", flush=True)
-                continue
+        for sm in stored_manuals(db, manuals, n_sections):
+            key, m, mine, walk, page_of = sm.key, sm.manual, sm.questions, sm.walk, sm.page_of
             t = time.perf_counter()
-            tree = lib.get_tree(doc)
-            with pymupdf.open(manual_pdf(m, fetch=False)) as pdf:
-                pages = [_norm(p.get_text()) for p in pdf]
-            walk = stood_in_walk(tree, n_sections)
-            back = expansion.BackIndex.build(tree)
+            back = expansion.BackIndex.build(sm.tree)
             build_s = time.perf_counter() - t
-            print(f"{key}: tree and index {build_s:.1f} s, {len(back)} index terms", flush=True)
-
-            def page_of(s):
-                return locate_page(s.text, s.page_start, s.page_end, pages)
+            print(f"{key}: index {build_s:.1f} s, {len(back)} index terms", flush=True)
 
             for q in mine:
                 t = time.perf_counter()

@@ -144,3 +144,45 @@ def key_on_pages(q: ProbeQuestion, pdf: Path) -> dict[int, bool]:
     """Gold page -> whether the key's regex matches that page's text (the question file's own
     check: every gold page should say True)."""
     return {p: holds(q, text) for p, text in page_texts(pdf, list(q.pages)).items()}
+
+
+@dataclass
+class StoredManual:
+    """A probe manual as the library stores it: its questions, its tree, the walk stood in for
+    by its best ``n_sections`` sections, and the page lookup the quote reads."""
+
+    key: str
+    manual: Manual
+    questions: list
+    tree: object
+    walk: object
+    page_of: object
+
+
+def stored_manuals(db: str, manuals: list[str] | None, n_sections: int):
+    """Each probe manual (``manuals``, default every one with questions) stored in the library
+    at ``db``, as a ``StoredManual``; one missing from the library is named and skipped."""
+    import pymupdf
+
+    from bench.quote_time import stood_in_walk
+    from engine.answer.passages.pages import _norm, locate_page
+    from storage.library import Library
+
+    lib = Library(db)
+    all_manuals = load_manuals()
+    questions = load_questions(manuals=all_manuals)
+    for key in manuals or list(dict.fromkeys(q.manual for q in questions)):
+        mine = [q for q in questions if q.manual == key]
+        m = all_manuals[key]
+        doc = lib.find_by_sha256(m.sha256)
+        if not mine or doc is None:
+            print(f"{key}: not in the library", flush=True)
+            continue
+        tree = lib.get_tree(doc)
+        with pymupdf.open(manual_pdf(m, fetch=False)) as pdf:
+            pages = [_norm(p.get_text()) for p in pdf]
+
+        def page_of(s, pages=pages):
+            return locate_page(s.text, s.page_start, s.page_end, pages)
+
+        yield StoredManual(key, m, mine, tree, stood_in_walk(tree, n_sections), page_of)

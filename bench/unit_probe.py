@@ -39,42 +39,22 @@ REACH = 0.45  # units scored at least this are recorded (a prior adds at most ~0
 
 
 def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> None:
-    import pymupdf
     import torch
 
     from bench.expand_probe import _Memo
-    from bench.probe_set import holds, load_manuals, load_questions, manual_pdf
-    from bench.quote_time import stood_in_walk
+    from bench.probe_set import holds, stored_manuals
     from engine.answer.passages import quote as quoting
     from engine.answer.passages import sentences, unit_prior
     from engine.answer.passages.answer_type import fits
-    from engine.answer.passages.pages import _norm, locate_page
     from engine.answer.question import Question
     from engine.routing.dense import load_encoder
-    from storage.library import Library
 
     torch.set_num_threads(1)
     encoder = _Memo(load_encoder("cpu"))
-    lib = Library(db)
-    all_manuals = load_manuals()
-    questions = load_questions(manuals=all_manuals)
-    wanted = manuals or list(dict.fromkeys(q.manual for q in questions))
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "units.jsonl", "a") as f:
-        for key in wanted:
-            mine = [q for q in questions if q.manual == key]
-            m = all_manuals[key]
-            doc = lib.find_by_sha256(m.sha256)
-            if not mine or doc is None:
-                print(f"{key}: not in the library", flush=True)
-                continue
-            tree = lib.get_tree(doc)
-            with pymupdf.open(manual_pdf(m, fetch=False)) as pdf:
-                pages = [_norm(p.get_text()) for p in pdf]
-            walk = stood_in_walk(tree, n_sections)
-
-            def page_of(s):
-                return locate_page(s.text, s.page_start, s.page_end, pages)
+        for sm in stored_manuals(db, manuals, n_sections):
+            key, m, mine, walk, page_of = sm.key, sm.manual, sm.questions, sm.walk, sm.page_of
 
             for q in mine:
                 t = time.perf_counter()
