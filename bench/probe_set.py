@@ -149,7 +149,8 @@ def key_on_pages(q: ProbeQuestion, pdf: Path) -> dict[int, bool]:
 @dataclass
 class StoredManual:
     """A probe manual as the library stores it: its questions, its tree, the walk stood in for
-    by its best ``n_sections`` sections, and the page lookup the quote reads."""
+    by its best ``n_sections`` sections (``ranked``: the same with each section's BM25 score),
+    the page lookup the quote reads, and its document id in the library."""
 
     key: str
     manual: Manual
@@ -157,6 +158,8 @@ class StoredManual:
     tree: object
     walk: object
     page_of: object
+    ranked: object
+    doc_id: int
 
 
 def stored_manuals(db: str, manuals: list[str] | None, n_sections: int):
@@ -164,7 +167,7 @@ def stored_manuals(db: str, manuals: list[str] | None, n_sections: int):
     at ``db``, as a ``StoredManual``; one missing from the library is named and skipped."""
     import pymupdf
 
-    from bench.quote_time import stood_in_walk
+    from bench.quote_time import ranked_sections
     from engine.answer.passages.pages import _norm, locate_page
     from storage.library import Library
 
@@ -185,4 +188,9 @@ def stored_manuals(db: str, manuals: list[str] | None, n_sections: int):
         def page_of(s, pages=pages):
             return locate_page(s.text, s.page_start, s.page_end, pages)
 
-        yield StoredManual(key, m, mine, tree, stood_in_walk(tree, n_sections), page_of)
+        ranked = ranked_sections(tree, n_sections)
+
+        def walk(question: str, ranked=ranked) -> list:
+            return [s for s, _ in ranked(question)]
+
+        yield StoredManual(key, m, mine, tree, walk, page_of, ranked, doc)

@@ -58,6 +58,13 @@ QUESTIONS = (
 def stood_in_walk(tree, n_sections: int):
     """``walk(question)``: the ``n_sections`` best readable sections by BM25 over heading path
     and text, as routed sections (``SectionText``; a stand-in for the walk, module docstring)."""
+    ranked = ranked_sections(tree, n_sections)
+    return lambda question: [s for s, _ in ranked(question)]
+
+
+def ranked_sections(tree, n_sections: int):
+    """``walk(question)``: the stood-in walk's sections (``stood_in_walk``) best first, each
+    with its BM25 score, as (``SectionText``, score) pairs."""
     from engine.answer.passages import sentences
     from engine.answer.passages.sections import entry_lead, heading_path, readable
     from engine.routing import lexical
@@ -70,10 +77,11 @@ def stood_in_walk(tree, n_sections: int):
     def walk(question: str) -> list:
         sc = index.scores(lexical.tokenize(question))
         best = sorted(range(len(sections)), key=lambda i: -sc[i])[:n_sections]
-        return [sentences.SectionText(rid=n.id, doc_id=1, node_id=n.id, heading=heads[n.id],
-                                      body=n.text, page_start=n.page_start, page_end=n.page_end,
-                                      lead=entry_lead(tree, n))
-                for n in (sections[i] for i in best)]
+        return [(sentences.SectionText(rid=n.id, doc_id=1, node_id=n.id, heading=heads[n.id],
+                                       body=n.text, page_start=n.page_start,
+                                       page_end=n.page_end, lead=entry_lead(tree, n)),
+                 float(sc[i]))
+                for n, i in ((sections[i], i) for i in best)]
 
     return walk
 
