@@ -3,7 +3,7 @@ linear score's unit-level order, every weight held out by manual (issue 66, fift
 
     python -m bench.section_probe collect [--db URL] [--manuals LIST] [--out DIR]
     python -m bench.section_probe rescore --rows FILE [--top 3] --out FILE
-    python -m bench.section_probe report --rows FILE [FILE ...]
+    python -m bench.section_probe report --rows FILE [FILE ...] [--ql-tops 3,8]
 
 ``collect`` reads each probe manual's tree from the probe library and stands in for the walk as
 ``bench.unit_probe`` does (the 50 best sections by BM25, ``bench.quote_time.ranked_sections``),
@@ -24,7 +24,11 @@ linear order and for section-level rules: the routed sections ordered by a secti
 best unit's score, plus weighted section features: ``SECTION_FEATURES``), then the unit within
 the chosen section (its best unit, or its opening when that scores within a margin of the best),
 each weight chosen leave one manual out (the weights that give the other manuals' questions the
-most quotes holding the key, ties to the smaller weights), by size band.
+most quotes holding the key, ties to the smaller weights), by size band; a section score learned
+on the other manuals (logistic regression over the same features, ``learned_orders``); the
+likelihood's blend over the best 3 (and, with ``--ql-tops``, more) distinct passages, its weight
+held out the same way; and the ceiling of any section-level choice (``oracle``: the right
+section chosen by hand, then its best unit).
 """
 from __future__ import annotations
 
@@ -103,7 +107,8 @@ def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> N
                     words = set(lexical.evidence_tokens([sec.heading], sec.body))
                     sections.append({
                         "node": sec.node_id, "rank": rank, "bm25": round(bm, 4),
-                        "dense": None if dense is None else round(float(dense[sec.node_id] @ qv), 4),
+                        "dense": (None if dense is None
+                                  else round(float(dense[sec.node_id] @ qv), 4)),
                         "heading": sec.heading,
                         "title_hm": round(sentences.heading_match(qtok, sec.heading), 4),
                         "cover": round(len(qtok & words) / max(1, len(qtok)), 4),
@@ -240,11 +245,11 @@ def section_right(row: dict, cands: list[dict]) -> bool:
 
 
 def blend(cands: list[dict], top: int, w: float) -> list[dict]:
-    """The first ``top`` candidates read by the likelihood (``rescore``) reordered by
-    ``z(linear) + w z(likelihood)``; the rest after them."""
+    """The first ``top`` candidates read by the likelihood (``rescore``: distinct passages, no
+    fragment) reordered by ``z(linear) + w z(likelihood)``; the rest after them."""
     from engine.answer.passages.rerank import _z
 
-    head = [c for c in cands[:top] if c.get("ql") is not None]
+    head = [c for c in cands if c.get("ql") is not None][:top]
     if w == 0 or len(head) < 2:
         return cands
     mixed = _z(np.array([c["score"] for c in head])) + w * _z(np.array([c["ql"] for c in head]))
@@ -289,8 +294,11 @@ MARGINS = (None, 0.0, 0.05, 0.1, 0.2, 0.3)
 QL_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 100.0)  # 100: the likelihood alone
 
 
-def variants_of(rows: list[dict], notes: list[str]) -> list[tuple[str, object]]:
-    """(name, row -> candidates) for the linear order and each section-level rule, held out."""
+def variants_of(rows: list[dict], notes: list[str],
+                ql_tops: tuple[int, ...] = (3,)) -> list[tuple[str, object]]:
+    """(name, row -> candidates) for the linear order and each section-level rule, held out;
+    with rows ``rescore`` read, the likelihood's blend over each of ``ql_tops`` (at most the
+    rescore's ``--top``)."""
     out = [("linear score (shipped)", linear_order)]
 
     def held(name, order_of, grid, fmt):
@@ -324,13 +332,13 @@ def variants_of(rows: list[dict], notes: list[str]) -> list[tuple[str, object]]:
     out.append(("a learned section score (logistic, fitted on the other manuals)",
                 learned_orders(rows)))
     if all("ql_ms" in r for r in rows):
-        held("likelihood over the best 3, blended",
-             lambda r, w: blend(linear_order(r), 3, w), list(QL_WEIGHTS), lambda w: f"{w:g}")
-        out.append(("likelihood over the best 3, weight 0.5",
-                    lambda r: blend(linear_order(r), 3, 0.5)))
+        for top in ql_tops:
+            held(f"likelihood over the best {top}, blended",
+                 lambda r, w, t=top: blend(linear_order(r), t, w), list(QL_WEIGHTS),
+                 lambda w: f"{w:g}")
         ms = [r["ql_ms"] for r in rows]
-        notes.append(f"likelihood over the best 3: median {np.median(ms):.0f} ms a question "
-                     f"(p90 {np.percentile(ms, 90):.0f}), batch positions median "
+        notes.append(f"likelihood over each row's rescored passages: median {np.median(ms):.0f}"
+                     f" ms a question (p90 {np.percentile(ms, 90):.0f}), batch positions median "
                      f"{np.median([r['ql_tokens'] for r in rows]):.0f}")
     return out
 
@@ -426,9 +434,9 @@ def misses(rows: list[dict]) -> str:
     return "\n".join([", ".join(f"{k}: {v}" for k, v in counts.items())] + out)
 
 
-def report(rows: list[dict]) -> str:
+def report(rows: list[dict], ql_tops: tuple[int, ...] = (3,)) -> str:
     notes: list[str] = []
-    variants = variants_of(rows, notes)
+    variants = variants_of(rows, notes, ql_tops)
     ms = [r["score_ms"] for r in rows]
     notes.append(f"linear score: median {np.median(ms):.0f} ms a question "
                  f"(p90 {np.percentile(ms, 90):.0f})")
@@ -450,6 +458,8 @@ def main(argv=None) -> None:
     s.add_argument("--out", type=Path, required=True)
     r = sub.add_parser("report")
     r.add_argument("--rows", type=Path, nargs="+", required=True)
+    r.add_argument("--ql-tops", default="3",
+                   help="the likelihood's tops (rows rescored with at least that --top)")
     a = ap.parse_args(argv)
     if a.cmd == "collect":
         collect(a.db, a.manuals.split(",") if a.manuals else None, a.sections, a.out)
@@ -458,7 +468,7 @@ def main(argv=None) -> None:
     if a.cmd == "rescore":
         rescore(rows, a.top, a.out)
     else:
-        print(report(rows))
+        print(report(rows, tuple(int(t) for t in a.ql_tops.split(","))))
 
 
 if __name__ == "__main__":
