@@ -62,3 +62,23 @@ def test_a_weight_is_chosen_on_the_other_manuals():
 
     chosen = sp.held_out(rows, order_of, [None, 0.1])
     assert chosen == {"x": None, "y": 0.1}
+
+
+def test_the_ceiling_chooses_the_section_that_holds_the_key():
+    """The right section (B, whose text holds the key) chosen by hand, then its best unit: that
+    unit's quote does not hold the key, so the ceiling counts nothing; with B's best unit right,
+    it counts the question."""
+    row = _row()
+    assert sp.oracle([row]).endswith("over 300 pages 0/1")
+    row["sections"][1]["units"][1]["holds"] = True
+    assert sp.oracle([row]).endswith("over 300 pages 1/1")
+
+
+def test_the_likelihood_reorders_only_the_passages_it_read():
+    row = _row()
+    order = sp.linear_order(row)  # units 0, 3, 2, 1
+    order[1]["ql"], order[2]["ql"] = -1.0, -3.0
+    order[0]["ql"] = -5.0
+    assert [u["order"] for u in sp.blend(order, 3, 1.0)] == [3, 0, 2, 1]
+    assert [u["order"] for u in sp.blend(order, 3, 0.0)] == [0, 3, 2, 1]
+    assert [u["order"] for u in sp.blend(order, 2, 100.0)] == [3, 0, 2, 1]
