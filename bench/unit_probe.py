@@ -38,7 +38,35 @@ RECORDED = 30
 REACH = 0.45  # units scored at least this are recorded (a prior adds at most ~0.3)
 
 
-def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> None:
+class _TextsBy:
+    """Texts encoded by one encoder, questions by another (the windows in another precision,
+    the question in float32 as an ask reads it)."""
+
+    def __init__(self, texts, questions):
+        self.texts, self.questions = texts, questions
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.texts.encode(texts)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.questions.encode_query(text)
+
+
+def window_encoder(precision: str):
+    """The encoder of the windows in ``precision`` (fp32, the shipped float32 one; bf16,
+    ``dense.BFloat16Texts``; int8, dynamic int8), the question always in float32."""
+    from engine.routing import dense
+
+    base = dense.load_encoder("cpu")
+    if precision == "bf16":
+        return dense.BFloat16Texts(base)
+    if precision == "int8":
+        return _TextsBy(dense.SentenceEncoder("cpu", quantize="int8"), base)
+    return base
+
+
+def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path,
+            windows: str = "fp32") -> None:
     import torch
 
     from bench.expand_probe import _Memo
@@ -47,10 +75,9 @@ def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> N
     from engine.answer.passages import sentences, unit_prior
     from engine.answer.passages.answer_type import fits
     from engine.answer.question import Question
-    from engine.routing.dense import load_encoder
 
     torch.set_num_threads(1)
-    encoder = _Memo(load_encoder("cpu"))
+    encoder = _Memo(window_encoder(windows))
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "units.jsonl", "a") as f:
         for sm in stored_manuals(db, manuals, n_sections):
@@ -276,13 +303,16 @@ def main(argv=None) -> None:
     c.add_argument("--manuals", help="comma-separated manual keys (default: every manual)")
     c.add_argument("--sections", type=int, default=50)
     c.add_argument("--out", type=Path, default=Path("out/unitpick"))
+    c.add_argument("--windows", choices=("fp32", "bf16", "int8"), default="fp32",
+                   help="the precision the windows are encoded in (the question in float32)")
     for name in ("misses", "report"):
         r = sub.add_parser(name)
         r.add_argument("--rows", type=Path, nargs="+", required=True)
         r.add_argument("--n", type=int, default=20)
     a = ap.parse_args(argv)
     if a.cmd == "collect":
-        collect(a.db, a.manuals.split(",") if a.manuals else None, a.sections, a.out)
+        collect(a.db, a.manuals.split(",") if a.manuals else None, a.sections, a.out,
+                a.windows)
         return
     rows = list({r["id"]: r for r in (json.loads(x) for p in a.rows for x in open(p))}.values())
     print(misses(rows, a.n) if a.cmd == "misses" else report(rows))

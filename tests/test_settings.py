@@ -96,3 +96,11 @@ def test_the_generation_process_is_yes_no_or_left_to_who_runs():
     assert Settings.from_env({"H2MT_GENERATION_PROCESS": "off"}).generation_process is False
     with pytest.raises(SettingsError, match="H2MT_GENERATION_PROCESS"):
         Settings.from_env({"H2MT_GENERATION_PROCESS": "sometimes"})
+
+
+def test_the_windows_precision_is_auto_by_default_and_a_bad_one_is_one_line():
+    assert Settings().window_precision == "auto"
+    assert Settings.from_env({"H2MT_WINDOW_PRECISION": "fp32"}).window_precision == "fp32"
+    with pytest.raises(SettingsError) as e:
+        Settings.from_env({"H2MT_WINDOW_PRECISION": "int8"})
+    assert "H2MT_WINDOW_PRECISION='int8'" in str(e.value) and "\n" not in str(e.value)

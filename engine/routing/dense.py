@@ -29,6 +29,12 @@ precision"):
   count is left as it is (the number of cores).
 - Tried and dropped: ONNX Runtime (onnxruntime is installed as a PyMuPDF dependency; exporting
   needs the ``onnx`` package): no faster than torch here.
+- The passage windows (``unit_vectors``), most of an upload's texts, may be read in bfloat16
+  (``BFloat16Texts``: torch autocast, so the matmuls run in bfloat16 and the layer norms,
+  pooling and normalisation in float32; the model stays float32), where the hardware computes
+  bfloat16 natively (``bf16_native``: a CPU with AVX512-BF16 or AMX, a CUDA GPU that supports
+  it). Unlike dynamic int8 it has no per-batch scale: a text's vector keeps to its float32 one
+  to rounding whatever its batch. Questions and the node evidence stay float32.
 
 Thread safety: one lock per encoder, held for one batch at a time (and around the tokenizer), so
 a question's encoding from another Gradio thread waits for at most one batch of an ingest.
@@ -153,8 +159,12 @@ class SentenceEncoder:
     @property
     def fingerprint(self) -> str:
         """Model, package version, word-piece limit and precision: what changes the vectors."""
+        return self.fingerprint_in(self.precision)
+
+    def fingerprint_in(self, precision: str) -> str:
+        """The fingerprint of this encoder's vectors computed in ``precision``."""
         return (f"{MODEL_NAME}@{PACKAGE}=={package_version()}"
-                f"|seq{self.max_seq_length}|{self.precision}")
+                f"|seq{self.max_seq_length}|{precision}")
 
     def __repr__(self) -> str:
         return f"SentenceEncoder({self.fingerprint}, device={self.device!r})"
@@ -181,32 +191,39 @@ class SentenceEncoder:
                                   return_token_type_ids=False)["input_ids"]
         return [len(x) for x in ids]
 
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+    def _encode_batch(self, texts: list[str], bf16: bool) -> np.ndarray:
+        import torch
+
         model, lock = self._model()
-        with lock:
+        with lock, (torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16)
+                    if bf16 else contextlib.nullcontext()):
             vec = model.encode(texts, batch_size=len(texts), normalize_embeddings=True,
                                convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vec, dtype=np.float32)
 
     def encode(self, texts: list[str], *, batch_size: int | None = None,
-               progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+               progress: Callable[[int, int], None] | None = None,
+               bf16: bool = False) -> np.ndarray:
         """float32 [len(texts), 384], unit rows; a blank text gives a zero row.
 
         Texts are ordered by word-piece count (longest first) and cut into batches of
         ``batch_size`` texts, so a batch pads little. ``progress(done, total)`` is called after
-        every chunk of about ``CHUNK`` texts (total = len(texts))."""
+        every chunk of about ``CHUNK`` texts (total = len(texts)). ``bf16``: the matmuls in
+        bfloat16 (``BFloat16Texts``; a float32 encoder only)."""
+        if bf16 and self.precision != "fp32":
+            raise ValueError(f"bfloat16 texts need a float32 encoder, not {self.precision}")
         if getattr(self._local, "background", False):
-            return self._encode(texts, batch_size, progress, background=True)
+            return self._encode(texts, batch_size, progress, bf16, background=True)
         with self._urgent_done:
             self._urgent += 1
         try:
-            return self._encode(texts, batch_size, progress, background=False)
+            return self._encode(texts, batch_size, progress, bf16, background=False)
         finally:
             with self._urgent_done:
                 self._urgent -= 1
                 self._urgent_done.notify_all()
 
-    def _encode(self, texts, batch_size, progress, *, background: bool) -> np.ndarray:
+    def _encode(self, texts, batch_size, progress, bf16, *, background: bool) -> np.ndarray:
         texts = list(texts)
         n = len(texts)
         out = np.zeros((n, self.dim), dtype=np.float32)
@@ -222,7 +239,7 @@ class SentenceEncoder:
             if background:
                 with self._urgent_done:
                     self._urgent_done.wait_for(lambda: self._urgent == 0)
-            out[ids] = self._encode_batch([texts[i] for i in ids])
+            out[ids] = self._encode_batch([texts[i] for i in ids], bf16)
             done += len(ids)
             if progress is not None and ((b + 1) % per_chunk == 0 or b + 1 == len(batches)):
                 progress(done, n)
@@ -236,6 +253,68 @@ class SentenceEncoder:
         if not (text and text.strip()):
             return np.zeros(self.dim, dtype=np.float32)
         return self._queries(text).copy()  # a caller may change its own
+
+
+def bf16_native(device: str) -> bool:
+    """Whether ``device`` computes bfloat16 matmuls natively: a CPU with AVX512-BF16 or AMX
+    tiles, a CUDA GPU that supports bfloat16 (elsewhere torch emulates it, slower than float32)."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if kind != "cpu":
+        return False
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+
+
+class BFloat16Texts:
+    """A float32 encoder whose texts are read in bfloat16 and whose questions stay float32: what
+    the passage windows are encoded with where the hardware computes bfloat16 natively (module
+    docstring). Its ``fingerprint`` names the precision, so vectors stored in float32 are
+    not read as these."""
+
+    def __init__(self, encoder: SentenceEncoder):
+        if encoder.precision != "fp32":
+            raise ValueError(f"bfloat16 texts need a float32 encoder, not {encoder!r}")
+        self.encoder = encoder
+        self.dim, self.device = encoder.dim, encoder.device
+        self.batch_size, self.max_seq_length = encoder.batch_size, encoder.max_seq_length
+        self.precision = "bf16"
+        self.fingerprint = encoder.fingerprint_in(self.precision)
+
+    def __repr__(self) -> str:
+        return f"BFloat16Texts({self.encoder!r})"
+
+    def encode(self, texts: list[str], **kwargs) -> np.ndarray:
+        return self.encoder.encode(texts, bf16=True, **kwargs)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encoder.encode_query(text)
+
+    def in_background(self):
+        return self.encoder.in_background()
+
+    def _lengths(self, texts: list[str]) -> list[int]:
+        return self.encoder._lengths(texts)
+
+
+WINDOW_PRECISIONS = ("auto", "bf16", "fp32")
+
+
+def for_windows(encoder, precision: str):
+    """The encoder of the passage windows: ``encoder`` read in bfloat16 (``BFloat16Texts``) for
+    "bf16", and for "auto" where its device computes bfloat16 natively and it is float32;
+    ``encoder`` itself for "fp32" (and for "auto" elsewhere)."""
+    if precision not in WINDOW_PRECISIONS:
+        raise ValueError(f"window precision {precision!r} is not one of "
+                         f"{', '.join(WINDOW_PRECISIONS)}")
+    if encoder is None or precision == "fp32" or not isinstance(encoder, SentenceEncoder):
+        return encoder
+    if precision == "auto" and (encoder.precision != "fp32" or not bf16_native(encoder.device)):
+        return encoder
+    return BFloat16Texts(encoder)
 
 
 @lru_cache(maxsize=None)

@@ -120,6 +120,10 @@ class Settings:
     # Sentence encoder of the dense channel: "minilm" (all-MiniLM-L6-v2 from its PyPI package)
     # or "none" (no dense channel: fusion leaves it out).
     dense_encoder: str = "minilm"
+    # Precision of the passage windows' vectors (``engine.routing.dense.for_windows``): "auto"
+    # (bfloat16 where the hardware computes it natively, else float32), "bf16" or "fp32".
+    # Questions and the node evidence are float32 whatever it says.
+    window_precision: str = "auto"
     # Fusion weights: "auto" = the learned weights shipped in assets/ when present, "none" =
     # the untrained z-score sum, or a JSON path (``engine.routing.fusion.FusionWeights``).
     fusion: str = "auto"
@@ -310,6 +314,9 @@ class Settings:
                                 "'index', 'kind' or 'index+kind'")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
+        if self.window_precision not in ("auto", "bf16", "fp32"):
+            raise SettingsError(f"H2MT_WINDOW_PRECISION={self.window_precision!r} is not "
+                                "'auto', 'bf16' or 'fp32'")
         for name in ("passage_ranker", "fusion", "answer_check", "short_answer"):  # _asset_choice reads them
             value = str(getattr(self, name))
             chosen = getattr(self, f"{name}_path")

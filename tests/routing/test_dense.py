@@ -182,3 +182,34 @@ def test_loader_is_cached_and_thread_safe(encoder):
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError):
         SentenceEncoder("cpu", quantize="int4")
+
+
+def test_bfloat16_texts_keep_to_the_float32_vectors_whatever_their_batch(encoder):
+    """The passage windows' precision: its texts' matmuls in bfloat16, no per-batch scale (a
+    text alone and in a batch agree), the question in float32 as it was."""
+    half = dense.BFloat16Texts(encoder)
+    texts = list(ETOOLBOX.values())
+    batch = half.encode(texts)
+    assert batch.dtype == np.float32 and batch.shape == (len(texts), DIM)
+    np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+    assert np.sum(batch * encoder.encode(texts), axis=1).min() > 0.999
+    alone = np.concatenate([half.encode([t]) for t in texts])
+    assert np.sum(alone * batch, axis=1).min() > 0.9999
+    assert not np.array_equal(batch, encoder.encode(texts))  # computed otherwise
+    q = "How do I patch a command?"
+    assert np.array_equal(half.encode_query(q), encoder.encode_query(q))
+    assert "|bf16" in half.fingerprint and half.fingerprint != encoder.fingerprint
+    assert half.fingerprint == encoder.fingerprint.replace("|fp32", "|bf16")
+
+
+def test_the_windows_precision_setting_picks_the_encoder(encoder, int8_encoder):
+    assert dense.for_windows(encoder, "fp32") is encoder
+    assert isinstance(dense.for_windows(encoder, "bf16"), dense.BFloat16Texts)
+    auto = dense.for_windows(encoder, "auto")
+    assert (auto is encoder) != dense.bf16_native("cpu")
+    assert dense.for_windows(int8_encoder, "auto") is int8_encoder  # no bfloat16 over int8
+    with pytest.raises(ValueError):
+        dense.for_windows(int8_encoder, "bf16")
+    with pytest.raises(ValueError):
+        dense.for_windows(encoder, "fp16")
+    assert dense.for_windows(None, "auto") is None

@@ -56,6 +56,17 @@ def texts_of(index: PassageIndex, kind: str) -> list[str]:
     return list(dict.fromkeys(units + sorted({p.path for p in ps if p.path})))
 
 
+def encoder_of(rt, kind: str):
+    """The encoder of one ``kind``'s texts: the windows' in the precision the settings name
+    (``Settings.window_precision``, ``dense.for_windows``: bfloat16 where the hardware computes
+    it natively), the others' the runtime's encoder as it is."""
+    if kind != WINDOWS:
+        return rt.encoder
+    from engine.routing.dense import for_windows
+
+    return for_windows(rt.encoder, rt.settings.window_precision)
+
+
 def fingerprint(encoder, kind: str) -> str:
     return f"{encoder.fingerprint}|units{UNITS_VERSION}|{kind}"
 
@@ -63,7 +74,7 @@ def fingerprint(encoder, kind: str) -> str:
 def known_vectors(rt, doc_id: int, kind: str) -> dict[bytes, np.ndarray]:
     """Digest -> vector of the document's stored texts of one ``kind``, read once per runtime
     and kept (the ``StoredEncoder``s of later asks add to the same dict)."""
-    key = ("unit_vectors", doc_id, fingerprint(rt.encoder, kind))
+    key = ("unit_vectors", doc_id, fingerprint(encoder_of(rt, kind), kind))
     with _LOCK:
         if key not in rt.cache:
             rows = rt.library.get_unit_vectors(doc_id, key[2])
@@ -113,16 +124,17 @@ def stored_encoder(rt, doc_ids: list[int], kind: str) -> StoredEncoder:
     not stored (a text's document is not known)."""
     known: dict[bytes, np.ndarray] = {}
     store = None
+    encoder = encoder_of(rt, kind)
     if len(doc_ids) == 1:
         known = known_vectors(rt, doc_ids[0], kind)
-        fp = fingerprint(rt.encoder, kind)
+        fp = fingerprint(encoder, kind)
         store = (lambda items, d=doc_ids[0]: rt.library.add_unit_vectors(d, fp, items))
     else:
         for d in doc_ids:
             rows = known_vectors(rt, d, kind)
             with _LOCK:  # copied while no writer adds to it
                 known = {**known, **rows}
-    return StoredEncoder(rt.encoder, known, store)
+    return StoredEncoder(encoder, known, store)
 
 
 def pending_texts(rt, doc_id: int, index: PassageIndex, kind: str) -> list[str]:
@@ -157,8 +169,9 @@ def precompute(rt, doc_id: int, index: PassageIndex, kind: str, progress=None, *
     if not todo:
         return 0
     known = known_vectors(rt, doc_id, kind)
-    enc = StoredEncoder(rt.encoder, known, lambda items: rt.library.add_unit_vectors(
-        doc_id, fingerprint(rt.encoder, kind), items))
+    encoder = encoder_of(rt, kind)
+    enc = StoredEncoder(encoder, known, lambda items: rt.library.add_unit_vectors(
+        doc_id, fingerprint(encoder, kind), items))
     every = max(1, int(store_every or STORE_EVERY))
     batch = max(1, int(getattr(rt.encoder, "batch_size", 64)))
     step = every // batch * batch or every  # whole batches (fewer texts: smaller batches)

@@ -106,6 +106,26 @@ def test_the_stored_encoder_gives_the_encoders_vectors_and_stores_what_it_lacks(
     np.testing.assert_allclose(again, first[::-1], atol=2e-3)  # float16 as stored
 
 
+def test_the_windows_are_stored_under_the_precision_the_settings_name(
+        tmp_path, manual, tiny_backbone, tiny_parts):
+    """``Settings.window_precision``: bfloat16 windows are stored under their own fingerprint
+    (float32 ones are not read as them) and give the float32 windows' quote."""
+    quotes = {}
+    for precision in ("fp32", "bf16"):
+        settings = Settings(data_dir=tmp_path / precision, cache_dir=Settings().cache_dir,
+                            window_precision=precision)
+        rt = Runtime(settings, tiny_backbone, tiny_parts, Library(settings.database_url))
+        doc = ingest_file(manual, rt, memories=False, unit_vectors=True).doc_id
+        with rt.library._sessions() as s:
+            prints = set(s.scalars(select(UnitVectorRow.fingerprint)))
+        assert prints == {uv.fingerprint(uv.encoder_of(rt, uv.WINDOWS), uv.WINDOWS)}
+        assert f"|{precision}|" in prints.pop()
+        a = ask(rt, doc, QUESTION, AskOptions(mode="quote"))
+        assert a.quote is not None
+        quotes[precision] = a.quote.text
+    assert quotes["bf16"] == quotes["fp32"] and "12 V" in quotes["fp32"]
+
+
 def test_deleting_a_document_drops_its_unit_vectors_and_a_new_fingerprint_replaces_them(
         tmp_path, manual, tiny_backbone, tiny_parts):
     rt = _runtime(tmp_path, "del", tiny_backbone, tiny_parts)
