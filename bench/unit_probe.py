@@ -5,6 +5,7 @@ manuals, and priors on the unit that might choose better, every weight held out 
     python -m bench.unit_probe collect [--db URL] [--manuals LIST] [--out DIR]
     python -m bench.unit_probe misses --rows DIR/units.jsonl [--n 20]
     python -m bench.unit_probe report --rows DIR/units.jsonl
+    python -m bench.unit_probe compare DIR/units.jsonl OTHER/units.jsonl
 
 ``collect`` reads each probe manual's tree from the probe library and stands in for the walk as
 ``bench.expand_probe`` does (the 50 best sections by BM25), scores the routed units with the
@@ -20,7 +21,10 @@ right unit) for reading by hand. ``report`` replays the quote and the three pass
 (``bench.rerank_probe.replay``) for the linear order and for each prior of
 ``engine.answer.passages.unit_prior``, each weight chosen leave one manual out (the weights
 that give the other 13 manuals' questions the most quotes holding the key, ties to the smaller
-weights), by size band.
+weights), by size band. ``collect --windows bf16|int8`` encodes the windows in that precision
+(the question in float32; ``--as-stored``: rounded to float16 as the library keeps them, what
+an ask reads once they are stored), and ``compare`` reads two collections question by question: the
+quote, page and passages verdicts, the quote's text, the units' cosines.
 """
 from __future__ import annotations
 
@@ -36,6 +40,20 @@ from bench.rerank_probe import BANDS, band, replay
 
 RECORDED = 30
 REACH = 0.45  # units scored at least this are recorded (a prior adds at most ~0.3)
+
+
+class _AsStored:
+    """The texts' vectors rounded to float16, as the library stores them (``unit_vectors``): what
+    an ask reads once a manual's passage vectors are stored."""
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.encoder.encode(texts).astype("<f2").astype(np.float32)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encoder.encode_query(text)
 
 
 class _TextsBy:
@@ -66,7 +84,7 @@ def window_encoder(precision: str):
 
 
 def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path,
-            windows: str = "fp32") -> None:
+            windows: str = "fp32", as_stored: bool = False) -> None:
     import torch
 
     from bench.expand_probe import _Memo
@@ -77,7 +95,8 @@ def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path,
     from engine.answer.question import Question
 
     torch.set_num_threads(1)
-    encoder = _Memo(window_encoder(windows))
+    encoder = window_encoder(windows)
+    encoder = _Memo(_AsStored(encoder) if as_stored else encoder)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "units.jsonl", "a") as f:
         for sm in stored_manuals(db, manuals, n_sections):
@@ -295,6 +314,37 @@ def report(rows: list[dict]) -> str:
     return "\n\n".join([table(rows, variants), "\n".join(notes)])
 
 
+def compare(rows: list[dict], other: list[dict]) -> str:
+    """Two collections' rows question by question (the same probe, the windows encoded two
+    ways): the quote (holds the key, begins on a gold page), the three passages (one holds it),
+    the quote's text, and the recorded units' cosines."""
+    by_id = {r["id"]: r for r in other}
+    same_text, diffs, cos = 0, [], []
+    totals = np.zeros((2, 3), int)
+    for r in rows:
+        o = by_id.get(r["id"])
+        if o is None:
+            diffs.append(f"- {r['id']}: missing from the second collection")
+            continue
+        a, b = verdicts(r), verdicts(o)
+        totals += np.array([a, b], int)
+        qa, qb = replay(ordered(r, None))[0], replay(ordered(o, None))[0]
+        same_text += (qa and qa["quote"]) == (qb and qb["quote"])
+        if a != b or (qa and qa["quote"]) != (qb and qb["quote"]):
+            diffs.append(f"- {r['id']} ({r['manual']}): quote / page / passages {a} -> {b}; "
+                         f"quote {(qa or {}).get('quote', '')[:70]!r} -> "
+                         f"{(qb or {}).get('quote', '')[:70]!r}")
+        units = {u["order"]: u["cos"] for u in o["units"]}
+        cos += [abs(u["cos"] - units[u["order"]]) for u in r["units"] if u["order"] in units]
+    n = len(rows)
+    head = [f"questions {n}; the same quote text {same_text}/{n}",
+            f"first: quote holds {totals[0, 0]}, page right {totals[0, 1]}, passages hold "
+            f"{totals[0, 2]}; second: {totals[1, 0]}, {totals[1, 1]}, {totals[1, 2]}",
+            f"units recorded in both {len(cos)}: cosine |difference| mean "
+            f"{np.mean(cos) if cos else 0:.4f}, max {max(cos, default=0):.4f}"]
+    return "\n".join(head + diffs)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.unit_probe")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -305,14 +355,22 @@ def main(argv=None) -> None:
     c.add_argument("--out", type=Path, default=Path("out/unitpick"))
     c.add_argument("--windows", choices=("fp32", "bf16", "int8"), default="fp32",
                    help="the precision the windows are encoded in (the question in float32)")
+    c.add_argument("--as-stored", action="store_true",
+                   help="the windows' vectors rounded to float16, as the library stores them")
     for name in ("misses", "report"):
         r = sub.add_parser(name)
         r.add_argument("--rows", type=Path, nargs="+", required=True)
         r.add_argument("--n", type=int, default=20)
+    r = sub.add_parser("compare")
+    r.add_argument("rows", type=Path)
+    r.add_argument("against", type=Path)
     a = ap.parse_args(argv)
     if a.cmd == "collect":
         collect(a.db, a.manuals.split(",") if a.manuals else None, a.sections, a.out,
-                a.windows)
+                a.windows, a.as_stored)
+        return
+    if a.cmd == "compare":
+        print(compare(*([json.loads(x) for x in open(p)] for p in (a.rows, a.against))))
         return
     rows = list({r["id"]: r for r in (json.loads(x) for p in a.rows for x in open(p))}.values())
     print(misses(rows, a.n) if a.cmd == "misses" else report(rows))

@@ -1,7 +1,7 @@
 """The passage windows' encoding speed by encoder setting, side by side (issue 70).
 
     OMP_NUM_THREADS=1 python -m bench.window_speed FILE [FILE...] \
-        [--settings 112:fp32,112:bf16,112:int8] [--slice 256] [--threads 1]
+        [--settings 112:fp32,112:bf16,112:int8] [--slice 256] [--every 1] [--threads 1]
 
 Per file: the tree built as ingest builds it (an induced tree's chunks encoded by the default
 encoder), the passage index, and its ``windows`` texts (``unit_vectors.texts_of``: what
@@ -10,7 +10,8 @@ encoder), the passage index, and its ``windows`` texts (``unit_vectors.texts_of`
 settings; then per setting the texts a second, the CPU seconds, and each vector's cosine to the
 first setting's (mean, 5th percentile, minimum). The settings take turns on slices of
 ``--slice`` texts (the encoder's own order, longest first, each slice encoded by every setting
-before the next), so the machine's load falls on all of them alike.
+before the next), so the machine's load falls on all of them alike. ``--every K``: every K-th
+text of that order is encoded (a big manual's length mix in less time).
 
 A setting is ``SEQ:PRECISION``: ``dense.SentenceEncoder``'s word-piece cap and precision, ``fp32``,
 ``int8`` (dynamic int8) or ``bf16`` (``dense.BFloat16Texts``, what ``Settings.window_precision``
@@ -68,7 +69,7 @@ def word_pieces(texts: list[str]) -> np.ndarray:
                                          return_token_type_ids=False)["input_ids"]])
 
 
-def measure(path: Path, settings, slice_size: int) -> None:
+def measure(path: Path, settings, slice_size: int, every: int = 1) -> None:
     texts, pages, tree_s = window_texts(path)
     pieces = word_pieces(texts)
     caps = sorted({s[1] for s in settings} | {dense.DEFAULT_MAX_SEQ_LENGTH}, reverse=True)
@@ -77,7 +78,9 @@ def measure(path: Path, settings, slice_size: int) -> None:
           f"{np.percentile(pieces, 90):.0f}, max {pieces.max()}; over the cap: " + ", ".join(
               f"{c} {np.mean(pieces > c):.1%}" for c in caps))
     order = sorted(range(len(texts)), key=lambda i: (-pieces[i], i))
-    texts = [texts[i] for i in order]
+    texts = [texts[i] for i in order][::every]
+    if every > 1:
+        print(f"encoded: every {every}th text in the encoder's order, {len(texts):,} texts")
     encoders = []
     for label, seq, prec, batch in settings:
         enc = dense.SentenceEncoder("cpu", max_seq_length=seq, batch_size=batch,
@@ -115,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="comma-separated SEQ:fp32 / SEQ:int8 / SEQ:bf16 [:alone]; the first is "
                          "the baseline")
     ap.add_argument("--slice", type=int, default=256, help="texts a setting encodes per turn")
+    ap.add_argument("--every", type=int, default=1, help="encode every K-th text only")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     a = ap.parse_args(argv)
     import torch
@@ -123,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(a.threads)
     settings = [parse_setting(s) for s in a.settings.split(",") if s.strip()]
     for path in a.files:
-        measure(path, settings, a.slice)
+        measure(path, settings, a.slice, max(1, a.every))
 
 
 if __name__ == "__main__":
