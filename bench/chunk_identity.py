@@ -4,8 +4,9 @@
 
 Indexes FILE (phase one, no passage vectors) into a fresh SQLite library in a temporary folder,
 puts its passage texts in the encoder's order (``unit_vectors.pending_texts``) and encodes them
-in one call and in chunks of CHUNK texts; prints whether the float32 vectors (and their float16,
-as stored) are identical.
+in one call and in chunks of CHUNK texts, with the windows' encoder of the settings
+(``unit_vectors.encoder_of``: bfloat16 where ``H2MT_WINDOW_PRECISION`` picks it); prints whether
+the float32 vectors (and their float16, as stored) are identical.
 """
 from __future__ import annotations
 
@@ -34,13 +35,14 @@ def main() -> None:
         index = index_for(rt.cache, doc, rt.library.get_document(doc).sha256,
                           rt.library.get_tree(doc))
         todo = uv.pending_texts(rt, doc, index, uv.WINDOWS)
-        enc, step = rt.encoder, args.chunk
+        enc, step = uv.encoder_of(rt, uv.WINDOWS), args.chunk  # as the settings encode them
         t = time.perf_counter()
         one = enc.encode(todo)
         t1 = time.perf_counter() - t
         t = time.perf_counter()
         parts = np.concatenate([enc.encode(todo[s:s + step]) for s in range(0, len(todo), step)])
         t2 = time.perf_counter() - t
+        print(f"{enc!r}")
         print(f"texts {len(todo)} chunk {step}: identical {np.array_equal(one, parts)}, "
               f"max |diff| {np.abs(one - parts).max():.3g}, float16 identical "
               f"{np.array_equal(one.astype('<f2'), parts.astype('<f2'))}; "

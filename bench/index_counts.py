@@ -1,14 +1,18 @@
 """Phase one of indexing, split and counted: tree building, node evidence encoding, passage
 vectors (``store_unit_vectors``), how many texts each encodes, and which texts recur.
 
-    OMP_NUM_THREADS=1 python -m bench.index_counts FILE [FILE...] [--no-encode]
+    OMP_NUM_THREADS=1 python -m bench.index_counts FILE [FILE...] [--no-encode] [--profile]
 
 Per file, into a fresh SQLite library in a temporary folder (nothing of the user's library is
 touched): the seconds and the texts of each part, then the exact duplicates between the node
 evidence texts, the passage texts of each kind (``unit_vectors.texts_of``: units and heading
 paths for the passage ranker, windows for the linear score) and the manual's sentences read
 after an answer (kind ``sentences``: split from every node's text), as counts of distinct
-texts. ``--no-encode``: counts only (the tree is still built). One JSON line per file.
+texts. ``--no-encode``: counts only (the tree is still built). ``--profile``: the passage
+vectors' seconds split by cProfile (cumulative): the encoder model's forward, its Linear
+layers, counting word pieces for the sort, the SQL writes; the rest is tokenising, pooling,
+copies and digests. The settings are read from the environment (``H2MT_WINDOW_PRECISION``).
+One JSON line per file.
 """
 from __future__ import annotations
 
@@ -29,7 +33,29 @@ from engine.settings import Settings
 from storage import DocumentMeta
 
 
-def measure(path: Path, rt: Runtime, encode: bool) -> dict:
+# (key, file name ending, function name) of the parts ``--profile`` reports
+PROFILED = (("forward", "sentence_transformers/base/model.py", "forward"),
+            ("linear", "~", "<built-in method torch._C._nn.linear>"),
+            ("word_pieces", "engine/routing/dense.py", "_lengths"),
+            ("sql_writes", "storage/unit_vectors.py", "add_unit_vectors"))
+
+
+def profiled(call) -> tuple[object, dict]:
+    """``call()``'s result and the cumulative seconds of the ``PROFILED`` parts."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    result = prof.runcall(call)
+    split = dict.fromkeys((k for k, _, _ in PROFILED), 0.0)
+    for (file, _, name), (_, _, _, cum, _) in pstats.Stats(prof).stats.items():
+        for key, ending, fn in PROFILED:
+            if name == fn and file.endswith(ending):
+                split[key] += cum
+    return result, {k: round(v, 2) for k, v in split.items()}
+
+
+def measure(path: Path, rt: Runtime, encode: bool, profile: bool = False) -> dict:
     out: dict = {"file": path.name}
     shared = SharedVectors(rt.encoder)
     t0 = time.perf_counter()
@@ -68,9 +94,14 @@ def measure(path: Path, rt: Runtime, encode: bool) -> dict:
     out["dup_units_x_windows"] = len(units & wins)
     out["dup_any_pair"] = len((ev & q) | (ev & sents) | (q & sents))
     if encode:
-        t2 = time.perf_counter()
-        added = store_unit_vectors(doc, rt)
+        t2, c2 = time.perf_counter(), time.process_time()
+        if profile:
+            added, out["passages_profile_s"] = profiled(lambda: store_unit_vectors(doc, rt))
+        else:
+            added = store_unit_vectors(doc, rt)
         out["passages_s"] = round(time.perf_counter() - t2, 1)
+        out["passages_cpu_s"] = round(time.process_time() - c2, 1)
+        out["window_precision"] = rt.settings.window_precision
         out["passages_encoded"] = added
     return out
 
@@ -79,12 +110,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("files", nargs="+", type=Path)
     p.add_argument("--no-encode", action="store_true")
+    p.add_argument("--profile", action="store_true", help="split the passage vectors' seconds")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp), cache_dir=Settings().cache_dir)
+        settings = Settings.from_env(data_dir=Path(tmp), cache_dir=Settings().cache_dir)
         rt = Runtime.load(settings)
         for f in args.files:
-            print(json.dumps(measure(f, rt, not args.no_encode)), flush=True)
+            print(json.dumps(measure(f, rt, not args.no_encode, args.profile)), flush=True)
 
 
 if __name__ == "__main__":
