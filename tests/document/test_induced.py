@@ -179,9 +179,9 @@ def test_ingest_encodes_each_chunk_once(gpl3, tiny_backbone, tiny_parts, encoder
     seen: list[str] = []
     real_batch = encoder._encode_batch
 
-    def counted(texts):  # the real encoder's batch call, counted
+    def counted(texts, *precision):  # the real encoder's batch call, counted
         seen.extend(texts)
-        return real_batch(texts)
+        return real_batch(texts, *precision)
 
     monkeypatch.setattr(encoder, "_encode_batch", counted)
     settings = Settings().with_(db_url=f"sqlite:///{tmp_path / 'lib.sqlite3'}")
