@@ -29,16 +29,19 @@ class UnitVectorStore:
     def add_unit_vectors(self, doc_id: int, fingerprint: str,
                          items: dict[bytes, bytes]) -> int:
         """Store the texts' vectors that are not stored yet (another process may have stored
-        some meanwhile); older fingerprints of the document are dropped. How many were added
-        (0 when the document is gone)."""
+        some meanwhile); the document's older fingerprints of the same kind (a fingerprint
+        names its kind after its last ``|``) are dropped, other kinds' rows kept. How many
+        were added (0 when the document is gone)."""
         if not items:
             return 0
         try:
             with self._writing(), self._sessions() as s, s.begin():
                 if s.get(DocumentRow, doc_id) is None:
                     return 0
-                s.execute(delete(UnitVectorRow).where(UnitVectorRow.doc_id == doc_id,
-                                                      UnitVectorRow.fingerprint != fingerprint))
+                kind = "|" + fingerprint.rsplit("|", 1)[-1]
+                s.execute(delete(UnitVectorRow).where(
+                    UnitVectorRow.doc_id == doc_id, UnitVectorRow.fingerprint != fingerprint,
+                    UnitVectorRow.fingerprint.endswith(kind, autoescape=True)))
                 keys, have = list(items), set()
                 for i in range(0, len(keys), INSERT_BATCH):  # the given keys alone, not all
                     have.update(s.scalars(select(UnitVectorRow.key).where(

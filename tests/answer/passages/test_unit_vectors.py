@@ -126,17 +126,24 @@ def test_the_windows_are_stored_under_the_precision_the_settings_name(
     assert quotes["bf16"] == quotes["fp32"] and "12 V" in quotes["fp32"]
 
 
-def test_deleting_a_document_drops_its_unit_vectors_and_a_new_fingerprint_replaces_them(
+def test_deleting_a_document_drops_its_unit_vectors_a_new_fingerprint_replaces_its_kind(
         tmp_path, manual, tiny_backbone, tiny_parts):
     rt = _runtime(tmp_path, "del", tiny_backbone, tiny_parts)
     doc = ingest_file(manual, rt, memories=False, unit_vectors=True).doc_id
-    assert _rows(rt) > 0
-    assert rt.library.add_unit_vectors(doc, "another", {b"k" * 16: b"\0\0" * 384}) == 1
-    assert _rows(rt) == 1  # the older fingerprint's rows went
-    assert rt.library.get_unit_vectors(doc, "another") == {b"k" * 16: b"\0\0" * 384}
+    windows = _rows(rt)
+    assert windows > 0
+    one = {b"k" * 16: b"\0\0" * 384}
+    # another kind (the manual's sentences) is stored beside the windows, not over them
+    assert rt.library.add_unit_vectors(doc, "enc|units1|sentences", one) == 1
+    assert _rows(rt) == windows + 1
+    # a new fingerprint of the windows' kind (another encoder) replaces the older windows
+    assert rt.library.add_unit_vectors(doc, "another-encoder|units1|windows", one) == 1
+    assert _rows(rt) == 2
+    assert rt.library.get_unit_vectors(doc, "another-encoder|units1|windows") == one
+    assert rt.library.get_unit_vectors(doc, "enc|units1|sentences") == one
     rt.library.delete_document(doc)
     assert _rows(rt) == 0
-    assert rt.library.add_unit_vectors(doc, "another", {b"k" * 16: b"\0\0" * 384}) == 0
+    assert rt.library.add_unit_vectors(doc, "another-encoder|units1|windows", one) == 0
 
 
 def test_the_manual_s_sentences_read_after_the_answer_are_stored_once(
