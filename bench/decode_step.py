@@ -3,13 +3,15 @@
 (``engine.serving.growing_cache``); with ``--loop``, the generation worker's whole step and its
 host share instead.
 
-    python -m bench.decode_step [--length 800] [--steps 24]
+    python -m bench.decode_step [--length 800] [--steps 24] [--dtype bfloat16]
     python -m bench.decode_step --loop [--max-new 128] [--profile]
 
 Each batch is prefilled once with random token ids of ``--length`` positions, then stepped
 ``--steps`` times (one new token per row, as ``engine.serving.batch.DecodeBatch.step`` feeds
 them); printed: the median step in ms per batch size and cache, the ratios eight rows / one
-row, and growing / dynamic. Run on a quiet machine: the figures are wall times.
+row, and growing / dynamic. Run on a quiet machine: the figures are wall times. ``--dtype
+bfloat16`` steps the backbone's weights cast to bfloat16 (the product loads float32 on a CPU)
+and also times the prefill, to compare the two precisions on a CPU that computes bfloat16.
 
 ``--loop``: text answers as the product asks them (``worker_request``: the loop stop, the
 log-probabilities, a streamer) to the generation worker, one alone and eight at once. First the
@@ -55,6 +57,17 @@ def step_ms(model, rows: int, length: int, steps: int, grow: bool) -> float:
         t0 = time.perf_counter()
         model(input_ids=token, attention_mask=mask, position_ids=pos, past_key_values=cache,
               use_cache=True, logits_to_keep=1)
+        times.append(time.perf_counter() - t0)
+    return 1000 * statistics.median(times)
+
+
+@torch.no_grad()
+def prefill_ms(model, rows: int, length: int, repeats: int = 3) -> float:
+    """The median wall time of prefilling ``rows`` x ``length`` random positions, in ms."""
+    ids, times = torch.randint(0, 1000, (rows, length)), []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        model(input_ids=ids, use_cache=True, logits_to_keep=1)
         times.append(time.perf_counter() - t0)
     return 1000 * statistics.median(times)
 
@@ -193,16 +206,26 @@ def main() -> None:
     ap.add_argument("--loop", action="store_true", help="the worker's step and its host share")
     ap.add_argument("--max-new", type=int, default=128, help="--loop: tokens an answer at most")
     ap.add_argument("--profile", action="store_true", help="--loop: eight rows under cProfile")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                    help="cast the backbone's weights (not with --loop)")
     args = ap.parse_args()
+    if args.loop and args.dtype:
+        ap.error("--dtype times the steps alone; the loop runs the product's backbone as loaded")
     backbone = load_backbone(Settings.from_env())
     model = backbone.model.eval()
+    if args.dtype:
+        model = model.to(getattr(torch, args.dtype))
     if args.loop:
         print(f"torch threads {torch.get_num_threads()}, load average "
               f"{os.getloadavg()[0]:.2f}, {model.device}, {model.dtype}")
         (profile_main if args.profile else loop_main)(backbone, args.max_new)
         return
     print(f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f}, "
-          f"{args.length} positions cached")
+          f"{args.length} positions cached, {model.dtype}")
+    if args.dtype:
+        for rows in (1, 8):
+            print(f"{rows} row(s), prefill of {args.length} positions: "
+                  f"{prefill_ms(model, rows, args.length):.0f} ms")
     ms = {(rows, grow): step_ms(model, rows, args.length, args.steps, grow)
           for rows in (1, 8) for grow in (False, True)}
     for (rows, grow), v in ms.items():
