@@ -41,7 +41,7 @@ def pytest_configure(config):
 # reader server, a parsed corpus manual, the saved tiny model that CLI processes load.
 HEAVY_FIXTURES = {"real_backbone", "browser", "explorer_server", "fresh_explorer_server",
                   "example_explorer", "served_reader", "corpus_tree", "shared_dir",
-                  "tiny_model_dir"}
+                  "tiny_model_dir", "etoolbox_text"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -139,6 +139,27 @@ def real_backbone():
     from engine.settings import Settings
 
     return load_backbone(Settings())
+
+
+@_pytest.fixture(scope="session")
+def etoolbox_text(real_backbone, shared_dir, tmp_path_factory):
+    """(runtime, doc id): etoolbox's manual through phase one (no memories) on a runtime of the
+    real backbone and fresh parts, built once for the tests of the real reader's text answers on
+    it, which only ask (unlogged). They carry the ``xdist_group`` mark ``ETOOLBOX_TEXT``, so
+    one worker builds it."""
+    from engine.ingest import ingest_file
+    from tests.support.runtime import make_runtime
+
+    rt = make_runtime(real_backbone, tmp_path_factory.mktemp("etoolbox-text"))
+    try:
+        yield rt, ingest_file(shared_dir / "corpus" / "etoolbox-manual.pdf", rt,
+                              memories=False).doc_id
+    finally:
+        rt.library.close()
+
+
+# The xdist group of the tests on ``etoolbox_text`` (``--dist loadgroup``: one worker).
+ETOOLBOX_TEXT = "etoolbox_text"
 
 
 # -- the app, served once per test session (browser and API tests share it) ----------------------

@@ -9,8 +9,8 @@ import pytest
 from engine.answer.events import AnswerReady, RouteReady, TokenChunk
 from engine.answer.generation.cleanup import degeneracy
 from engine.ask import AskError, AskOptions, ask, ask_stream
-from engine.ingest import ingest_file
-from tests.support.runtime import make_runtime, tiny_rt  # noqa: F401  (tiny_rt: the widgets manual)
+from tests.conftest import ETOOLBOX_TEXT
+from tests.support.runtime import tiny_rt  # noqa: F401  (tiny_rt: the widgets manual)
 
 
 def _events(rt, doc, q, opts):
@@ -67,7 +67,8 @@ def test_a_looping_memory_answer_is_labelled_not_shown_as_an_answer(tiny_rt):
 
 
 @pytest.mark.real_model
-def test_text_mode_json_on_a_real_manual(real_backbone, shared_dir, tmp_path):
+@pytest.mark.xdist_group(ETOOLBOX_TEXT)
+def test_text_mode_json_on_a_real_manual(etoolbox_text):
     """`ask --mode text --json` on etoolbox's manual (the question of issue 16): the answer
     names \\patchcmd, and its evidence lines are exactly the cited sentences at or above the
     threshold, each with a page inside its section's pages."""
@@ -75,9 +76,7 @@ def test_text_mode_json_on_a_real_manual(real_backbone, shared_dir, tmp_path):
     from engine.answer.passages.grounding import sections
     from engine.documents import load_documents, routing_tree
 
-    rt = make_runtime(real_backbone, tmp_path)
-    pdf = shared_dir / "corpus" / "etoolbox-manual.pdf"
-    doc = ingest_file(pdf, rt, memories=False).doc_id
+    rt, doc = etoolbox_text
     a = ask(rt, doc, "How do I patch a command?", AskOptions(mode="text", max_new_tokens=48),
             log=False)
     out = a.as_json()

@@ -6,17 +6,15 @@ from __future__ import annotations
 import pytest
 
 from engine.ask import AskOptions, ask
-from engine.ingest import ingest_file
-from tests.support.runtime import make_runtime
+from tests.conftest import ETOOLBOX_TEXT
 
-pytestmark = pytest.mark.real_model
+pytestmark = [pytest.mark.real_model, pytest.mark.xdist_group(ETOOLBOX_TEXT)]
 
 Q = "How do I patch a command?"
 
 
-def test_the_real_reader_s_cut_answers_and_added_question(real_backbone, shared_dir, tmp_path):
-    rt = make_runtime(real_backbone, tmp_path)
-    doc = ingest_file(shared_dir / "corpus" / "etoolbox-manual.pdf", rt, memories=False).doc_id
+def test_the_real_reader_s_cut_answers_and_added_question(etoolbox_text):
+    rt, doc = etoolbox_text
 
     def text(q: str, tokens: int):
         return ask(rt, doc, q, AskOptions(mode="text", max_new_tokens=tokens), log=False)

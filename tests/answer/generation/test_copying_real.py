@@ -10,19 +10,17 @@ import pytest
 from engine.answer.passages.answer_type import NAME_TYPES, question_type
 from engine.answer.passages.sections import block_bodies
 from engine.ask import AskOptions, ask
-from engine.ingest import ingest_file
-from tests.support.runtime import make_runtime
+from tests.conftest import ETOOLBOX_TEXT
 
-pytestmark = pytest.mark.real_model
+pytestmark = [pytest.mark.real_model, pytest.mark.xdist_group(ETOOLBOX_TEXT)]
 
 NAME_QUESTION = "How do I patch a command?"
 OTHER = "What is etoolbox?"
 TOKENS = 48  # enough for the copied line and for the free answer to leave the manual's words
 
 
-def test_a_copied_answer_is_a_span_of_the_passages(real_backbone, shared_dir, tmp_path):
-    rt = make_runtime(real_backbone, tmp_path)
-    doc = ingest_file(shared_dir / "corpus" / "etoolbox-manual.pdf", rt, memories=False).doc_id
+def test_a_copied_answer_is_a_span_of_the_passages(etoolbox_text):
+    rt, doc = etoolbox_text
 
     def text(q: str, copy: bool):
         return ask(rt, doc, q, AskOptions(mode="text", copy_names=copy, max_new_tokens=TOKENS),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from engine.answer.passages import short_answer as sa
 from engine.answer.passages.quote import Quote
 from engine.answer.question import Question
+from tests.conftest import ETOOLBOX_TEXT
 
 PATCH = ("\\patchcmd[⟨prefix⟩]{⟨command⟩}{⟨search⟩}{⟨replace⟩}{⟨success⟩}{⟨failure⟩}\n"
          "This command extracts the replacement text of a ⟨command⟩, replaces ⟨search⟩with "
@@ -95,22 +96,20 @@ def test_a_short_answer_is_always_a_term_the_passages_hold(encoder, texts, quest
 
 
 @pytest.mark.real_model
-def test_an_ask_gives_the_short_answer_in_its_json_when_turned_on(real_backbone, shared_dir,
-                                                                   tmp_path):
+@pytest.mark.xdist_group(ETOOLBOX_TEXT)
+def test_an_ask_gives_the_short_answer_in_its_json_when_turned_on(etoolbox_text, monkeypatch):
     """Quote mode on etoolbox: off by default, the JSON's short_answer is null; with a scorer
     (the shipped one, its bar lowered so it always answers) it is a term of the passages shown,
     with its line and the page of its passage."""
     from dataclasses import replace
 
     from engine.ask import AskOptions, ask
-    from engine.ingest import ingest_file
-    from tests.support.runtime import make_runtime
 
-    rt = make_runtime(real_backbone, tmp_path)
-    doc = ingest_file(shared_dir / "corpus" / "etoolbox-manual.pdf", rt, memories=False).doc_id
+    rt, doc = etoolbox_text
     q, opts = "How do I patch a command?", AskOptions(mode="quote")
     assert ask(rt, doc, q, opts, log=False).as_json()["short_answer"] is None
-    rt.cache["short_answer"] = replace(sa.TermScorer.load(), threshold=0.0)
+    # the runtime is shared: its scorer is given back after the test
+    monkeypatch.setitem(rt.cache, "short_answer", replace(sa.TermScorer.load(), threshold=0.0))
     a = ask(rt, doc, q, opts, log=False)
     short = a.as_json()["short_answer"]
     assert short is not None and set(short) == {"term", "text", "page", "page_label", "score"}
