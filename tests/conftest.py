@@ -44,18 +44,47 @@ HEAVY_FIXTURES = {"real_backbone", "browser", "explorer_server", "fresh_explorer
                   "tiny_model_dir", "etoolbox_text"}
 
 
+def pytest_itemcollected(item):
+    """Under pytest-xdist the tests on the shared app (``explorer_server``) are one xdist group,
+    so that one worker starts it and indexes the manuals they upload (several upload the same
+    ones), as one process does. (Marked as each test is collected: pytest-xdist reads the groups
+    when the collection is modified.)"""
+    if (os.environ.get("PYTEST_XDIST_WORKER") and "explorer_server" in item.fixturenames
+            and not item.get_closest_marker("xdist_group")):
+        item.add_marker(pytest.mark.xdist_group(EXPLORER_SERVER))
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own naming of the groups
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist the heavy tests are handed out first (marked ``real_model`` or
     ``install``, or using a heavy fixture; otherwise in file order), so that the many short tests
     fill the gaps beside them instead of one worker finishing a long test alone at the end
-    (longest first is the usual rule for spreading jobs over machines)."""
+    (longest first is the usual rule for spreading jobs over machines); with ``--dist
+    loadgroup`` each test's xdist group is named in its id (``name_xdist_group``)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-
+    if config.getvalue("loadgroup"):
+        for item in items:
+            name_xdist_group(item)
     def light(item) -> bool:
         marked = item.get_closest_marker("real_model") or item.get_closest_marker("install")
         return not marked and not HEAVY_FIXTURES.intersection(item.fixturenames)
     items.sort(key=light)  # stable: file order kept within each group
+
+
+def name_xdist_group(item) -> None:
+    """The test's xdist groups as a suffix of its id (``path::test@group``), which is how
+    pytest-xdist's scheduler reads them. pytest-xdist 3.8 writes that suffix into a field pytest
+    9.2 no longer reads (pytest-dev/pytest-xdist#1386), so every test was scheduled alone and
+    the tests of one group could start its costly fixture on each worker; the suffix is written
+    here into the id pytest reads (once: not where pytest-xdist's own write took effect)."""
+    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                     for m in item.iter_markers("xdist_group")})
+    if not groups or item.nodeid.endswith("@" + "_".join(groups)) or not hasattr(item, "_id"):
+        return
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 @pytest.fixture(scope="session")
@@ -193,7 +222,8 @@ def serve_explorer(backbone, data: Path, examples: bool = False):
 
 @_pytest.fixture(scope="session")
 def explorer_server(real_backbone, tmp_path_factory):
-    """(url, runtime) of the explorer on a temporary library, shared by the session's tests."""
+    """(url, runtime) of the explorer on a temporary library, shared by the session's tests
+    (under pytest-xdist, one worker's: they are the xdist group ``EXPLORER_SERVER``)."""
     with serve_explorer(real_backbone, tmp_path_factory.mktemp("explorer")) as served:
         yield served
 
@@ -219,6 +249,10 @@ def example_explorer(real_backbone, tmp_path_factory):
 # The xdist group of the tests on ``example_explorer`` (``--dist loadgroup``: one worker).
 EXAMPLE_EXPLORER = "example_explorer"
 HELD_S = 3600  # the session's bound on holding the example app's memory writer
+
+
+# The xdist group of the tests on ``explorer_server`` (given in pytest_collection_modifyitems).
+EXPLORER_SERVER = "explorer_server"
 
 
 @_pytest.fixture

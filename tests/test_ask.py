@@ -14,6 +14,7 @@ from engine.memory.parts import H2MTParts
 from engine.runtime import Runtime
 from engine.settings import Settings
 from storage import Library
+from tests.conftest import ETOOLBOX_TEXT
 from tests.support.runtime import MANUAL, make_runtime, tiny_rt  # noqa: F401 (tiny_rt: fixture)
 
 
@@ -242,12 +243,12 @@ def test_candidate_path_through_ask(tiny_rt):
     assert route.tree.candidates.key == keys[0]
 
 
-def test_the_first_example_quotes_the_patchcmd_entry_from_its_signature(tiny_backbone,
-                                                                          shared_dir, tmp_path):
+@pytest.mark.real_model
+@pytest.mark.xdist_group(ETOOLBOX_TEXT)
+def test_the_first_example_quotes_the_patchcmd_entry_from_its_signature(etoolbox_text):
     """The product's first example on etoolbox's manual (its text layer): "How do I patch a
     command?" quotes \\patchcmd's entry, its signature line first."""
-    rt = make_runtime(tiny_backbone, tmp_path)
-    doc = ingest_file(shared_dir / "corpus" / "etoolbox-manual.pdf", rt, memories=False).doc_id
+    rt, doc = etoolbox_text
     quote = ask(rt, doc, "How do I patch a command?", AskOptions(mode="quote", k=2),
                 log=False).as_json()["quote"]
     assert quote["heading"].endswith("\\patchcmd")
