@@ -66,6 +66,7 @@ def pytest_collection_modifyitems(config, items):
     if config.getvalue("loadgroup"):
         for item in items:
             name_xdist_group(item)
+
     def light(item) -> bool:
         marked = item.get_closest_marker("real_model") or item.get_closest_marker("install")
         return not marked and not HEAVY_FIXTURES.intersection(item.fixturenames)
@@ -251,7 +252,7 @@ EXAMPLE_EXPLORER = "example_explorer"
 HELD_S = 3600  # the session's bound on holding the example app's memory writer
 
 
-# The xdist group of the tests on ``explorer_server`` (given in pytest_collection_modifyitems).
+# The xdist group of the tests on ``explorer_server`` (given in pytest_itemcollected).
 EXPLORER_SERVER = "explorer_server"
 
 
