@@ -11,9 +11,10 @@ as phase one of ingest does. Printed per setting: seconds of wall time, seconds 
 this process (all threads), texts per second, and the load average (other processes on the
 machine slow the wall time down; the CPU time is steadier).
 
-A setting is ``SEQ:PRECISION`` (word pieces kept per text, ``fp32`` or ``int8``), or ``chosen``
-(the engine's defaults, ``engine.routing.dense``) or ``plain`` (the model as published: 256 word
-pieces, float32).
+A setting is ``SEQ:PRECISION`` (word pieces kept per text, ``fp32``, ``int8`` or ``bf16``: the
+float32 model's texts read in bfloat16, ``dense.BFloat16Texts``, questions in float32), or
+``chosen`` (the engine's defaults, ``engine.routing.dense``) or ``plain`` (the model as
+published: 256 word pieces, float32).
 
 ``--quality``: flat dense retrieval over every node with evidence of each question's document,
 on the question files (default: ../shared/bench/manuals/dev_qa.jsonl and the ORD-QA dev split):
@@ -43,7 +44,8 @@ ORDQA_DOC = SHARED / "bench" / "ordqa" / "openroad_documentation.json"
 
 
 def parse_setting(spec: str) -> tuple[str, int, str]:
-    """'chosen' | 'plain' | 'SEQ:fp32' | 'SEQ:int8' -> (label, max_seq_length, quantize)."""
+    """'chosen' | 'plain' | 'SEQ:fp32' | 'SEQ:int8' | 'SEQ:bf16' -> (label, max_seq_length,
+    precision) with precision "none", "int8" or "bf16"."""
     spec = spec.strip()
     if spec == "chosen":
         seq, quant = dense.DEFAULT_MAX_SEQ_LENGTH, dense.DEFAULT_QUANTIZE
@@ -51,7 +53,8 @@ def parse_setting(spec: str) -> tuple[str, int, str]:
         seq, quant = 256, "none"
     else:
         s, _, p = spec.partition(":")
-        seq, quant = int(s), {"fp32": "none", "int8": "int8", "none": "none"}[p or "fp32"]
+        seq, quant = int(s), {"fp32": "none", "int8": "int8", "none": "none",
+                        "bf16": "bf16"}[p or "fp32"]
     return spec, seq, quant
 
 
@@ -71,7 +74,14 @@ def build_texts(path: Path, tokenizer, limit: int):
     return tree, [evidence_text(tree, i) for i in range(len(tree))], build_s
 
 
-def time_encode(enc: dense.SentenceEncoder, texts: list[str]) -> dict:
+def make_encoder(device: str | None, seq: int, precision: str):
+    """The encoder of one setting: a ``SentenceEncoder``, read in bfloat16 for "bf16"."""
+    if precision == "bf16":
+        return dense.BFloat16Texts(dense.SentenceEncoder(device, max_seq_length=seq))
+    return dense.SentenceEncoder(device, max_seq_length=seq, quantize=precision)
+
+
+def time_encode(enc, texts: list[str]) -> dict:
     enc.encode(texts[:16])  # warm-up: first-call allocations
     load0 = os.getloadavg()[0]
     w0, c0 = time.perf_counter(), time.process_time()
@@ -99,7 +109,7 @@ def speed(args, settings, tokenizer) -> None:
           f"{'load':>5s}")
     results = {}
     for label, seq, quant in settings:
-        enc = dense.SentenceEncoder(args.device, max_seq_length=seq, quantize=quant)
+        enc = make_encoder(args.device, seq, quant)
         r = time_encode(enc, texts)
         results[label] = r
         print(f"{label:10s} {enc.fingerprint:52s} {r['wall']:7.1f} {r['cpu']:7.1f} "
@@ -151,7 +161,7 @@ def quality(args, settings, tokenizer) -> None:
     print(f"{'setting':10s} {'set':12s} {'n':>3s} {'@1':>4s} {'@3':>4s} {'@5':>4s} {'@10':>4s} "
           f"{'MRR':>6s}")
     for label, seq, quant in settings:
-        enc = dense.SentenceEncoder(args.device, max_seq_length=seq, quantize=quant)
+        enc = make_encoder(args.device, seq, quant)
         ranks: dict[str, list[int]] = {s: [] for s in sets}
         for path, (tree, texts) in trees.items():
             ids = [i for i, t in enumerate(texts) if t]
@@ -171,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--doc", default=str(DEFAULT_DOC), help="document to index (speed)")
     ap.add_argument("--settings", default="chosen,plain",
-                    help="comma-separated: chosen, plain, or SEQ:fp32 / SEQ:int8")
+                    help="comma-separated: chosen, plain, or SEQ:fp32 / SEQ:int8 / SEQ:bf16")
     ap.add_argument("--device", default=None, help="cuda / cpu (default: cuda when available)")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     ap.add_argument("--quality", action="store_true", help="also flat retrieval hit@k and MRR")

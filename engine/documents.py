@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from engine.document.tree import Tree
-from engine.ingest import document_evidence
+from engine.ingest import document_evidence, evidence_encoder
 from engine.routing.candidates import VERSION as CANDIDATES_VERSION, CandidateIndex
 from engine.routing.evidence import evidence_fingerprint, vectors_pending
 from engine.routing.router import RoutingTree
@@ -54,7 +54,7 @@ def load_documents(rt: Runtime, doc_ids: list[int]) -> dict[int, StoredDocument]
             raise DocumentNotFound(doc_id)
         sha256, progress = states[doc_id]
         # The sha256 is part of the key: a database may reuse a deleted document's id.
-        key = (doc_id, sha256, rt.fingerprint, evidence_fingerprint(rt.encoder))
+        key = (doc_id, sha256, rt.fingerprint, evidence_fingerprint(evidence_encoder(rt)))
         doc = cache.pop(key, None)  # re-inserted below: the dict's order is least recent first
         if doc is not None and vectors_pending(doc.evidence, rt.encoder) and \
                 rt.library.evidence_has_vectors(doc_id, key[3]):
@@ -97,7 +97,7 @@ def candidate_index(rt: Runtime, docs: dict[int, StoredDocument],
     else built and stored there (the evidence fingerprint is part of its key, so changed
     evidence gets a new index)."""
     parts = [f"{d}:{doc.sha256}" for d, doc in sorted(docs.items())]
-    key = hashlib.sha256("|".join([*parts, evidence_fingerprint(rt.encoder),
+    key = hashlib.sha256("|".join([*parts, evidence_fingerprint(evidence_encoder(rt)),
                                    CANDIDATES_VERSION]).encode()).hexdigest()
     cache = rt.cache.setdefault("candidates", {})
     if key not in cache:

@@ -137,6 +137,16 @@ def check_tree_limits(name: str, tree: Tree, settings: Settings) -> None:
                             "(split the document, or raise H2MT_MAX_NODES)")
 
 
+def evidence_encoder(rt: Runtime):
+    """The encoder of the nodes' evidence vectors: the runtime's, in the precision the settings
+    name (``Settings.evidence_precision``, ``dense.for_evidence``: bfloat16 where the hardware
+    computes it natively); its fingerprint names the precision, so evidence stored in another
+    is computed again (``document_evidence``). None when the dense channel is off."""
+    from engine.routing.dense import for_evidence
+
+    return for_evidence(rt.encoder, rt.settings.evidence_precision)
+
+
 def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = None,
                         check: Callable[[str], None] | None = None,
                         progress: Callable[[int, int], None] | None = None) -> Tree:
@@ -147,7 +157,7 @@ def build_document_tree(path: Path, rt: Runtime, shared: SharedVectors | None = 
     # A document without headings gets an induced hierarchy (H2MT 4.3) over the dense
     # channel's sentence-encoder vectors (an LSA embedding when that channel is off).
     if shared is None and rt.encoder is not None:
-        shared = SharedVectors(rt.encoder)
+        shared = SharedVectors(evidence_encoder(rt))
     embed = None
     if shared is not None:
         def embed(texts):
@@ -168,8 +178,8 @@ def tree_evidence(tree: Tree, rt: Runtime, shared: SharedVectors | None = None,
     if rt.encoder is None:
         return compute_evidence(tree, None, progress)
     if vectors_later:
-        return compute_evidence(tree, rt.encoder, progress, vectors_later=True)
-    shared = shared if shared is not None else SharedVectors(rt.encoder)
+        return compute_evidence(tree, evidence_encoder(rt), progress, vectors_later=True)
+    shared = shared if shared is not None else SharedVectors(evidence_encoder(rt))
     return compute_evidence(tree, shared.for_evidence(tree), progress)
 
 
@@ -178,13 +188,13 @@ def store_evidence_vectors(doc_id: int, rt: Runtime,
     """The dense vectors of a document stored with its lexical evidence only (a big upload,
     askable by its words first), encoded and stored in one transaction (stage "sections");
     how many nodes were encoded (0: nothing was pending)."""
-    fp = evidence_fingerprint(rt.encoder)
-    ev = rt.library.get_evidence(doc_id, fp)
-    if ev is None or not vectors_pending(ev, rt.encoder):
+    encoder = evidence_encoder(rt)
+    ev = rt.library.get_evidence(doc_id, evidence_fingerprint(encoder))
+    if ev is None or not vectors_pending(ev, encoder):
         return 0
     tree = rt.library.get_tree(doc_id)
     # the same encoder as phase one's (an induced tree's leaves read their chunk texts)
-    ev = add_vectors(tree, ev, SharedVectors(rt.encoder).for_evidence(tree),
+    ev = add_vectors(tree, ev, SharedVectors(encoder).for_evidence(tree),
                      _stage(progress, "sections"))
     rt.library.put_evidence(doc_id, ev)
     return len(tree)
@@ -194,7 +204,8 @@ def pending_evidence_vectors(doc_id: int, rt: Runtime) -> int:
     """How many nodes of the document wait for their dense evidence vectors (0: none)."""
     if rt.encoder is None:
         return 0
-    return 0 if rt.library.evidence_has_vectors(doc_id, evidence_fingerprint(rt.encoder)) \
+    return 0 if rt.library.evidence_has_vectors(doc_id,
+                                                evidence_fingerprint(evidence_encoder(rt))) \
         else rt.library.get_document(doc_id).n_nodes
 
 
@@ -216,8 +227,7 @@ def _with_deadline(deadline: Deadline, progress: IngestProgress | None) -> Inges
 def document_evidence(doc_id: int, tree: Tree, rt: Runtime) -> NodeEvidence:
     """The stored evidence of a document under the runtime's tokenizer and encoder; computed
     and stored again when it is missing or was made by another version (re-indexing)."""
-    fp = evidence_fingerprint(rt.encoder)
-    ev = rt.library.get_evidence(doc_id, fp)
+    ev = rt.library.get_evidence(doc_id, evidence_fingerprint(evidence_encoder(rt)))
     if ev is None:
         ev = tree_evidence(tree, rt)
         rt.library.put_evidence(doc_id, ev)
@@ -258,7 +268,7 @@ def ingest_file(path: str | Path, rt: Runtime, progress: IngestProgress | None =
             store_unit_vectors(existing, rt, progress)
         return _reuse(existing, rt, progress, memories)
     t0 = time.perf_counter()
-    shared = SharedVectors(rt.encoder) if rt.encoder is not None else None
+    shared = SharedVectors(evidence_encoder(rt)) if rt.encoder is not None else None
     tree = build_document_tree(path, rt, shared, deadline.check, _stage(progress, "ocr"))
     tree_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()

@@ -97,3 +97,59 @@ def test_stored_memories_equal_written_and_fingerprint_rule(real_backbone, tmp_p
     again = ingest_file(md, rt2)
     assert again.doc_id == result.doc_id and again.reused
     assert len(rt.library.get_memories(result.doc_id, rt2.fingerprint)) == len(tree)
+
+
+EVIDENCE_MANUAL = """# Widget manual
+
+## Installing
+
+Run the installer and answer its questions. The installer writes widget.conf for you.
+
+## Power
+
+Large widgets need a 12 V supply. Small widgets run on two AA batteries.
+
+## Colours
+
+Widgets come in red, green and blue paint. Custom colours cost extra.
+"""
+
+
+def test_evidence_stored_in_float32_is_encoded_again_under_bfloat16(
+        tmp_path, tiny_backbone, tiny_parts):
+    """``Settings.evidence_precision``: the nodes' evidence vectors carry their precision in
+    their fingerprint; a library indexed in float32 and opened with bfloat16 evidence does not
+    read the float32 vectors as bfloat16 ones: they are encoded again and replace them."""
+    import numpy as np
+
+    from engine.ingest import document_evidence, evidence_encoder
+    from engine.routing.evidence import evidence_fingerprint
+
+    manual = tmp_path / "widget.md"
+    manual.write_text(EVIDENCE_MANUAL, encoding="utf-8")
+    data = tmp_path / "data"
+
+    def runtime(precision: str) -> Runtime:
+        settings = Settings(data_dir=data, cache_dir=Settings().cache_dir,
+                            evidence_precision=precision)
+        return Runtime(settings, tiny_backbone, tiny_parts, Library(settings.database_url))
+
+    full = runtime("fp32")
+    doc = ingest_file(manual, full, memories=False).doc_id
+    fp32 = evidence_fingerprint(evidence_encoder(full))
+    assert fp32.endswith("|fp32") and evidence_encoder(full) is full.encoder
+    stored = full.library.get_evidence(doc, fp32)
+    assert stored is not None and stored.dense is not None
+
+    half = runtime("bf16")
+    bf16 = evidence_fingerprint(evidence_encoder(half))
+    assert bf16 == fp32.replace("|fp32", "|bf16")
+    assert half.library.get_evidence(doc, bf16) is None  # not read as bfloat16
+    ev = document_evidence(doc, half.library.get_tree(doc), half)
+    assert ev.fingerprint == bf16
+    assert half.library.get_evidence(doc, fp32) is None  # replaced
+    assert half.library.get_evidence(doc, bf16) is not None
+    rows = [i for i in range(len(ev.dense)) if np.any(stored.dense[i])]
+    assert rows and not np.array_equal(ev.dense[rows], stored.dense[rows])
+    cosines = np.sum(ev.dense[rows] * stored.dense[rows], axis=1)
+    assert cosines.min() > 0.99  # the same texts, read in bfloat16

@@ -104,3 +104,11 @@ def test_the_windows_precision_is_auto_by_default_and_a_bad_one_is_one_line():
     with pytest.raises(SettingsError) as e:
         Settings.from_env({"H2MT_WINDOW_PRECISION": "int8"})
     assert "H2MT_WINDOW_PRECISION='int8'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_evidence_precision_is_auto_by_default_and_a_bad_one_is_one_line():
+    assert Settings().evidence_precision == "auto"
+    assert Settings.from_env({"H2MT_EVIDENCE_PRECISION": "fp32"}).evidence_precision == "fp32"
+    with pytest.raises(SettingsError) as e:
+        Settings.from_env({"H2MT_EVIDENCE_PRECISION": "fp16"})
+    assert "H2MT_EVIDENCE_PRECISION='fp16'" in str(e.value) and "\n" not in str(e.value)

@@ -34,7 +34,9 @@ precision"):
   pooling and normalisation in float32; the model stays float32), where the hardware computes
   bfloat16 natively (``bf16_native``: a CPU with AVX512-BF16 or AMX, a CUDA GPU that supports
   it). Unlike dynamic int8 it has no per-batch scale: a text's vector keeps to its float32 one
-  to rounding whatever its batch. Questions and the node evidence stay float32.
+  to rounding whatever its batch. The nodes' evidence texts likewise (``for_evidence``,
+  measured against the routing question sets in docs/results.md, "Indexing (issue 70)");
+  questions stay float32.
 
 Thread safety: one lock per encoder, held for one batch at a time (and around the tokenizer), so
 a question's encoding from another Gradio thread waits for at most one batch of an ingest.
@@ -271,8 +273,8 @@ def bf16_native(device: str) -> bool:
 
 class BFloat16Texts:
     """A float32 encoder whose texts are read in bfloat16 and whose questions stay float32: what
-    the passage windows are encoded with where the hardware computes bfloat16 natively (module
-    docstring). Its ``fingerprint`` names the precision, so vectors stored in float32 are
+    the passage windows and the nodes' evidence are encoded with where the hardware computes
+    bfloat16 natively (module docstring). Its ``fingerprint`` names the precision, so vectors stored in float32 are
     not read as these."""
 
     def __init__(self, encoder: SentenceEncoder):
@@ -300,21 +302,34 @@ class BFloat16Texts:
         return self.encoder._lengths(texts)
 
 
-WINDOW_PRECISIONS = ("auto", "bf16", "fp32")
+TEXT_PRECISIONS = ("auto", "bf16", "fp32")
+WINDOW_PRECISIONS = TEXT_PRECISIONS
 
 
-def for_windows(encoder, precision: str):
-    """The encoder of the passage windows: ``encoder`` read in bfloat16 (``BFloat16Texts``) for
-    "bf16", and for "auto" where its device computes bfloat16 natively and it is float32;
-    ``encoder`` itself for "fp32" (and for "auto" elsewhere)."""
-    if precision not in WINDOW_PRECISIONS:
-        raise ValueError(f"window precision {precision!r} is not one of "
-                         f"{', '.join(WINDOW_PRECISIONS)}")
+def texts_in(encoder, precision: str, what: str = "text"):
+    """The encoder of texts read in ``precision``: ``encoder`` read in bfloat16
+    (``BFloat16Texts``) for "bf16", and for "auto" where its device computes bfloat16 natively
+    and it is float32; ``encoder`` itself for "fp32" (and for "auto" elsewhere). ``what``
+    names the texts in the error of an unknown precision."""
+    if precision not in TEXT_PRECISIONS:
+        raise ValueError(f"{what} precision {precision!r} is not one of "
+                         f"{', '.join(TEXT_PRECISIONS)}")
     if encoder is None or precision == "fp32" or not isinstance(encoder, SentenceEncoder):
         return encoder
     if precision == "auto" and (encoder.precision != "fp32" or not bf16_native(encoder.device)):
         return encoder
     return BFloat16Texts(encoder)
+
+
+def for_windows(encoder, precision: str):
+    """The encoder of the passage windows in ``precision`` (``texts_in``)."""
+    return texts_in(encoder, precision, "window")
+
+
+def for_evidence(encoder, precision: str):
+    """The encoder of the nodes' evidence texts, the router's dense channel, in ``precision``
+    (``texts_in``); the questions it is read against stay float32."""
+    return texts_in(encoder, precision, "evidence")
 
 
 @lru_cache(maxsize=None)

@@ -122,8 +122,11 @@ class Settings:
     dense_encoder: str = "minilm"
     # Precision of the passage windows' vectors (``engine.routing.dense.for_windows``): "auto"
     # (bfloat16 where the hardware computes it natively, else float32), "bf16" or "fp32".
-    # Questions and the node evidence are float32 whatever it says.
+    # Questions are float32 whatever it says.
     window_precision: str = "auto"
+    # Precision of the nodes' evidence vectors, the router's dense channel
+    # (``engine.routing.dense.for_evidence``): "auto", "bf16" or "fp32" as above.
+    evidence_precision: str = "auto"
     # Fusion weights: "auto" = the learned weights shipped in assets/ when present, "none" =
     # the untrained z-score sum, or a JSON path (``engine.routing.fusion.FusionWeights``).
     fusion: str = "auto"
@@ -314,9 +317,10 @@ class Settings:
                                 "'index', 'kind' or 'index+kind'")
         if self.dense_encoder not in ("minilm", "none"):
             raise SettingsError(f"H2MT_DENSE_ENCODER={self.dense_encoder!r} is not 'minilm' or 'none'")
-        if self.window_precision not in ("auto", "bf16", "fp32"):
-            raise SettingsError(f"H2MT_WINDOW_PRECISION={self.window_precision!r} is not "
-                                "'auto', 'bf16' or 'fp32'")
+        for name in ("window_precision", "evidence_precision"):
+            if getattr(self, name) not in ("auto", "bf16", "fp32"):
+                raise SettingsError(f"H2MT_{name.upper()}={getattr(self, name)!r} is not "
+                                    "'auto', 'bf16' or 'fp32'")
         for name in ("passage_ranker", "fusion", "answer_check", "short_answer"):  # _asset_choice reads them
             value = str(getattr(self, name))
             chosen = getattr(self, f"{name}_path")

@@ -213,3 +213,15 @@ def test_the_windows_precision_setting_picks_the_encoder(encoder, int8_encoder):
     with pytest.raises(ValueError):
         dense.for_windows(encoder, "fp16")
     assert dense.for_windows(None, "auto") is None
+
+
+def test_the_evidence_precision_setting_picks_the_encoder(encoder, int8_encoder):
+    assert dense.for_evidence(encoder, "fp32") is encoder
+    half = dense.for_evidence(encoder, "bf16")
+    assert isinstance(half, dense.BFloat16Texts) and half.fingerprint.endswith("|bf16")
+    auto = dense.for_evidence(encoder, "auto")
+    assert (auto is encoder) != dense.bf16_native("cpu")
+    assert dense.for_evidence(int8_encoder, "auto") is int8_encoder
+    with pytest.raises(ValueError, match="evidence precision 'int8'"):
+        dense.for_evidence(encoder, "int8")
+    assert dense.for_evidence(None, "bf16") is None
