@@ -59,8 +59,9 @@ def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> N
     from engine.answer.passages.answer_type import fits
     from engine.answer.question import Question
     from engine.routing import lexical
-    from engine.routing.dense import load_encoder
+    from engine.routing.dense import for_evidence, load_encoder
     from engine.routing.evidence import evidence_fingerprint
+    from engine.settings import Settings
     from storage.library import Library
 
     torch.set_num_threads(1)
@@ -71,7 +72,8 @@ def collect(db: str, manuals: list[str] | None, n_sections: int, out: Path) -> N
     with open(out / "sections.jsonl", "a") as f:
         for sm in stored_manuals(db, manuals, n_sections):
             t_manual = time.perf_counter()
-            ev = lib.get_evidence(sm.doc_id, evidence_fingerprint(raw))
+            ev = lib.get_evidence(sm.doc_id, evidence_fingerprint(
+                for_evidence(raw, Settings().evidence_precision)))
             dense = ev.dense if ev is not None else None
             if dense is None:
                 print(f"{sm.key}: no stored dense evidence (section cosine left out)", flush=True)

@@ -16,7 +16,7 @@ from app.shared.state import AppState
 from engine.answer.options import AskOptions
 from engine.answer.passages import unit_vectors as uv
 from engine.ask import WORDS_ONLY, ask
-from engine.ingest import ingest_file, pending_unit_vectors
+from engine.ingest import evidence_encoder, ingest_file, pending_unit_vectors
 from engine.routing.evidence import evidence_fingerprint
 from engine.runtime import Runtime
 from engine.settings import Settings
@@ -144,7 +144,7 @@ def test_a_big_upload_is_routed_by_its_words_until_its_sections_vectors_are_stor
     try:
         status = _upload(s, manual)
         doc = rt.library.list_documents()[0].id
-        fp = evidence_fingerprint(rt.encoder)
+        fp = evidence_fingerprint(evidence_encoder(rt))
         assert rt.encoder.reached.wait(60)  # the worker holds at its first encode: the nodes'
         assert not rt.library.evidence_has_vectors(doc, fp)
         assert "its sections found by their words for now" in status, status
@@ -175,7 +175,7 @@ def test_an_upload_under_the_size_gets_its_sections_vectors_in_phase_one(
     rt = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts)  # the default size
     doc = ingest_file(manual, rt, memories=False, background=True).doc_id
     assert len(rt.library.get_tree(doc)) < rt.settings.background_evidence_nodes
-    assert rt.library.evidence_has_vectors(doc, evidence_fingerprint(rt.encoder))
+    assert rt.library.evidence_has_vectors(doc, evidence_fingerprint(evidence_encoder(rt)))
 
 
 def test_the_background_work_stops_after_a_chunk_and_resumes_after_a_restart(
@@ -214,7 +214,7 @@ def test_after_a_restart_the_library_line_says_a_big_upload_is_still_found_by_it
     words until they are stored, and no longer once they are."""
     first = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts, background_evidence_nodes=0)
     doc = ingest_file(manual, first, memories=False, background=True).doc_id
-    fp = evidence_fingerprint(first.encoder)
+    fp = evidence_fingerprint(evidence_encoder(first))
     assert not first.library.evidence_has_vectors(doc, fp)
     first.library.close()  # the process ends before its passage worker ran
     later = _runtime(tmp_path / "lib", tiny_backbone, tiny_parts, background_evidence_nodes=0)

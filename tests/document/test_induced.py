@@ -170,7 +170,7 @@ def test_ingest_encodes_each_chunk_once(gpl3, tiny_backbone, tiny_parts, encoder
     are those of the chunk texts."""
     import numpy as np
 
-    from engine.ingest import ingest_file
+    from engine.ingest import evidence_encoder, ingest_file
     from engine.routing.evidence import evidence_fingerprint
     from engine.runtime import Runtime
     from engine.settings import Settings
@@ -196,9 +196,9 @@ def test_ingest_encodes_each_chunk_once(gpl3, tiny_backbone, tiny_parts, encoder
     assert all(counts[n.text] == 1 for n in leaves)
     # besides the chunks, only the induced parents' evidence (their guessed heading paths)
     assert len(seen) == len(leaves) + sum(n.kind == INDUCED_KIND for n in tree.preorder())
-    ev = rt.library.get_evidence(doc.doc_id, evidence_fingerprint(encoder))
+    ev = rt.library.get_evidence(doc.doc_id, evidence_fingerprint(evidence_encoder(rt)))
     monkeypatch.undo()
-    alone = encoder.encode([n.text for n in leaves])
+    alone = evidence_encoder(rt).encode([n.text for n in leaves])  # in the evidence's precision
     np.testing.assert_allclose(ev.dense[[n.id for n in leaves]], alone, atol=1e-4)
 
 
