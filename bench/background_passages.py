@@ -4,7 +4,8 @@ encoded in the background and the same asks after.
     OMP_NUM_THREADS=1 python -m bench.background_passages FILE "QUESTION" ["QUESTION"...]
         [--every SECONDS]
 
-Into a fresh SQLite library in a temporary folder, with the app's memory thread off (only the
+Into a fresh SQLite library in a temporary folder (the other settings from the ``H2MT_*``
+variables, e.g. ``H2MT_EVIDENCE_PRECISION``), with the app's memory thread off (only the
 passage worker runs beside the asks). Prints the upload's status line and seconds, the first
 answer's seconds after the upload started, then each ask during the background encoding
 (seconds, texts prepared at its start, whether the route had the sentence-encoder channel) and
@@ -37,8 +38,8 @@ def main() -> None:
                         "(0: back to back)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        rt = Runtime.load(Settings(data_dir=Path(tmp), cache_dir=Settings().cache_dir,
-                                   app_worker=False))
+        rt = Runtime.load(Settings.from_env(data_dir=Path(tmp), cache_dir=Settings().cache_dir,
+                                            app_worker=False))
         rt.encoder  # loaded before the clock starts, as in a running app
         writer = MemoryWriter(rt)
         s = AppState(rt, rt.settings, writer)
