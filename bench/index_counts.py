@@ -11,7 +11,8 @@ after an answer (kind ``sentences``: split from every node's text), as counts of
 texts. ``--no-encode``: counts only (the tree is still built). ``--profile``: the passage
 vectors' seconds split by cProfile (cumulative): the encoder model's forward, its Linear
 layers, counting word pieces for the sort, the SQL writes; the rest is tokenising, pooling,
-copies and digests. The settings are read from the environment (``H2MT_WINDOW_PRECISION``).
+copies and digests. The settings are read from the environment (``H2MT_WINDOW_PRECISION``,
+``H2MT_EVIDENCE_PRECISION``).
 One JSON line per file.
 """
 from __future__ import annotations
@@ -25,8 +26,8 @@ from pathlib import Path
 from engine.answer.passages import unit_vectors as uv
 from engine.answer.passages.evidence import split_sentences
 from engine.answer.passages.passage_index import index_for
-from engine.ingest import (SharedVectors, build_document_tree, file_sha256, source_file,
-                           store_unit_vectors, tree_evidence)
+from engine.ingest import (SharedVectors, build_document_tree, evidence_encoder, file_sha256,
+                           source_file, store_unit_vectors, tree_evidence)
 from engine.routing.evidence import evidence_text, has_evidence
 from engine.runtime import Runtime
 from engine.settings import Settings
@@ -57,7 +58,7 @@ def profiled(call) -> tuple[object, dict]:
 
 def measure(path: Path, rt: Runtime, encode: bool, profile: bool = False) -> dict:
     out: dict = {"file": path.name}
-    shared = SharedVectors(rt.encoder)
+    shared = SharedVectors(evidence_encoder(rt))  # as ingest: the evidence's precision
     t0 = time.perf_counter()
     tree = build_document_tree(path, rt, shared)
     out["tree_s"] = round(time.perf_counter() - t0, 1)
