@@ -274,8 +274,8 @@ def bf16_native(device: str) -> bool:
 class BFloat16Texts:
     """A float32 encoder whose texts are read in bfloat16 and whose questions stay float32: what
     the passage windows and the nodes' evidence are encoded with where the hardware computes
-    bfloat16 natively (module docstring). Its ``fingerprint`` names the precision, so vectors stored in float32 are
-    not read as these."""
+    bfloat16 natively (module docstring). Its ``fingerprint`` names the precision, so vectors
+    stored in float32 are not read as these."""
 
     def __init__(self, encoder: SentenceEncoder):
         if encoder.precision != "fp32":
