@@ -303,7 +303,6 @@ class BFloat16Texts:
 
 
 TEXT_PRECISIONS = ("auto", "bf16", "fp32")
-WINDOW_PRECISIONS = TEXT_PRECISIONS
 
 
 def texts_in(encoder, precision: str, what: str = "text"):
